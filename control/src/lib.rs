@@ -1,0 +1,1 @@
+//! sprayswitch control plane.

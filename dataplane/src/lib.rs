@@ -1,0 +1,13 @@
+//! sprayswitch dataplane: a userspace, poll-mode top-of-rack switch for RoCEv2 traffic.
+//!
+//! The crate is layered with one-way dependencies (see `ARCHITECTURE.md` in the design notes):
+//!
+//! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic and frame classification.
+//!   Pure functions over `&[u8]`: no I/O, no clock, no allocation.
+//!
+//! Later layers (engine, reorder, ports, worker) build on `wire` and never the other way round.
+
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod wire;
