@@ -172,7 +172,10 @@ mod tests {
         assert!(nak.syndrome().is_sequence_nak());
         assert_eq!(nak.syndrome().name(), "NAK_PSN_SEQ_ERR");
         assert_eq!(Syndrome::from(0x25), Syndrome::RnrNak { timer: 5 });
-        assert_eq!(Syndrome::from(0x62), Syndrome::Nak(NakCode::RemoteAccessError));
+        assert_eq!(
+            Syndrome::from(0x62),
+            Syndrome::Nak(NakCode::RemoteAccessError)
+        );
         assert_eq!(Syndrome::from(0x6A), Syndrome::Nak(NakCode::Unknown(0x0A)));
         assert_eq!(Syndrome::from(0x40), Syndrome::Unknown(0x40));
         assert_eq!(Syndrome::from(0x9F), Syndrome::Unknown(0x9F));

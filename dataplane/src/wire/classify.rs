@@ -10,7 +10,7 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use etherparse::{
-    ArpPacketSlice, Ethernet2Slice, EtherType, Icmpv4Slice, Icmpv6Slice, IpNumber, Ipv4Slice,
+    ArpPacketSlice, EtherType, Ethernet2Slice, Icmpv4Slice, Icmpv6Slice, IpNumber, Ipv4Slice,
     Ipv6Slice, LenSource, SingleVlanSlice, TcpSlice, UdpSlice,
 };
 
@@ -423,8 +423,7 @@ pub fn classify(frame: &[u8], pmtu: Pmtu) -> Result<Classified, ParseError> {
 }
 
 fn classify_arp(l3: &[u8], off: u16) -> Result<ArpSummary, ParseError> {
-    let arp =
-        ArpPacketSlice::from_slice(l3).map_err(|e| from_len_error(Layer::Arp, off, &e))?;
+    let arp = ArpPacketSlice::from_slice(l3).map_err(|e| from_len_error(Layer::Arp, off, &e))?;
     if arp.hw_addr_size() != 6
         || arp.proto_addr_size() != 4
         || arp.proto_addr_type() != EtherType::IPV4
@@ -566,7 +565,11 @@ fn classify_roce(
         ));
     }
     if bth_repr.tver != 0 {
-        return Err(err(Layer::Bth, bth_offset, ParseReason::BadTver(bth_repr.tver)));
+        return Err(err(
+            Layer::Bth,
+            bth_offset,
+            ParseReason::BadTver(bth_repr.tver),
+        ));
     }
     let Some(layout) = opcode.layout() else {
         return Err(err(
@@ -619,4 +622,414 @@ fn classify_roce(
         payload_len: payload_len as u16,
         icrc_offset: payload_offset + (payload_len + usize::from(bth_repr.pad_count)) as u16,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ext::{
+        AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr,
+    };
+    use crate::wire::frame::{ExtRepr, IpRepr, RoceFrameRepr};
+    use crate::wire::{Psn, Syndrome};
+    use core::net::Ipv6Addr;
+    use proptest::prelude::*;
+
+    const PMTU: Pmtu = Pmtu::DEFAULT;
+
+    fn all_ext() -> ExtRepr {
+        ExtRepr {
+            deth: Some(DethRepr {
+                qkey: 0x1111_1111,
+                src_qp: 0x12,
+            }),
+            feth: Some(FethRepr {
+                placement_type: 1,
+                selectivity: 1,
+            }),
+            reth: Some(RethRepr {
+                virtual_address: 0x1000,
+                rkey: 0x77,
+                dma_len: 4096,
+            }),
+            atomic_eth: Some(AtomicEthRepr {
+                virtual_address: 8,
+                rkey: 9,
+                swap_add: 1,
+                compare: 0,
+            }),
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: 5,
+            }),
+            atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 42 }),
+            immdt: Some(ImmDtRepr { imm: 0xdead_beef }),
+            ieth: Some(IethRepr { rkey: 0x55 }),
+        }
+    }
+
+    fn frame(op: Opcode, ip: IpRepr, vlan: Option<VlanTag>, payload: &[u8]) -> Vec<u8> {
+        RoceFrameRepr {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            vlan,
+            ip,
+            tos: 0x02,
+            hop_limit: 64,
+            udp_src_port: 49441,
+            bth: BthRepr {
+                opcode: op,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: 0x11,
+                ack_req: true,
+                psn: Psn::new(0xFF_FFFE),
+            },
+            ext: all_ext(),
+            payload,
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    fn v4() -> IpRepr {
+        IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 1, 2),
+            id: 7,
+        }
+    }
+
+    fn v6() -> IpRepr {
+        IpRepr::V6 {
+            src: Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, 1),
+            dst: Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, 2),
+            flow_label: 0x12345,
+        }
+    }
+
+    #[test]
+    fn every_opcode_ipv4_ipv6_vlan() {
+        let tag = Some(VlanTag {
+            pcp: 3,
+            dei: false,
+            vid: 100,
+        });
+        for op in Opcode::ALL {
+            let layout = op.layout().unwrap();
+            let payload: &[u8] = if layout.payload { &[0xAB; 37] } else { &[] };
+            for (ip, vlan) in [(v4(), None), (v6(), None), (v4(), tag), (v6(), tag)] {
+                let f = frame(op, ip, vlan, payload);
+                let c = classify(&f, PMTU).unwrap_or_else(|e| panic!("{op:?}: {e}"));
+                assert_eq!(c.eth.vlan, vlan);
+                assert_eq!(
+                    usize::from(c.eth.l3_offset),
+                    if vlan.is_some() { 18 } else { 14 }
+                );
+                let r = c.roce().unwrap();
+                assert_eq!(r.bth.opcode, op);
+                assert_eq!(r.bth.psn, Psn::new(0xFF_FFFE));
+                assert_eq!(r.bth.pad_count as usize, if layout.payload { 3 } else { 0 });
+                assert_eq!(usize::from(r.payload_len), payload.len());
+                assert_eq!(usize::from(r.icrc_offset) + 4, f.len());
+                assert_eq!(r.reth.is_some(), layout.reth);
+                assert_eq!(r.aeth.is_some(), layout.aeth);
+                assert_eq!(r.direction, op.direction());
+                assert_eq!(r.transport, op.transport());
+                assert_eq!(r.ip.udp_ports(), Some((49441, 4791)));
+                assert_eq!(r.verify_icrc(&f, c.eth.l3_offset), Ok(true), "{op:?}");
+                assert_eq!(
+                    &f[usize::from(r.payload_offset)..][..payload.len()],
+                    payload,
+                    "{op:?}"
+                );
+                let span = if op == Opcode::RcReadRequest { 4 } else { 1 };
+                assert_eq!(r.psn_span, span);
+            }
+        }
+    }
+
+    #[test]
+    fn read_request_span_follows_pmtu() {
+        let f = frame(Opcode::RcReadRequest, v4(), None, &[]);
+        let r = *classify(&f, Pmtu::new(4096).unwrap())
+            .unwrap()
+            .roce()
+            .unwrap();
+        assert_eq!(r.psn_span, 1);
+        assert_eq!(r.psn_span_for(Pmtu::new(256).unwrap()), 16);
+        assert_eq!(r.psn_span_for(Pmtu::new(2048).unwrap()), 2);
+    }
+
+    #[test]
+    fn corrupted_icrc_is_reported() {
+        let mut f = frame(Opcode::RcWriteOnly, v4(), None, &[1, 2, 3, 4]);
+        let c = classify(&f, PMTU).unwrap();
+        let n = f.len();
+        f[n - 10] ^= 0x80; // payload bit flip
+        assert_eq!(
+            c.roce().unwrap().verify_icrc(&f, c.eth.l3_offset),
+            Ok(false)
+        );
+        f[n - 10] ^= 0x80;
+        f[n - 1] ^= 0x01; // ICRC bit flip
+        assert_eq!(
+            c.roce().unwrap().verify_icrc(&f, c.eth.l3_offset),
+            Ok(false)
+        );
+    }
+
+    #[test]
+    fn every_truncation_is_a_typed_error() {
+        let f = frame(
+            Opcode::RcWriteFirst,
+            v6(),
+            Some(VlanTag {
+                pcp: 0,
+                dei: true,
+                vid: 5,
+            }),
+            &[9; 64],
+        );
+        for n in 0..f.len() {
+            // Shortening the buffer without fixing the length fields must fail somewhere.
+            let e = classify(&f[..n], PMTU).unwrap_err();
+            assert!(
+                matches!(e.reason, ParseReason::Truncated { .. }),
+                "{n}: {e:?}"
+            );
+        }
+        assert_eq!(
+            classify(&f[..10], PMTU).unwrap_err(),
+            ParseError {
+                layer: Layer::Ethernet,
+                offset: 0,
+                reason: ParseReason::Truncated { need: 14, have: 10 }
+            }
+        );
+        let e = classify(&f[..60], PMTU).unwrap_err();
+        assert_eq!((e.layer, e.offset), (Layer::Ipv6, 18));
+    }
+
+    #[test]
+    fn bth_errors_name_layer_and_offset() {
+        let mut f = frame(Opcode::RcSendOnly, v4(), None, &[1; 8]);
+        f[42] = 0x3F; // unassigned UC opcode
+        let e = classify(&f, PMTU).unwrap_err();
+        assert_eq!(
+            e,
+            ParseError {
+                layer: Layer::Bth,
+                offset: 42,
+                reason: ParseReason::UnknownOpcode(0x3F)
+            }
+        );
+        f[42] = 0x44; // RD
+        assert_eq!(
+            classify(&f, PMTU).unwrap_err().reason,
+            ParseReason::UnsupportedTransport(0x44)
+        );
+        f[42] = 0x04;
+        f[43] |= 0x01; // TVer 1
+        assert_eq!(
+            classify(&f, PMTU).unwrap_err().reason,
+            ParseReason::BadTver(1)
+        );
+        // An ACK with bytes after the AETH.
+        let mut ack = frame(Opcode::RcAcknowledge, v4(), None, &[]);
+        let icrc_at = ack.len() - 4;
+        ack.splice(icrc_at..icrc_at, [0u8; 4]);
+        let udp_len = u16::from_be_bytes([ack[38], ack[39]]) + 4;
+        ack[38..40].copy_from_slice(&udp_len.to_be_bytes());
+        let ip_len = u16::from_be_bytes([ack[16], ack[17]]) + 4;
+        ack[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        assert_eq!(
+            classify(&ack, PMTU).unwrap_err().reason,
+            ParseReason::UnexpectedPayload
+        );
+    }
+
+    #[test]
+    fn ethernet_padding_is_not_payload() {
+        // A 62-byte ACK padded by a NIC to the 60-byte minimum plus 8 junk bytes.
+        let mut f = frame(Opcode::RcAcknowledge, v4(), None, &[]);
+        f.extend_from_slice(&[0xEE; 8]);
+        let c = classify(&f, PMTU).unwrap();
+        let r = c.roce().unwrap();
+        assert_eq!(r.payload_len, 0);
+        assert_eq!(usize::from(r.ip.end_offset), f.len() - 8);
+        assert_eq!(r.verify_icrc(&f, c.eth.l3_offset), Ok(true));
+    }
+
+    // Non-RoCE frames as a Linux host sends them.
+    const ARP_REQUEST: [u8; 42] = [
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02, 0x08, 0x06, 0x00,
+        0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02, 0x0a, 0x63,
+        0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0a, 0x63, 0x00, 0x01,
+    ];
+    const ICMP_ECHO: [u8; 42] = [
+        0x52, 0x54, 0x00, 0x99, 0x00, 0x01, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x1c, 0x00, 0x01, 0x40, 0x00, 0x40, 0x01, 0x00, 0x00, 0x0a, 0x63, 0x00, 0x02,
+        0x0a, 0x63, 0x00, 0x01, 0x08, 0x00, 0xf7, 0xfe, 0x00, 0x01, 0x00, 0x00,
+    ];
+    const TCP_SYN: [u8; 54] = [
+        0x52, 0x54, 0x00, 0x99, 0x00, 0x01, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02, 0x08, 0x00, 0x45,
+        0x00, 0x00, 0x28, 0x00, 0x01, 0x40, 0x00, 0x40, 0x06, 0x00, 0x00, 0x0a, 0x63, 0x00, 0x02,
+        0x0a, 0x63, 0x00, 0x01, 0x9c, 0x40, 0x00, 0x16, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
+        0x00, 0x50, 0x02, 0xfa, 0xf0, 0x00, 0x00, 0x00, 0x00,
+    ];
+    // IPv6 neighbour solicitation for fd99::1 from fd99::2.
+    const ND_SOLICIT: [u8; 86] = [
+        0x33, 0x33, 0xff, 0x00, 0x00, 0x01, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02, 0x86, 0xdd, 0x60,
+        0x00, 0x00, 0x00, 0x00, 0x20, 0x3a, 0xff, 0xfd, 0x99, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x01, 0xff, 0x00, 0x00, 0x01, 0x87, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0xfd, 0x99, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x01, 0x01, 0x01, 0x52, 0x54, 0x00, 0x99, 0x00, 0x02,
+    ];
+
+    #[test]
+    fn non_roce_frames_classify_as_such() {
+        let arp = classify(&ARP_REQUEST, PMTU).unwrap();
+        let FrameClass::Arp(a) = arp.class else {
+            panic!("{arp:?}")
+        };
+        assert_eq!(a.operation, 1);
+        assert_eq!(a.sender_ip, Ipv4Addr::new(10, 99, 0, 2));
+        assert_eq!(a.target_ip, Ipv4Addr::new(10, 99, 0, 1));
+
+        let icmp = classify(&ICMP_ECHO, PMTU).unwrap();
+        assert_eq!(
+            icmp.ip().unwrap().l4,
+            L4Summary::Icmpv4 {
+                icmp_type: 8,
+                code: 0
+            }
+        );
+        assert!(icmp.roce().is_none());
+
+        let tcp = classify(&TCP_SYN, PMTU).unwrap();
+        assert_eq!(
+            tcp.ip().unwrap().l4,
+            L4Summary::Tcp {
+                src_port: 40000,
+                dst_port: 22,
+                flags: 0x02
+            }
+        );
+
+        let nd = classify(&ND_SOLICIT, PMTU).unwrap();
+        let ip = nd.ip().unwrap();
+        assert!(ip.is_neighbor_discovery());
+        assert_eq!(ip.hop_limit, 255);
+        assert_eq!(
+            ip.l4,
+            L4Summary::Icmpv6 {
+                icmp_type: 135,
+                code: 0
+            }
+        );
+
+        let mut lldp = ARP_REQUEST;
+        lldp[12..14].copy_from_slice(&0x88CCu16.to_be_bytes());
+        assert_eq!(classify(&lldp, PMTU).unwrap().class, FrameClass::OtherL2);
+
+        let mut other_udp = frame(Opcode::RcSendOnly, v4(), None, &[]);
+        other_udp[36..38].copy_from_slice(&53u16.to_be_bytes());
+        let c = classify(&other_udp, PMTU).unwrap();
+        assert!(matches!(
+            c.class,
+            FrameClass::Ip(IpSummary {
+                l4: L4Summary::Udp { dst_port: 53, .. },
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn fragments_and_bad_headers() {
+        let mut f = frame(Opcode::RcSendOnly, v4(), None, &[1; 16]);
+        f[20] |= 0x20; // MF
+        assert_eq!(
+            classify(&f, PMTU).unwrap().ip().unwrap().l4,
+            L4Summary::Fragment
+        );
+        f[20] &= !0x20;
+        f[14] = 0x44; // IHL 4
+        assert_eq!(classify(&f, PMTU).unwrap_err().layer, Layer::Ipv4);
+        f[14] = 0x65; // version 6 in an IPv4 EtherType
+        assert_eq!(classify(&f, PMTU).unwrap_err().layer, Layer::Ipv4);
+        let mut arp = ARP_REQUEST;
+        arp[19] = 16; // protocol address size
+        assert_eq!(classify(&arp, PMTU).unwrap_err().layer, Layer::Arp);
+        let mut qinq = frame(
+            Opcode::RcSendOnly,
+            v4(),
+            Some(VlanTag {
+                pcp: 0,
+                dei: false,
+                vid: 1,
+            }),
+            &[],
+        );
+        // Turn the inner EtherType into yet another tag: two tags are allowed, a third is not.
+        qinq[12..14].copy_from_slice(&0x88A8u16.to_be_bytes());
+        qinq[16..18].copy_from_slice(&0x8100u16.to_be_bytes());
+        qinq.splice(18..18, [0x00, 0x02, 0x81, 0x00, 0x00, 0x03]);
+        assert_eq!(
+            classify(&qinq, PMTU).unwrap_err().reason,
+            ParseReason::TooManyVlanTags
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn emit_then_classify(op_idx in 0usize..Opcode::ALL.len(), v6_ip in any::<bool>(),
+                              vid in proptest::option::of(0u16..4096), len in 0usize..300,
+                              psn in 0u32..1 << 24, qp in 0u32..1 << 24, tos in any::<u8>(),
+                              sport in any::<u16>()) {
+            let op = Opcode::ALL[op_idx];
+            let layout = op.layout().unwrap();
+            let payload = vec![0x5A; if layout.payload { len } else { 0 }];
+            let repr = RoceFrameRepr {
+                src_mac: [2, 0, 0, 0, 0, 1], dst_mac: [2, 0, 0, 0, 0, 2],
+                vlan: vid.map(|vid| VlanTag { pcp: 1, dei: false, vid }),
+                ip: if v6_ip { v6() } else { v4() }, tos, hop_limit: 3, udp_src_port: sport,
+                bth: BthRepr { opcode: op, solicited: true, mig_req: true, pad_count: 0, tver: 0,
+                    pkey: 0x8001, fecn: true, becn: false, dest_qp: qp, ack_req: false, psn: Psn::new(psn) },
+                ext: all_ext(), payload: &payload,
+            };
+            let f = repr.to_vec().unwrap();
+            let c = classify(&f, PMTU).unwrap();
+            let r = c.roce().unwrap();
+            prop_assert_eq!(r.bth, BthRepr { pad_count: crate::wire::frame::pad_for(payload.len()) as u8, ..repr.bth });
+            prop_assert_eq!(r.ip.tos, tos);
+            prop_assert_eq!(r.ip.udp_ports(), Some((sport, 4791)));
+            prop_assert_eq!(usize::from(r.payload_len), payload.len());
+            prop_assert_eq!(r.verify_icrc(&f, c.eth.l3_offset), Ok(true));
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = classify(&bytes, PMTU);
+        }
+
+        #[test]
+        fn mutated_frames_never_panic(idx in 0usize..120, val in any::<u8>(), cut in 0usize..130) {
+            let mut f = frame(Opcode::RcReadResponseFirst, v6(), Some(VlanTag { pcp: 0, dei: false, vid: 9 }), &[7; 40]);
+            let i = idx % f.len();
+            f[i] = val;
+            f.truncate(cut.min(f.len()));
+            if let Ok(c) = classify(&f, PMTU) {
+                if let Some(r) = c.roce() {
+                    let _ = r.verify_icrc(&f, c.eth.l3_offset);
+                }
+            }
+        }
+    }
 }

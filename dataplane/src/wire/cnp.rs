@@ -115,9 +115,19 @@ mod tests {
         assert!(c.is_cnp());
         assert_eq!(c.dest_qp(), 300);
         let repr = CnpRepr::parse(&c).unwrap();
-        assert_eq!(repr, CnpRepr { dest_qp: 300, pkey: 0xFFFF, becn: true });
+        assert_eq!(
+            repr,
+            CnpRepr {
+                dest_qp: 300,
+                pkey: 0xFFFF,
+                becn: true
+            }
+        );
         raw[0] = 0x11;
-        assert_eq!(CnpRepr::parse(&Cnp::new_checked(&raw[..]).unwrap()), Err(Error::Malformed));
+        assert_eq!(
+            CnpRepr::parse(&Cnp::new_checked(&raw[..]).unwrap()),
+            Err(Error::Malformed)
+        );
         assert!(Cnp::new_checked(&raw[..27]).is_err());
     }
 

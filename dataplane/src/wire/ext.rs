@@ -335,13 +335,25 @@ mod tests {
 
         let d = Deth::new_checked(&[0x80, 0x01, 0x02, 0x03, 0xEE, 0x00, 0x00, 0x12][..]).unwrap();
         assert_eq!(d.qkey(), 0x8001_0203);
-        assert_eq!(d.src_qp(), 0x12, "the reserved byte is not part of the source QP");
+        assert_eq!(
+            d.src_qp(),
+            0x12,
+            "the reserved byte is not part of the source QP"
+        );
 
         let f = Feth::new_checked(&[0, 0, 0, 0x21][..]).unwrap();
         assert_eq!((f.placement_type(), f.selectivity()), (1, 2));
-        assert_eq!(ImmDt::new_checked(&[1, 2, 3, 4][..]).unwrap().imm(), 0x0102_0304);
+        assert_eq!(
+            ImmDt::new_checked(&[1, 2, 3, 4][..]).unwrap().imm(),
+            0x0102_0304
+        );
         assert_eq!(Ieth::new_checked(&[0, 0, 1, 0][..]).unwrap().rkey(), 256);
-        assert_eq!(AtomicAckEth::new_checked(&[0, 0, 0, 0, 0, 0, 0, 9][..]).unwrap().orig_data(), 9);
+        assert_eq!(
+            AtomicAckEth::new_checked(&[0, 0, 0, 0, 0, 0, 0, 9][..])
+                .unwrap()
+                .orig_data(),
+            9
+        );
         assert!(AtomicEth::new_checked(&raw[..27]).is_err());
         assert!(Deth::new_checked(&[0u8; 7][..]).is_err());
     }

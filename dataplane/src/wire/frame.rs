@@ -165,7 +165,8 @@ impl RoceFrameRepr<'_> {
         let mut at = 12;
         if let Some(tag) = self.vlan {
             buf[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-            let tci = (u16::from(tag.pcp & 7) << 13) | (u16::from(tag.dei) << 12) | (tag.vid & 0xFFF);
+            let tci =
+                (u16::from(tag.pcp & 7) << 13) | (u16::from(tag.dei) << 12) | (tag.vid & 0xFFF);
             buf[14..16].copy_from_slice(&tci.to_be_bytes());
             at = 16;
         }

@@ -174,7 +174,14 @@ mod tests {
     fn masked_fields_do_not_matter_and_others_do() {
         let good = RXE_ACK_IP;
         // TOS (ECN marking), TTL, IP checksum, UDP checksum and FECN/BECN are masked.
-        for (idx, val) in [(1, 0x03), (8, 0x3f), (10, 0x00), (11, 0x00), (26, 0x12), (32, 0xc0)] {
+        for (idx, val) in [
+            (1, 0x03),
+            (8, 0x3f),
+            (10, 0x00),
+            (11, 0x00),
+            (26, 0x12),
+            (32, 0xc0),
+        ] {
             let mut p = good;
             p[idx] = val;
             assert_eq!(verify(&p), Ok(true), "byte {idx} should be masked");
@@ -210,8 +217,15 @@ mod tests {
         let mut v6 = [0u8; 64];
         v6[0] = 0x60;
         v6[6] = 0;
-        assert_eq!(compute(&v6), Err(IcrcError::NotUdp), "hop-by-hop extension header");
+        assert_eq!(
+            compute(&v6),
+            Err(IcrcError::NotUdp),
+            "hop-by-hop extension header"
+        );
         v6[6] = 17;
-        assert_eq!(compute(&v6[..59]), Err(IcrcError::Truncated { need: 60, have: 59 }));
+        assert_eq!(
+            compute(&v6[..59]),
+            Err(IcrcError::Truncated { need: 60, have: 59 })
+        );
     }
 }

@@ -543,7 +543,10 @@ mod tests {
             assert_eq!(l.payload, payload, "{op:?}");
         }
         let a = Opcode::RcAtomicAcknowledge.layout().unwrap();
-        assert_eq!((a.aeth_offset(), a.atomic_ack_eth_offset()), (Some(0), Some(4)));
+        assert_eq!(
+            (a.aeth_offset(), a.atomic_ack_eth_offset()),
+            (Some(0), Some(4))
+        );
         let w = Opcode::RcWriteOnlyImm.layout().unwrap();
         assert_eq!((w.reth_offset(), w.immdt_offset()), (Some(0), Some(16)));
         let f = Opcode::RcFlush.layout().unwrap();
