@@ -5,9 +5,13 @@
 //! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic and frame classification.
 //!   Pure functions over `&[u8]`: no I/O, no clock, no allocation.
 //!
+//! - [`pcap`]: reading pcap/pcapng captures and writing pcap files (offline tools and the pcap
+//!   port; not on the packet path).
+//!
 //! Later layers (engine, reorder, ports, worker) build on `wire` and never the other way round.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod pcap;
 pub mod wire;

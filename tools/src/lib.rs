@@ -1,1 +1,6 @@
+//! Tools that ship with sprayswitch. This crate holds their logic so that tests can drive it; the
+//! binaries under `src/bin/` are thin command-line front ends.
+//!
+//! - [`decode`]: one record per captured frame, human-readable or JSON (`rocecap decode`).
 
+pub mod decode;
