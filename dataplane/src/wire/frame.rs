@@ -70,6 +70,60 @@ pub struct ExtRepr {
     pub ieth: Option<IethRepr>,
 }
 
+impl ExtRepr {
+    /// Reads every extension header `opcode` carries from `ext`, the bytes right after the BTH.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] for an unknown opcode, [`Error::Truncated`] if `ext` is too short.
+    pub fn parse(opcode: super::Opcode, ext: &[u8]) -> Result<ExtRepr> {
+        use super::aeth::Aeth;
+        use super::ext::{AtomicAckEth, AtomicEth, Deth, Feth, Ieth, ImmDt};
+        use super::reth::Reth;
+        let layout = opcode.layout().ok_or(Error::Malformed)?;
+        if ext.len() < layout.len() {
+            return Err(Error::Truncated {
+                need: layout.len(),
+                have: ext.len(),
+            });
+        }
+        let at = |o: usize| &ext[o..];
+        Ok(ExtRepr {
+            deth: match layout.deth_offset() {
+                Some(o) => Some(DethRepr::parse(&Deth::new_checked(at(o))?)),
+                None => None,
+            },
+            feth: match layout.feth_offset() {
+                Some(o) => Some(FethRepr::parse(&Feth::new_checked(at(o))?)),
+                None => None,
+            },
+            reth: match layout.reth_offset() {
+                Some(o) => Some(RethRepr::parse(&Reth::new_checked(at(o))?)),
+                None => None,
+            },
+            atomic_eth: match layout.atomic_eth_offset() {
+                Some(o) => Some(AtomicEthRepr::parse(&AtomicEth::new_checked(at(o))?)),
+                None => None,
+            },
+            aeth: match layout.aeth_offset() {
+                Some(o) => Some(AethRepr::parse(&Aeth::new_checked(at(o))?)),
+                None => None,
+            },
+            atomic_ack_eth: match layout.atomic_ack_eth_offset() {
+                Some(o) => Some(AtomicAckEthRepr::parse(&AtomicAckEth::new_checked(at(o))?)),
+                None => None,
+            },
+            immdt: match layout.immdt_offset() {
+                Some(o) => Some(ImmDtRepr::parse(&ImmDt::new_checked(at(o))?)),
+                None => None,
+            },
+            ieth: match layout.ieth_offset() {
+                Some(o) => Some(IethRepr::parse(&Ieth::new_checked(at(o))?)),
+                None => None,
+            },
+        })
+    }
+}
+
 /// A whole RoCEv2 frame to emit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RoceFrameRepr<'a> {

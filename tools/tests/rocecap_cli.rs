@@ -1,0 +1,169 @@
+//! The `rocecap decode` command as a user runs it.
+
+use std::process::Command;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn data(name: &str) -> PathBuf {
+    repo_root().join("tests/data").join(name)
+}
+
+fn read_capture(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = sprayswitch::pcap::CaptureReader::open(path).unwrap();
+    let mut v = Vec::new();
+    while let Some(f) = r.next_frame(|f| f.data.to_vec()).unwrap() {
+        v.push(f);
+    }
+    v
+}
+
+fn rocecap(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rocecap"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("rocecap runs")
+}
+
+#[test]
+fn decodes_a_soft_roce_capture_as_text_and_json() {
+    let path = data("rxe-reorder-nak-ipv6.pcap");
+    let text = rocecap(&["decode", path.to_str().unwrap()]);
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert_eq!(text.lines().count(), 145);
+    assert!(text.lines().all(|l| l.ends_with("icrc ok")), "{text}");
+    assert_eq!(text.matches("NAK_PSN_SEQ_ERR").count(), 4);
+    assert!(text.contains("[fd99::2]:49476 > [fd99::1]:4791 RC_WRITE_FIRST"));
+
+    let json = rocecap(&["decode", "--json", path.to_str().unwrap()]);
+    assert!(json.status.success());
+    let records: Vec<Value> = String::from_utf8(json.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 145);
+    let nak = records
+        .iter()
+        .find(|r| r["aeth_syndrome"] == "NAK_PSN_SEQ_ERR")
+        .unwrap();
+    for key in [
+        "frame",
+        "src",
+        "dst",
+        "sport",
+        "dport",
+        "opcode",
+        "dest_qp",
+        "psn",
+        "ack_req",
+        "fecn",
+        "becn",
+        "msn",
+        "payload_len",
+        "icrc",
+    ] {
+        assert!(!nak[key].is_null(), "missing {key} in {nak}");
+    }
+    assert_eq!(nak["opcode"], "RC_ACK");
+    assert_eq!(nak["icrc"], "ok");
+    assert_eq!(records[0]["frame"], 1);
+}
+
+#[test]
+fn reports_bad_icrc_malformed_and_non_roce_frames() {
+    use sprayswitch::pcap::PcapWriter;
+    let dir = std::env::temp_dir().join(format!("sprayswitch-rocecap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mixed.pcap");
+    let good = read_capture(&data("rxe-rc-ops.pcap")).swap_remove(15);
+    let mut bad_icrc = good.clone();
+    *bad_icrc.last_mut().unwrap() ^= 0xFF;
+    let mut bad_opcode = good.clone();
+    bad_opcode[42] = 0x3F;
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&[
+        0x52, 0x54, 0, 0x99, 0, 2, 0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1,
+    ]);
+    arp.extend_from_slice(&[
+        0x52, 0x54, 0, 0x99, 0, 2, 10, 99, 0, 2, 0, 0, 0, 0, 0, 0, 10, 99, 0, 1,
+    ]);
+    let mut w = PcapWriter::create(&path).unwrap();
+    for (i, f) in [&good, &bad_icrc, &bad_opcode, &arp, &good[..20].to_vec()]
+        .iter()
+        .enumerate()
+    {
+        w.write_frame(i as u64, f).unwrap();
+    }
+    drop(w.into_inner().unwrap());
+    let out = rocecap(&["decode", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let recs: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs[0]["icrc"], "ok");
+    assert_eq!(recs[1]["icrc"], "bad");
+    assert_eq!(recs[2]["kind"], "error");
+    assert_eq!(recs[2]["error_layer"], "bth");
+    assert_eq!(recs[2]["error_offset"], 42);
+    assert_eq!(recs[3]["kind"], "arp");
+    assert_eq!(recs[3]["proto"], "arp-request");
+    assert_eq!(recs[4]["kind"], "error");
+    assert_eq!(recs[4]["error_layer"], "ipv4");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn missing_and_corrupt_files_fail_clearly() {
+    let out = rocecap(&["decode", "no/such/file.pcap"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("cannot read no/such/file.pcap") && err.contains("No such file"),
+        "{err}"
+    );
+
+    let out = rocecap(&["decode", "Cargo.toml"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("not a pcap or pcapng capture"));
+
+    let dir = std::env::temp_dir().join(format!("sprayswitch-rocecap-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.pcap");
+    let bytes = std::fs::read(data("rxe-rc-ops.pcap")).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let out = rocecap(&["decode", cut.to_str().unwrap()]);
+    assert!(!out.status.success(), "a cut capture must not exit 0");
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("cut short after frame 68"));
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 68);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn rejects_a_bad_pmtu() {
+    let out = rocecap(&[
+        "decode",
+        "--pmtu",
+        "1500",
+        data("rxe-rc-ops.pcap").to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8(out.stderr)
+        .unwrap()
+        .contains("not a path MTU"));
+}
