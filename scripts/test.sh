@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole sprayswitch test suite, exactly as CI runs it (.ci/run calls this script).
+#
+# Installs what the tests need first, so it works on a fresh machine:
+#   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
+#   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
+# Then: rustfmt check, clippy with warnings denied, every test of the workspace, fuzz smoke run.
+#
+# Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing test prerequisites"
+if ! python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
+  python3 -m pip install --quiet --disable-pip-version-check scapy
+fi
+python3 -c 'import scapy.contrib.roce'
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  cargo install --locked cargo-fuzz
+fi
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo test (workspace)"
+SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
+
+step "fuzz targets: build, then a bounded run from the seed corpus"
+fuzz_tmp=$(mktemp -d)
+trap 'rm -rf "$fuzz_tmp"' EXIT
+(
+  cd dataplane/fuzz
+  cargo fuzz build -s none
+  for target in $(cargo fuzz list); do
+    mkdir -p "$fuzz_tmp/$target"
+    # New inputs go to the temporary first corpus; the committed seed corpus is only read.
+    log="$fuzz_tmp/$target.log"
+    if ! cargo fuzz run "$target" -s none "$fuzz_tmp/$target" "corpus/$target" -- \
+        -max_total_time="${FUZZ_SECONDS:-20}" >"$log" 2>&1; then
+      cat "$log"
+      echo "fuzz target $target failed" >&2
+      exit 1
+    fi
+    tail -n 1 "$log"
+  done
+)
+step "all checks passed"
