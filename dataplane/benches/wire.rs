@@ -7,8 +7,8 @@ use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sprayswitch::wire::{
-    classify, icrc, AethRepr, BthRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RethRepr,
-    RoceFrameRepr, Syndrome, VlanTag,
+    classify, icrc, AethRepr, BthRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr,
+    Syndrome, VlanTag,
 };
 
 fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
@@ -16,11 +16,23 @@ fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
     RoceFrameRepr {
         src_mac: [2, 0, 0, 0, 0, 1],
         dst_mac: [2, 0, 0, 0, 0, 2],
-        vlan: vlan.then_some(VlanTag { pcp: 3, dei: false, vid: 100 }),
+        vlan: vlan.then_some(VlanTag {
+            pcp: 3,
+            dei: false,
+            vid: 100,
+        }),
         ip: if v6 {
-            IpRepr::V6 { src: "fd00::1".parse().unwrap(), dst: "fd00::2".parse().unwrap(), flow_label: 0 }
+            IpRepr::V6 {
+                src: "fd00::1".parse().unwrap(),
+                dst: "fd00::2".parse().unwrap(),
+                flow_label: 0,
+            }
         } else {
-            IpRepr::V4 { src: Ipv4Addr::new(10, 0, 0, 1), dst: Ipv4Addr::new(10, 0, 1, 1), id: 1 }
+            IpRepr::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 1),
+                dst: Ipv4Addr::new(10, 0, 1, 1),
+                id: 1,
+            }
         },
         tos: 2,
         hop_limit: 64,
@@ -39,8 +51,15 @@ fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
             psn: Psn::new(1000),
         },
         ext: ExtRepr {
-            reth: Some(RethRepr { virtual_address: 0x1000, rkey: 1, dma_len: payload as u32 }),
-            aeth: Some(AethRepr { syndrome: Syndrome::Ack { credits: 31 }, msn: 1 }),
+            reth: Some(RethRepr {
+                virtual_address: 0x1000,
+                rkey: 1,
+                dma_len: payload as u32,
+            }),
+            aeth: Some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: 1,
+            }),
             ..ExtRepr::default()
         },
         payload: &body,
@@ -52,8 +71,14 @@ fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
 fn bench_classify(c: &mut Criterion) {
     let cases = [
         ("ack_ipv4", frame(Opcode::RcAcknowledge, 0, false, false)),
-        ("write_first_1k_ipv4", frame(Opcode::RcWriteFirst, 1024, false, false)),
-        ("write_middle_1k_ipv6_vlan", frame(Opcode::RcWriteMiddle, 1024, true, true)),
+        (
+            "write_first_1k_ipv4",
+            frame(Opcode::RcWriteFirst, 1024, false, false),
+        ),
+        (
+            "write_middle_1k_ipv6_vlan",
+            frame(Opcode::RcWriteMiddle, 1024, true, true),
+        ),
     ];
     let mut g = c.benchmark_group("classify");
     g.throughput(Throughput::Elements(1));

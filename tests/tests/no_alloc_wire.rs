@@ -31,7 +31,11 @@ static GLOBAL: Counting = Counting;
 #[test]
 fn classify_and_icrc_do_not_allocate() {
     let mut frames = Vec::new();
-    for name in ["rxe-rc-ops.pcap", "rxe-reorder-nak-ipv6.pcap", "rxe-ud-uc.pcap"] {
+    for name in [
+        "rxe-rc-ops.pcap",
+        "rxe-reorder-nak-ipv6.pcap",
+        "rxe-ud-uc.pcap",
+    ] {
         frames.extend(read_capture(&data(name)));
     }
     // Malformed variants: cut at every 7th length, and with a corrupted opcode.
@@ -63,5 +67,8 @@ fn classify_and_icrc_do_not_allocate() {
     }
     let allocs = ALLOCS.load(Ordering::Relaxed) - before;
     assert_eq!(allocs, 0, "classification allocated {allocs} times");
-    assert!(ok >= 230 && icrc_ok >= 230 && errors > 100, "{ok} {icrc_ok} {errors}");
+    assert!(
+        ok >= 230 && icrc_ok >= 230 && errors > 100,
+        "{ok} {icrc_ok} {errors}"
+    );
 }

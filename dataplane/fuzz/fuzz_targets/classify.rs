@@ -6,7 +6,9 @@ use libfuzzer_sys::fuzz_target;
 use sprayswitch::wire::{classify, ExtRepr, Pmtu};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, frame)) = data.split_first() else { return };
+    let Some((&sel, frame)) = data.split_first() else {
+        return;
+    };
     let pmtu = Pmtu::new(256 << (sel % 5)).unwrap_or_default();
     if let Ok(c) = classify(frame, pmtu) {
         if let Some(r) = c.roce() {
@@ -15,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
             let ext_at = usize::from(r.bth_offset) + 12;
             let ext = frame.get(ext_at..).unwrap_or(&[]);
             let parsed = ExtRepr::parse(r.bth.opcode, ext);
-            assert!(parsed.is_ok(), "classify accepted a frame whose headers do not parse");
+            assert!(
+                parsed.is_ok(),
+                "classify accepted a frame whose headers do not parse"
+            );
         }
     }
 });
