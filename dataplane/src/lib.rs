@@ -14,4 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod pcap;
+pub mod port;
+pub mod rng;
+pub mod time;
 pub mod wire;
