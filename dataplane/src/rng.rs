@@ -54,7 +54,10 @@ mod tests {
         for _ in 0..40_000 {
             counts[a.below(4) as usize] += 1;
         }
-        assert!(counts.iter().all(|c| (9_000..11_000).contains(c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|c| (9_000..11_000).contains(c)),
+            "{counts:?}"
+        );
         let hits = (0..100_000).filter(|_| a.chance(0.01)).count();
         assert!((800..1200).contains(&hits), "{hits}");
         assert!(!a.chance(0.0));

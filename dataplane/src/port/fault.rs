@@ -283,7 +283,10 @@ mod tests {
     use crate::port::mem;
 
     fn send(f: &mut FaultInjector<mem::MemPort>, now: u64, ids: impl IntoIterator<Item = u32>) {
-        let mut v: Vec<Pkt> = ids.into_iter().map(|i| Pkt::from_slice(&[0u8; 60]).tap(i)).collect();
+        let mut v: Vec<Pkt> = ids
+            .into_iter()
+            .map(|i| Pkt::from_slice(&[0u8; 60]).tap(i))
+            .collect();
         f.tx_burst(now, &mut v);
     }
 
@@ -300,13 +303,20 @@ mod tests {
     fn drain(b: &mut mem::MemPort) -> Vec<u32> {
         let mut out = Vec::new();
         b.rx_burst(0, &mut out, usize::MAX);
-        out.iter().map(|p| u32::from_be_bytes(p.data()[20..24].try_into().unwrap())).collect()
+        out.iter()
+            .map(|p| u32::from_be_bytes(p.data()[20..24].try_into().unwrap()))
+            .collect()
     }
 
     #[test]
     fn delay_and_jitter_keep_order() {
         let (a, mut b) = mem::link("a", "b", 10_000);
-        let cfg = FaultConfig { delay_ns: 1000, jitter_ns: 5000, seed: 3, ..FaultConfig::default() };
+        let cfg = FaultConfig {
+            delay_ns: 1000,
+            jitter_ns: 5000,
+            seed: 3,
+            ..FaultConfig::default()
+        };
         let mut f = FaultInjector::new(a, cfg);
         for t in 0..100u32 {
             send(&mut f, u64::from(t) * 10, [t]);
@@ -321,7 +331,10 @@ mod tests {
     fn rate_limit_spaces_packets() {
         let (a, mut b) = mem::link("a", "b", 100);
         // 60-byte frames at 480 Mbit/s: 1 us each.
-        let cfg = FaultConfig { rate_bps: Some(480_000_000), ..FaultConfig::default() };
+        let cfg = FaultConfig {
+            rate_bps: Some(480_000_000),
+            ..FaultConfig::default()
+        };
         let mut f = FaultInjector::new(a, cfg);
         send(&mut f, 0, 0..10);
         f.poll(4_500);
@@ -336,8 +349,13 @@ mod tests {
         let run = |seed| {
             let (a, mut b) = mem::link("a", "b", 100_000);
             let cfg = FaultConfig {
-                drop_rate: 0.1, duplicate_rate: 0.05, reorder_rate: 0.05, corrupt_rate: 0.02,
-                reorder_extra_ns: 50, seed, ..FaultConfig::default()
+                drop_rate: 0.1,
+                duplicate_rate: 0.05,
+                reorder_rate: 0.05,
+                corrupt_rate: 0.02,
+                reorder_extra_ns: 50,
+                seed,
+                ..FaultConfig::default()
             };
             let mut f = FaultInjector::new(a, cfg);
             for t in 0..10_000u32 {
@@ -360,7 +378,11 @@ mod tests {
     #[test]
     fn queue_limit_drops_and_counts() {
         let (a, _b) = mem::link("a", "b", 1000);
-        let cfg = FaultConfig { delay_ns: 1_000_000, queue_limit: 10, ..FaultConfig::default() };
+        let cfg = FaultConfig {
+            delay_ns: 1_000_000,
+            queue_limit: 10,
+            ..FaultConfig::default()
+        };
         let mut f = FaultInjector::new(a, cfg);
         send(&mut f, 0, 0..15);
         assert_eq!(FaultStats::get(&f.stats().queue_drops), 5);

@@ -177,7 +177,10 @@ mod tests {
         assert_eq!(a.tx_backlog(), 2);
         assert_eq!(a.control().tx_full(), 1);
         assert_eq!(b.rx_burst(0, &mut out, 8), 2);
-        assert_eq!(out.iter().map(|p| p.data()[0]).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            out.iter().map(|p| p.data()[0]).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         assert_eq!(a.tx_burst(0, &mut pkts), 1);
         let mut back = vec![Pkt::from_slice(&[9])];
         assert_eq!(b.tx_burst(0, &mut back), 1);

@@ -103,7 +103,9 @@ impl Port for PcapPort {
         let mut n = 0;
         while n < max {
             self.fill_pending();
-            let Some((ts, _)) = self.pending.as_ref() else { break };
+            let Some((ts, _)) = self.pending.as_ref() else {
+                break;
+            };
             let ts = *ts;
             if self.pace == Pace::Recorded {
                 let (now0, ts0) = *self.start.get_or_insert((now, ts));

@@ -54,7 +54,6 @@ impl<P: Port> PcapTap<P> {
         let _ = self.writer.flush();
         self.inner
     }
-
 }
 
 impl<P: Port> Port for PcapTap<P> {
@@ -67,7 +66,11 @@ impl<P: Port> Port for PcapTap<P> {
         let n = self.inner.rx_burst(now, out, max);
         if self.dir.rx {
             for p in &out[start..start + n] {
-                if self.writer.write_frame(wall_ns(p.rx_ns.max(now)), p.data()).is_err() {
+                if self
+                    .writer
+                    .write_frame(wall_ns(p.rx_ns.max(now)), p.data())
+                    .is_err()
+                {
                     self.errors += 1;
                 }
             }

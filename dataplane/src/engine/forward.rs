@@ -1,0 +1,404 @@
+//! The per-packet decision: classify, answer what is addressed to the switch, route, pick the
+//! egress (spraying towards uplink groups), rewrite MACs and TTL in place.
+//!
+//! Cost (BENCHMARKS.md): a routed and sprayed RoCE packet takes a little over the time of its
+//! classification; no allocation in steady state (neighbour learning and resolution requests
+//! use bounded, preallocated storage).
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use super::local::{
+    arp_reply_in_place, as_v4, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
+    nd_advert_in_place, nd_lladdr, nd_target,
+};
+use super::spray::{flow_hash, Sprayer, StatusBoard};
+use super::{ip_key, DropReason, IntMap, Neighbor, PortId, Role, RouteTarget, Tables};
+use crate::port::Pkt;
+use crate::wire::{classify, FrameClass, IpSummary, L4Summary, Transport};
+
+/// What to do with a packet after [`Engine::handle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Routed and rewritten: transmit on the port.
+    Forward(PortId),
+    /// Routed RoCE (RC or UC) towards a downlink: through the reorder stage, then out the port.
+    Reorder(PortId),
+    /// The switch answered in place (ARP, ND, echo): transmit on the port it came from.
+    Reply(PortId),
+    /// Taken by the switch (an ARP reply or neighbour advertisement it learned from).
+    Consumed,
+    /// Dropped, for this reason.
+    Drop(DropReason),
+}
+
+/// A next hop the switch must resolve: the worker sends an ARP request or neighbour solicitation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResolveRequest {
+    /// Port to ask on.
+    pub port: PortId,
+    /// Address to resolve.
+    pub target: IpAddr,
+}
+
+/// Plain event counts of one engine, published by its worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// ARP requests answered.
+    pub arp_replies: u64,
+    /// Neighbour solicitations answered.
+    pub nd_replies: u64,
+    /// ICMP/ICMPv6 echo requests answered.
+    pub echo_replies: u64,
+    /// Neighbours learned from ARP/ND.
+    pub neigh_learned: u64,
+    /// Resolution requests queued.
+    pub resolve_requests: u64,
+    /// RoCE packets sent over a group by the spray policy.
+    pub sprayed: u64,
+    /// Packets sent over a group by flow hash (non-RoCE, or policy `ecmp`).
+    pub hashed: u64,
+}
+
+const MAX_LEARNED: usize = 65_536;
+const MAX_PENDING: usize = 256;
+const RESOLVE_INTERVAL_NS: u64 = 100_000_000;
+
+/// Forwarding state of one worker.
+#[derive(Debug)]
+pub struct Engine {
+    learned: IntMap<u128, Neighbor>,
+    learned_out: Vec<(IpAddr, Neighbor)>,
+    resolve_out: Vec<ResolveRequest>,
+    last_resolve: IntMap<u128, u64>,
+    sprayer: Sprayer,
+    /// Event counts.
+    pub stats: EngineStats,
+}
+
+fn is_unicast_ip(a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(v) => !(v.is_multicast() || v.is_broadcast() || v.is_unspecified()),
+        IpAddr::V6(v) => {
+            !(v.is_multicast() || v.is_unspecified() || (v.segments()[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+impl Engine {
+    /// A fresh engine; `seed` drives the random spray policies.
+    pub fn new(t: &Tables, seed: u64) -> Engine {
+        let mut sprayer = Sprayer::new(t.groups.len(), seed);
+        sprayer.reshape(t);
+        let mut learned = IntMap::default();
+        learned.reserve(1024);
+        let mut last_resolve = IntMap::default();
+        last_resolve.reserve(MAX_PENDING * 4);
+        Engine {
+            learned,
+            learned_out: Vec::with_capacity(MAX_PENDING),
+            resolve_out: Vec::with_capacity(MAX_PENDING),
+            last_resolve,
+            sprayer,
+            stats: EngineStats::default(),
+        }
+    }
+
+    /// Adapts per-group state to a new snapshot (not on the packet path).
+    pub fn on_tables(&mut self, t: &Tables) {
+        self.sprayer.reshape(t);
+    }
+
+    /// The neighbour for `ip`: static entries first, then learned ones.
+    pub fn neighbor(&self, t: &Tables, ip: IpAddr) -> Option<Neighbor> {
+        let k = ip_key(ip);
+        t.neighbors
+            .get(&k)
+            .or_else(|| self.learned.get(&k))
+            .copied()
+    }
+
+    /// Records a neighbour learned by another worker.
+    pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor) {
+        if self.learned.len() < MAX_LEARNED || self.learned.contains_key(&ip_key(ip)) {
+            self.learned.insert(ip_key(ip), n);
+        }
+    }
+
+    /// Neighbours learned here since the last call, for the other workers.
+    pub fn take_learned(&mut self, out: &mut Vec<(IpAddr, Neighbor)>) {
+        out.append(&mut self.learned_out);
+    }
+
+    /// Next hops to resolve since the last call.
+    pub fn take_resolve(&mut self, out: &mut Vec<ResolveRequest>) {
+        out.append(&mut self.resolve_out);
+    }
+
+    /// Every learned neighbour.
+    pub fn learned(&self) -> impl Iterator<Item = (&u128, &Neighbor)> {
+        self.learned.iter()
+    }
+
+    fn learn(&mut self, t: &Tables, ip: IpAddr, mac: [u8; 6], port: PortId) {
+        if !is_unicast_ip(ip)
+            && !matches!(ip, IpAddr::V6(v) if (v.segments()[0] & 0xffc0) == 0xfe80)
+        {
+            return;
+        }
+        // Only hosts inside a connected prefix of the port they speak from.
+        if !matches!(t.fib.lookup(ip), Some((_, RouteTarget::Connected(p))) if *p == port) {
+            return;
+        }
+        let n = Neighbor { mac, port };
+        let k = ip_key(ip);
+        if self.learned.get(&k) == Some(&n) {
+            return;
+        }
+        if self.learned.len() >= MAX_LEARNED && !self.learned.contains_key(&k) {
+            return;
+        }
+        self.learned.insert(k, n);
+        self.stats.neigh_learned += 1;
+        if self.learned_out.len() < MAX_PENDING {
+            self.learned_out.push((ip, n));
+        }
+    }
+
+    fn request_resolve(&mut self, port: PortId, target: IpAddr, now: u64) {
+        let k = ip_key(target);
+        if let Some(last) = self.last_resolve.get(&k) {
+            if now.saturating_sub(*last) < RESOLVE_INTERVAL_NS {
+                return;
+            }
+        }
+        if self.last_resolve.len() >= MAX_PENDING * 4 {
+            self.last_resolve.clear();
+        }
+        self.last_resolve.insert(k, now);
+        if self.resolve_out.len() < MAX_PENDING {
+            self.resolve_out.push(ResolveRequest { port, target });
+            self.stats.resolve_requests += 1;
+        }
+    }
+
+    /// Decides what to do with `pkt`, received on `pkt.rx_port`, rewriting it in place when it
+    /// is routed or answered.
+    pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
+        let rx = pkt.rx_port;
+        let Some(rx_info) = t.ports.get(usize::from(rx)) else {
+            return Verdict::Drop(DropReason::NotForUs);
+        };
+        let c = match classify(pkt.data(), rx_info.pmtu) {
+            Ok(c) => c,
+            Err(_) => return Verdict::Drop(DropReason::Malformed),
+        };
+        let dst_mac = c.eth.dst;
+        let to_us = dst_mac == rx_info.mac;
+        let group_addr = dst_mac[0] & 1 == 1;
+        if !to_us && !group_addr {
+            return Verdict::Drop(DropReason::NotForUs);
+        }
+        let l3 = usize::from(c.eth.l3_offset);
+        let (ip, roce_transport) = match c.class {
+            FrameClass::Arp(a) => {
+                self.learn(t, IpAddr::V4(a.sender_ip), a.sender_mac, rx);
+                let ours = t.local.get(&ip_key(IpAddr::V4(a.target_ip))) == Some(&rx);
+                if a.operation == 1 && ours {
+                    arp_reply_in_place(pkt.data_mut(), l3, rx_info.mac, a.target_ip);
+                    self.stats.arp_replies += 1;
+                    return Verdict::Reply(rx);
+                }
+                return Verdict::Consumed;
+            }
+            FrameClass::OtherL2 => return Verdict::Drop(DropReason::UnsupportedEthertype),
+            FrameClass::Ip(ip) => (ip, None),
+            FrameClass::Roce(r) => (r.ip, Some(r.transport)),
+        };
+
+        if let L4Summary::Icmpv6 { icmp_type, .. } = ip.l4 {
+            if let Some(v) = self.handle_nd(t, pkt, &ip, icmp_type, l3, now) {
+                return v;
+            }
+        }
+        if t.local.contains_key(&ip_key(ip.dst)) {
+            return self.handle_local(pkt, &ip, l3, rx_info.mac);
+        }
+        if !to_us || !is_unicast_ip(ip.dst) {
+            return Verdict::Drop(DropReason::NotRoutable);
+        }
+        if ip.dst.is_ipv4() {
+            let ihl = usize::from(pkt.data()[l3] & 0x0F) * 4;
+            if !ipv4_checksum_ok(&pkt.data()[l3..l3 + ihl]) {
+                return Verdict::Drop(DropReason::BadIpChecksum);
+            }
+        }
+        if ip.hop_limit <= 1 {
+            return Verdict::Drop(DropReason::TtlExpired);
+        }
+
+        // Route.
+        let Some((_, target)) = t.fib.lookup(ip.dst) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let (egress, mac) = match *target {
+            RouteTarget::Connected(p) | RouteTarget::Via(p, _) => {
+                let nh = match *target {
+                    RouteTarget::Via(_, gw) => gw,
+                    _ => ip.dst,
+                };
+                let up = t.ports.get(usize::from(p)).is_some_and(|i| i.admin_up)
+                    && status.get(usize::from(p)).is_some_and(|s| s.is_up());
+                if !up {
+                    return Verdict::Drop(DropReason::PortDown);
+                }
+                match self.neighbor(t, nh) {
+                    Some(n) if n.port == p => (p, n.mac),
+                    _ => {
+                        self.request_resolve(p, nh, now);
+                        return Verdict::Drop(DropReason::Unresolved);
+                    }
+                }
+            }
+            RouteTarget::Group(g) => {
+                let hash = flow_hash(&ip);
+                let policy = if roce_transport.is_some() {
+                    t.policy
+                } else {
+                    super::SprayPolicy::Ecmp
+                };
+                let Some(p) = self.sprayer.choose(t, g, status, policy, hash, now) else {
+                    return Verdict::Drop(DropReason::AllUplinksDown);
+                };
+                if policy.sprays() {
+                    self.stats.sprayed += 1;
+                } else {
+                    self.stats.hashed += 1;
+                }
+                match t.ports.get(usize::from(p)).and_then(|i| i.peer_mac) {
+                    Some(m) => (p, m),
+                    None => return Verdict::Drop(DropReason::Unresolved),
+                }
+            }
+        };
+        let Some(out) = t.ports.get(usize::from(egress)) else {
+            return Verdict::Drop(DropReason::NoRoute);
+        };
+        let ip_len = usize::from(ip.end_offset).saturating_sub(l3);
+        if ip_len > usize::from(out.mtu) {
+            return Verdict::Drop(DropReason::MtuExceeded);
+        }
+
+        // Rewrite in place: MACs, TTL / hop limit (masked out of the ICRC).
+        let f = pkt.data_mut();
+        f[0..6].copy_from_slice(&mac);
+        f[6..12].copy_from_slice(&out.mac);
+        if ip.dst.is_ipv4() {
+            ipv4_decrement_ttl(&mut f[l3..]);
+        } else {
+            f[l3 + 7] -= 1;
+        }
+        match roce_transport {
+            Some(Transport::Rc | Transport::Uc) if out.role == Role::Downlink => {
+                Verdict::Reorder(egress)
+            }
+            _ => Verdict::Forward(egress),
+        }
+    }
+
+    fn handle_nd(
+        &mut self,
+        t: &Tables,
+        pkt: &mut Pkt,
+        ip: &IpSummary,
+        icmp_type: u8,
+        l3: usize,
+        _now: u64,
+    ) -> Option<Verdict> {
+        let rx = pkt.rx_port;
+        let l4 = usize::from(ip.l4_offset);
+        let end = usize::from(ip.end_offset);
+        match icmp_type {
+            135 => {
+                let target = nd_target(pkt.data(), l4)?;
+                if t.local.get(&ip_key(IpAddr::V6(target))) != Some(&rx) {
+                    return Some(Verdict::Drop(DropReason::NotRoutable));
+                }
+                if let (IpAddr::V6(src), Some(mac)) = (ip.src, nd_lladdr(pkt.data(), l4, end, 1)) {
+                    if !src.is_unspecified() {
+                        self.learn(t, IpAddr::V6(src), mac, rx);
+                    }
+                }
+                let mac = t.ports[usize::from(rx)].mac;
+                let cap = pkt.capacity();
+                pkt.resize(cap);
+                match nd_advert_in_place(pkt.data_mut(), l3, mac, target) {
+                    Some(len) => {
+                        pkt.resize(len);
+                        self.stats.nd_replies += 1;
+                        Some(Verdict::Reply(rx))
+                    }
+                    None => Some(Verdict::Drop(DropReason::Malformed)),
+                }
+            }
+            136 => {
+                if let (Some(target), Some(mac)) =
+                    (nd_target(pkt.data(), l4), nd_lladdr(pkt.data(), l4, end, 2))
+                {
+                    self.learn(t, IpAddr::V6(target), mac, rx);
+                }
+                Some(Verdict::Consumed)
+            }
+            // Router/neighbour discovery we do not take part in (RS, RA, redirect).
+            133 | 134 | 137 => Some(Verdict::Drop(DropReason::NotRoutable)),
+            _ => None,
+        }
+    }
+
+    fn handle_local(&mut self, pkt: &mut Pkt, ip: &IpSummary, l3: usize, mac: [u8; 6]) -> Verdict {
+        let is_echo = matches!(
+            ip.l4,
+            L4Summary::Icmpv4 {
+                icmp_type: 8,
+                code: 0
+            } | L4Summary::Icmpv6 {
+                icmp_type: 128,
+                code: 0
+            }
+        );
+        if !is_echo {
+            return Verdict::Drop(DropReason::LocalUnsupported);
+        }
+        let l4 = usize::from(ip.l4_offset);
+        let end = usize::from(ip.end_offset).min(pkt.len());
+        echo_reply_in_place(pkt.data_mut(), l3, l4, end, mac);
+        self.stats.echo_replies += 1;
+        Verdict::Reply(pkt.rx_port)
+    }
+}
+
+/// Writes the ARP request or neighbour solicitation for `req` into `pkt`; `false` when the port
+/// has no address of the right family to ask from.
+pub fn build_resolve(t: &Tables, req: &ResolveRequest, pkt: &mut Pkt) -> bool {
+    let Some(port) = t.ports.get(usize::from(req.port)) else {
+        return false;
+    };
+    let cap = pkt.capacity();
+    let buf = pkt.resize(cap);
+    let len = match req.target {
+        IpAddr::V4(target) => {
+            let Some(src) = t.local_addr_on(req.port, false).and_then(as_v4) else {
+                return false;
+            };
+            super::local::arp_request(buf, port.mac, src, target)
+        }
+        IpAddr::V6(target) => {
+            let Some(IpAddr::V6(src)) = t.local_addr_on(req.port, true) else {
+                return false;
+            };
+            let src: Ipv6Addr = src;
+            super::local::neighbor_solicit(buf, port.mac, src, target)
+        }
+    };
+    pkt.resize(len);
+    true
+}

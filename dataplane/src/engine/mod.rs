@@ -1,0 +1,248 @@
+//! Forwarding decisions over classified frames: the FIB, neighbours and ARP/ND, answers to the
+//! switch's own addresses, spraying policies. Pure logic: it reads no clock (the worker passes
+//! `now`) and moves no packets (the worker does).
+//!
+//! The control side builds an immutable [`Tables`] snapshot (ports, uplink groups, routes,
+//! static neighbours, own addresses, spray policy) and publishes it as an `Arc`; a worker looks
+//! at the newest snapshot once per loop iteration, never per packet. Neighbours learned from
+//! ARP and ND are kept per worker and shared with the other workers through bounded channels.
+
+pub mod fib;
+pub mod forward;
+pub mod local;
+pub mod spray;
+
+use std::net::IpAddr;
+
+pub use fib::{Fib, IntMap, Prefix};
+pub use forward::{Engine, ResolveRequest, Verdict};
+pub use spray::{SprayPolicy, Sprayer};
+
+use crate::wire::Pmtu;
+
+/// Index of a port in [`Tables::ports`].
+pub type PortId = u16;
+
+/// What a port connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Hosts of this rack: RoCE traffic towards them goes through the reorder stage.
+    Downlink,
+    /// The fabric: traffic towards other racks is sprayed over uplink groups.
+    Uplink,
+}
+
+/// A port as the engine sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortInfo {
+    /// Name (unique).
+    pub name: String,
+    /// The port's own MAC: source of routed frames, answer to ARP for its addresses.
+    pub mac: [u8; 6],
+    /// Downlink or uplink.
+    pub role: Role,
+    /// Ethernet MTU (IP packet size limit).
+    pub mtu: u16,
+    /// RoCE path MTU of the hosts behind it (sizes READ requests).
+    pub pmtu: Pmtu,
+    /// Line rate in bits per second, if configured (pacing, weighted spraying).
+    pub rate_bps: Option<u64>,
+    /// Next-hop MAC of an uplink (the switch at the other end of the fabric path).
+    pub peer_mac: Option<[u8; 6]>,
+    /// The switch's addresses on this port (also its connected prefixes).
+    pub addresses: Vec<(IpAddr, u8)>,
+    /// Administratively up.
+    pub admin_up: bool,
+}
+
+/// A group of uplinks that traffic to a remote prefix is spread over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UplinkGroup {
+    /// Name (unique).
+    pub name: String,
+    /// Member ports.
+    pub ports: Vec<PortId>,
+    /// Relative weight of each member (for `weighted`), same order as `ports`.
+    pub weights: Vec<u32>,
+}
+
+/// Where a route sends packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RouteTarget {
+    /// Hosts directly on the port: the destination address is the next hop.
+    Connected(PortId),
+    /// Through a gateway reachable on the port.
+    Via(PortId, IpAddr),
+    /// Spread over an uplink group.
+    Group(u16),
+}
+
+/// A static or learned neighbour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Neighbor {
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// The port it is reached on.
+    pub port: PortId,
+}
+
+/// Key of an IP address in integer maps: IPv4 as its IPv4-mapped IPv6 form.
+#[inline]
+pub fn ip_key(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// The immutable forwarding state a worker reads. Built and validated by the control side.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// Ports, indexed by [`PortId`].
+    pub ports: Vec<PortInfo>,
+    /// Uplink groups.
+    pub groups: Vec<UplinkGroup>,
+    /// Routes, including the connected prefixes of port addresses.
+    pub fib: Fib<RouteTarget>,
+    /// Static neighbours, by [`ip_key`].
+    pub neighbors: IntMap<u128, Neighbor>,
+    /// The switch's own addresses, by [`ip_key`], with their port.
+    pub local: IntMap<u128, PortId>,
+    /// How RoCE packets are spread over uplink groups.
+    pub policy: SprayPolicy,
+    /// Idle gap after which `flowlet` may move a flow to another uplink.
+    pub flowlet_gap_ns: u64,
+    /// Incremented by each publication, for logs and `show` commands.
+    pub generation: u64,
+}
+
+impl Tables {
+    /// Empty tables for `ports`, with connected routes and local addresses derived from the
+    /// ports' addresses.
+    pub fn new(ports: Vec<PortInfo>) -> Tables {
+        let mut t = Tables {
+            ports,
+            groups: Vec::new(),
+            fib: Fib::new(),
+            neighbors: IntMap::default(),
+            local: IntMap::default(),
+            policy: SprayPolicy::RoundRobin,
+            flowlet_gap_ns: 50_000,
+            generation: 0,
+        };
+        for (i, p) in t.ports.iter().enumerate() {
+            for (addr, len) in &p.addresses {
+                t.local.insert(ip_key(*addr), i as PortId);
+                if let Ok(pre) = Prefix::new(*addr, *len) {
+                    t.fib.insert(pre, RouteTarget::Connected(i as PortId));
+                }
+            }
+        }
+        t
+    }
+
+    /// The port called `name`.
+    pub fn port_id(&self, name: &str) -> Option<PortId> {
+        self.ports
+            .iter()
+            .position(|p| p.name == name)
+            .map(|i| i as PortId)
+    }
+
+    /// The group called `name`.
+    pub fn group_id(&self, name: &str) -> Option<u16> {
+        self.groups
+            .iter()
+            .position(|g| g.name == name)
+            .map(|i| i as u16)
+    }
+
+    /// The switch's address of the same family on `port`, if any.
+    pub fn local_addr_on(&self, port: PortId, v6: bool) -> Option<IpAddr> {
+        self.ports
+            .get(usize::from(port))?
+            .addresses
+            .iter()
+            .find_map(|(a, _)| (a.is_ipv6() == v6 && !is_link_local(*a)).then_some(*a))
+    }
+}
+
+fn is_link_local(a: IpAddr) -> bool {
+    match a {
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+        IpAddr::V4(v4) => v4.is_link_local(),
+    }
+}
+
+/// Why a packet was dropped. Each reason has its own counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// The frame did not parse.
+    Malformed = 0,
+    /// Destination MAC is neither the port's nor broadcast/multicast.
+    NotForUs,
+    /// An EtherType the switch does not route.
+    UnsupportedEthertype,
+    /// No route to the destination.
+    NoRoute,
+    /// TTL or hop limit would reach zero.
+    TtlExpired,
+    /// Next hop's MAC unknown (a resolution request was sent).
+    Unresolved,
+    /// The egress port is down.
+    PortDown,
+    /// Every uplink of the group is down.
+    AllUplinksDown,
+    /// Larger than the egress port's MTU.
+    MtuExceeded,
+    /// Addressed to the switch but not something it answers (TCP to the switch, ...).
+    LocalUnsupported,
+    /// IPv4 header checksum wrong.
+    BadIpChecksum,
+    /// The egress transmit queue stayed full.
+    TxQueueFull,
+    /// Link-local or multicast traffic that is not for the switch.
+    NotRoutable,
+}
+
+impl DropReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 13;
+
+    /// Every reason, in counter order.
+    pub const ALL: [DropReason; Self::COUNT] = [
+        DropReason::Malformed,
+        DropReason::NotForUs,
+        DropReason::UnsupportedEthertype,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::Unresolved,
+        DropReason::PortDown,
+        DropReason::AllUplinksDown,
+        DropReason::MtuExceeded,
+        DropReason::LocalUnsupported,
+        DropReason::BadIpChecksum,
+        DropReason::TxQueueFull,
+        DropReason::NotRoutable,
+    ];
+
+    /// Counter name suffix (`drop_<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::NotForUs => "not_for_us",
+            DropReason::UnsupportedEthertype => "unsupported_ethertype",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::Unresolved => "unresolved",
+            DropReason::PortDown => "port_down",
+            DropReason::AllUplinksDown => "all_uplinks_down",
+            DropReason::MtuExceeded => "mtu_exceeded",
+            DropReason::LocalUnsupported => "local_unsupported",
+            DropReason::BadIpChecksum => "bad_ip_checksum",
+            DropReason::TxQueueFull => "tx_queue_full",
+            DropReason::NotRoutable => "not_routable",
+        }
+    }
+}

@@ -1,0 +1,455 @@
+//! Spreading packets over the uplinks of a group.
+//!
+//! RoCEv2 packets follow the configured [`SprayPolicy`]; every other packet is hashed per flow
+//! (ECMP) so that TCP and friends stay in order. Uplinks that are down (carrier or admin) get
+//! nothing; the rest share the traffic. Choosing never allocates.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crossbeam::utils::CachePadded;
+
+use super::{PortId, Tables, UplinkGroup};
+use crate::rng::Rng;
+use crate::wire::{IpSummary, L4Summary};
+
+/// How RoCE packets are spread over an uplink group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SprayPolicy {
+    /// Per-flow 5-tuple hash: every packet of a QP on one uplink (today's datacenter baseline).
+    Ecmp,
+    /// Packet by packet, in turn.
+    RoundRobin,
+    /// Packet by packet, uniformly at random.
+    Random,
+    /// Packet by packet, in proportion to the uplinks' weights (smooth weighted round robin:
+    /// exact over every cycle of the weights' sum).
+    Weighted,
+    /// Packet by packet to the uplink with the shortest transmit backlog.
+    LeastLoaded,
+    /// Per flow, moving to a random uplink only after an idle gap (LetFlow).
+    Flowlet,
+}
+
+impl SprayPolicy {
+    /// Every policy.
+    pub const ALL: [SprayPolicy; 6] = [
+        SprayPolicy::Ecmp,
+        SprayPolicy::RoundRobin,
+        SprayPolicy::Random,
+        SprayPolicy::Weighted,
+        SprayPolicy::LeastLoaded,
+        SprayPolicy::Flowlet,
+    ];
+
+    /// The configuration name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SprayPolicy::Ecmp => "ecmp",
+            SprayPolicy::RoundRobin => "round_robin",
+            SprayPolicy::Random => "random",
+            SprayPolicy::Weighted => "weighted",
+            SprayPolicy::LeastLoaded => "least_loaded",
+            SprayPolicy::Flowlet => "flowlet",
+        }
+    }
+
+    /// True for policies that may send packets of one flow over different uplinks.
+    pub fn sprays(self) -> bool {
+        !matches!(self, SprayPolicy::Ecmp)
+    }
+}
+
+impl core::str::FromStr for SprayPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        SprayPolicy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = SprayPolicy::ALL.iter().map(|p| p.name()).collect();
+                format!("unknown spray policy '{s}' (one of: {})", names.join(", "))
+            })
+    }
+}
+
+/// Live state of a port that every worker may read: carrier, and transmit backlog for
+/// `least_loaded`. Written only by the worker that owns the port.
+#[derive(Debug, Default)]
+pub struct PortStatus {
+    up: AtomicBool,
+    backlog: AtomicUsize,
+}
+
+impl PortStatus {
+    /// A status that starts up with an empty backlog.
+    pub fn new_up() -> Self {
+        PortStatus {
+            up: AtomicBool::new(true),
+            backlog: AtomicUsize::new(0),
+        }
+    }
+    /// Carrier up? Relaxed: a hint for choosing a path; a packet that races a change is sent
+    /// into a link that just went down, as it would be on real hardware.
+    #[inline]
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Relaxed)
+    }
+    /// Sets carrier state (owner only).
+    #[inline]
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, Ordering::Relaxed);
+    }
+    /// Packets queued towards the port. Relaxed: a load estimate, not a synchronisation point.
+    #[inline]
+    pub fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
+    }
+    /// Publishes the backlog (owner only).
+    #[inline]
+    pub fn set_backlog(&self, n: usize) {
+        self.backlog.store(n, Ordering::Relaxed);
+    }
+}
+
+/// The status board: one cache-padded [`PortStatus`] per port.
+pub type StatusBoard = [CachePadded<PortStatus>];
+
+/// A 64-bit hash of the 5-tuple (addresses, protocol, ports).
+#[inline]
+pub fn flow_hash(ip: &IpSummary) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut mix = |v: u64| {
+        h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+        h ^= h >> 29;
+    };
+    match (ip.src, ip.dst) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+            mix(u64::from(u32::from(s)) << 32 | u64::from(u32::from(d)));
+        }
+        (s, d) => {
+            let (s, d) = (super::ip_key(s), super::ip_key(d));
+            mix(s as u64);
+            mix((s >> 64) as u64);
+            mix(d as u64);
+            mix((d >> 64) as u64);
+        }
+    }
+    let (sp, dp) = match ip.l4 {
+        L4Summary::Udp { src_port, dst_port }
+        | L4Summary::Tcp {
+            src_port, dst_port, ..
+        } => (src_port, dst_port),
+        _ => (0, 0),
+    };
+    mix(u64::from(ip.protocol) << 32 | u64::from(sp) << 16 | u64::from(dp));
+    // Final avalanche so that the low bits (used for `%`) depend on every input bit.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Flowlet {
+    hash: u64,
+    port: PortId,
+    last_ns: u64,
+}
+
+const FLOWLET_SLOTS: usize = 4096;
+
+/// Per-worker spraying state.
+#[derive(Debug)]
+pub struct Sprayer {
+    rr: Vec<u64>,
+    wrr: Vec<Vec<i64>>,
+    rng: Rng,
+    flowlets: Box<[Flowlet]>,
+}
+
+impl Sprayer {
+    /// State for up to `groups` groups; `seed` drives `random` and `flowlet`.
+    pub fn new(groups: usize, seed: u64) -> Sprayer {
+        Sprayer {
+            rr: vec![0; groups],
+            wrr: vec![Vec::new(); groups],
+            rng: Rng::new(seed),
+            flowlets: vec![Flowlet::default(); FLOWLET_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    /// Resizes for a new table snapshot (not on the packet path).
+    pub fn reshape(&mut self, t: &Tables) {
+        self.rr.resize(t.groups.len(), 0);
+        self.wrr.resize(t.groups.len(), Vec::new());
+        for (i, g) in t.groups.iter().enumerate() {
+            self.wrr[i].resize(g.ports.len(), 0);
+        }
+    }
+
+    /// Picks the uplink of group `gi` for a packet, or `None` when every member is down.
+    pub fn choose(
+        &mut self,
+        t: &Tables,
+        gi: u16,
+        status: &StatusBoard,
+        policy: SprayPolicy,
+        flow: u64,
+        now: u64,
+    ) -> Option<PortId> {
+        let g = t.groups.get(usize::from(gi))?;
+        let up = |p: PortId| {
+            t.ports.get(usize::from(p)).is_some_and(|i| i.admin_up)
+                && status.get(usize::from(p)).is_some_and(|s| s.is_up())
+        };
+        let n_up = g.ports.iter().filter(|p| up(**p)).count();
+        if n_up == 0 {
+            return None;
+        }
+        let nth_up = |k: usize| g.ports.iter().copied().filter(|p| up(*p)).nth(k);
+        let gi = usize::from(gi);
+        match policy {
+            SprayPolicy::Ecmp => nth_up((flow % n_up as u64) as usize),
+            SprayPolicy::RoundRobin => {
+                let c = self.rr.get_mut(gi)?;
+                *c = c.wrapping_add(1);
+                nth_up(((*c - 1) % n_up as u64) as usize)
+            }
+            SprayPolicy::Random => nth_up(self.rng.below(n_up as u64) as usize),
+            SprayPolicy::Weighted => self.weighted(g, gi, &up),
+            SprayPolicy::LeastLoaded => {
+                let c = self.rr.get_mut(gi)?;
+                *c = c.wrapping_add(1);
+                let start = (*c % g.ports.len() as u64) as usize;
+                let mut best: Option<(usize, PortId)> = None;
+                for k in 0..g.ports.len() {
+                    let p = g.ports[(start + k) % g.ports.len()];
+                    if !up(p) {
+                        continue;
+                    }
+                    let b = status[usize::from(p)].backlog();
+                    if best.is_none_or(|(bb, _)| b < bb) {
+                        best = Some((b, p));
+                    }
+                }
+                best.map(|(_, p)| p)
+            }
+            SprayPolicy::Flowlet => {
+                let slot = &mut self.flowlets[(flow % FLOWLET_SLOTS as u64) as usize];
+                let fresh = slot.hash == flow
+                    && now.saturating_sub(slot.last_ns) < t.flowlet_gap_ns
+                    && up(slot.port);
+                if !fresh {
+                    let k = self.rng.below(n_up as u64) as usize;
+                    slot.port = nth_up(k)?;
+                    slot.hash = flow;
+                }
+                slot.last_ns = now;
+                Some(slot.port)
+            }
+        }
+    }
+
+    fn weighted(
+        &mut self,
+        g: &UplinkGroup,
+        gi: usize,
+        up: &impl Fn(PortId) -> bool,
+    ) -> Option<PortId> {
+        let cur = self.wrr.get_mut(gi)?;
+        if cur.len() != g.ports.len() {
+            cur.resize(g.ports.len(), 0);
+        }
+        let mut total = 0i64;
+        let mut best: Option<usize> = None;
+        for (i, p) in g.ports.iter().enumerate() {
+            if !up(*p) {
+                continue;
+            }
+            let w = i64::from(*g.weights.get(i).unwrap_or(&1));
+            cur[i] += w;
+            total += w;
+            if best.is_none_or(|b| cur[i] > cur[b]) {
+                best = Some(i);
+            }
+        }
+        let b = best?;
+        cur[b] -= total;
+        Some(g.ports[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{PortInfo, Role};
+    use crate::wire::Pmtu;
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn tables(weights: Vec<u32>) -> Tables {
+        let ports = (0..weights.len())
+            .map(|i| PortInfo {
+                name: format!("u{i}"),
+                mac: [2, 0, 0, 0, 1, i as u8],
+                role: Role::Uplink,
+                mtu: 1500,
+                pmtu: Pmtu::DEFAULT,
+                rate_bps: None,
+                peer_mac: Some([2, 0, 0, 0, 2, i as u8]),
+                addresses: vec![],
+                admin_up: true,
+            })
+            .collect();
+        let mut t = Tables::new(ports);
+        t.groups.push(UplinkGroup {
+            name: "fabric".into(),
+            ports: (0..weights.len() as u16).collect(),
+            weights,
+        });
+        t
+    }
+
+    fn board(n: usize) -> Vec<CachePadded<PortStatus>> {
+        (0..n)
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect()
+    }
+
+    fn counts(
+        t: &Tables,
+        s: &StatusBoard,
+        policy: SprayPolicy,
+        n: usize,
+        flows: u64,
+    ) -> Vec<usize> {
+        let mut sp = Sprayer::new(1, 42);
+        sp.reshape(t);
+        let mut c = vec![0; t.ports.len()];
+        for i in 0..n {
+            let p = sp
+                .choose(
+                    t,
+                    0,
+                    s,
+                    policy,
+                    (i as u64 % flows).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    i as u64 * 1000,
+                )
+                .unwrap();
+            c[usize::from(p)] += 1;
+        }
+        c
+    }
+
+    #[test]
+    fn round_robin_is_exact_and_skips_down_uplinks() {
+        let t = tables(vec![1; 4]);
+        let s = board(4);
+        assert_eq!(
+            counts(&t, &s, SprayPolicy::RoundRobin, 4000, 1),
+            vec![1000; 4]
+        );
+        s[2].set_up(false);
+        let c = counts(&t, &s, SprayPolicy::RoundRobin, 3000, 1);
+        assert_eq!(c, vec![1000, 1000, 0, 1000]);
+        for p in 0..4 {
+            s[p].set_up(false);
+        }
+        let mut sp = Sprayer::new(1, 1);
+        assert_eq!(sp.choose(&t, 0, &s, SprayPolicy::RoundRobin, 0, 0), None);
+    }
+
+    #[test]
+    fn weighted_within_two_percent() {
+        let t = tables(vec![1, 2, 3, 4]);
+        let s = board(4);
+        let c = counts(&t, &s, SprayPolicy::Weighted, 100_000, 1);
+        for (i, w) in [1.0, 2.0, 3.0, 4.0].iter().enumerate() {
+            let share = c[i] as f64 / 100_000.0;
+            assert!((share - w / 10.0).abs() <= 0.02 * w / 10.0, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn ecmp_keeps_each_flow_on_one_uplink_and_spreads_flows() {
+        let t = tables(vec![1; 4]);
+        let s = board(4);
+        let mut sp = Sprayer::new(1, 1);
+        let mut used = [0; 4];
+        for f in 0..1000u64 {
+            let h = f.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x1234;
+            let first = sp.choose(&t, 0, &s, SprayPolicy::Ecmp, h, 0).unwrap();
+            for k in 0..10 {
+                assert_eq!(
+                    sp.choose(&t, 0, &s, SprayPolicy::Ecmp, h, k).unwrap(),
+                    first
+                );
+            }
+            used[usize::from(first)] += 1;
+        }
+        assert!(used.iter().all(|u| *u > 150), "{used:?}");
+    }
+
+    #[test]
+    fn random_and_least_loaded() {
+        let t = tables(vec![1; 4]);
+        let s = board(4);
+        let c = counts(&t, &s, SprayPolicy::Random, 40_000, 1);
+        assert!(c.iter().all(|x| (9_000..11_000).contains(x)), "{c:?}");
+        s[0].set_backlog(5);
+        s[1].set_backlog(1);
+        s[2].set_backlog(9);
+        s[3].set_backlog(1);
+        let c = counts(&t, &s, SprayPolicy::LeastLoaded, 100, 1);
+        assert_eq!((c[0], c[2]), (0, 0), "{c:?}");
+        assert!(c[1] > 0 && c[3] > 0, "ties rotate: {c:?}");
+    }
+
+    #[test]
+    fn flowlets_move_only_after_a_gap() {
+        let mut t = tables(vec![1; 4]);
+        t.flowlet_gap_ns = 100;
+        let s = board(4);
+        let mut sp = Sprayer::new(1, 5);
+        let first = sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, 0).unwrap();
+        for now in (10..1000).step_by(10) {
+            assert_eq!(
+                sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, now).unwrap(),
+                first
+            );
+        }
+        let mut moved = false;
+        let mut now = 1000;
+        for _ in 0..20 {
+            now += 1000;
+            moved |= sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, now).unwrap() != first;
+        }
+        assert!(moved);
+    }
+
+    #[test]
+    fn flow_hash_separates_flows() {
+        let ip = |sport| IpSummary {
+            src: IpAddr::V4(Ipv4Addr::new(10, 0, 1, 2)),
+            dst: IpAddr::V4(Ipv4Addr::new(10, 0, 2, 2)),
+            hop_limit: 64,
+            tos: 0,
+            protocol: 17,
+            l4_offset: 34,
+            end_offset: 100,
+            l4: L4Summary::Udp {
+                src_port: sport,
+                dst_port: 4791,
+            },
+        };
+        assert_eq!(flow_hash(&ip(49441)), flow_hash(&ip(49441)));
+        assert_ne!(flow_hash(&ip(49441)), flow_hash(&ip(49442)));
+        assert_eq!(
+            "least_loaded".parse::<SprayPolicy>(),
+            Ok(SprayPolicy::LeastLoaded)
+        );
+        assert!("spray"
+            .parse::<SprayPolicy>()
+            .unwrap_err()
+            .contains("one of"));
+    }
+}
