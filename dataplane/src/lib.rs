@@ -13,9 +13,13 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod counters;
 pub mod engine;
 pub mod pcap;
 pub mod port;
+pub mod reorder;
 pub mod rng;
+pub mod switch;
 pub mod time;
 pub mod wire;
+pub mod worker;

@@ -162,7 +162,7 @@ impl<T> Fib<T> {
                     Some(i) => i,
                     None => {
                         self.v4.push((p.len, IntMap::default()));
-                        self.v4.sort_by(|a, b| b.0.cmp(&a.0));
+                        self.v4.sort_by_key(|b| std::cmp::Reverse(b.0));
                         self.v4.iter().position(|(l, _)| *l == p.len).unwrap_or(0)
                     }
                 };
@@ -173,7 +173,7 @@ impl<T> Fib<T> {
                     Some(i) => i,
                     None => {
                         self.v6.push((p.len, IntMap::default()));
-                        self.v6.sort_by(|a, b| b.0.cmp(&a.0));
+                        self.v6.sort_by_key(|b| std::cmp::Reverse(b.0));
                         self.v6.iter().position(|(l, _)| *l == p.len).unwrap_or(0)
                     }
                 };

@@ -351,8 +351,8 @@ mod tests {
         s[2].set_up(false);
         let c = counts(&t, &s, SprayPolicy::RoundRobin, 3000, 1);
         assert_eq!(c, vec![1000, 1000, 0, 1000]);
-        for p in 0..4 {
-            s[p].set_up(false);
+        for st in s.iter() {
+            st.set_up(false);
         }
         let mut sp = Sprayer::new(1, 1);
         assert_eq!(sp.choose(&t, 0, &s, SprayPolicy::RoundRobin, 0, 0), None);

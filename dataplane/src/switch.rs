@@ -1,0 +1,424 @@
+//! A running switch: worker threads over a set of ports, a table snapshot they all read, and the
+//! handles to publish new snapshots, read counters and stop.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam::channel::{bounded, Sender};
+use crossbeam::queue::ArrayQueue;
+use crossbeam::utils::CachePadded;
+
+use crate::counters::{PortCounters, WorkerCounters};
+use crate::engine::spray::PortStatus;
+use crate::engine::{DropReason, Neighbor, PortId, Tables};
+use crate::port::Port;
+use crate::reorder::{Passthrough, ReorderStage};
+use crate::worker::{Worker, WorkerConfig, WorkerExit, WorkerShared};
+
+/// Why a switch could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The ports given do not match the tables' ports.
+    #[error("port {index}: expected '{expected}', got '{got}'")]
+    PortMismatch {
+        /// Position.
+        index: usize,
+        /// Name in the tables.
+        expected: String,
+        /// Name of the port given.
+        got: String,
+    },
+    /// Wrong number of ports.
+    #[error("the tables name {expected} ports but {got} were given")]
+    PortCount {
+        /// In the tables.
+        expected: usize,
+        /// Given.
+        got: usize,
+    },
+    /// A port was assigned to a worker that does not exist.
+    #[error("port '{port}' is assigned to worker {worker}, but there are {workers} workers")]
+    BadAssignment {
+        /// Port name.
+        port: String,
+        /// Worker asked for.
+        worker: usize,
+        /// Workers.
+        workers: usize,
+    },
+    /// A thread could not be spawned.
+    #[error("cannot start worker thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+/// How to run the workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunConfig {
+    /// Number of worker threads.
+    pub workers: usize,
+    /// Worker of each port (by port index); `None`: round robin.
+    pub assignment: Option<Vec<usize>>,
+    /// Cores to pin worker `i` to (`cores[i]`), if any.
+    pub cores: Option<Vec<usize>>,
+    /// Worker loop settings.
+    pub worker: WorkerConfig,
+    /// Seed of the random spray policies (worker `i` uses `seed + i`).
+    pub seed: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            workers: 1,
+            assignment: None,
+            cores: None,
+            worker: WorkerConfig::default(),
+            seed: 1,
+        }
+    }
+}
+
+/// A snapshot of every counter, summed over workers where it makes sense.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets received.
+    pub rx_pkts: u64,
+    /// Packets transmitted.
+    pub tx_pkts: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Drops by reason (index: [`DropReason`] as usize).
+    pub drops: [u64; DropReason::COUNT],
+    /// Answered by the switch.
+    pub replies: u64,
+    /// Taken by the switch.
+    pub consumed: u64,
+    /// Handed between workers.
+    pub handoff: u64,
+    /// Resolution requests sent.
+    pub resolve_sent: u64,
+    /// RoCE packets sprayed.
+    pub sprayed: u64,
+    /// Packets hashed per flow onto a group.
+    pub hashed: u64,
+    /// Neighbours learned (summed over workers: each worker learns for itself).
+    pub neigh_learned: u64,
+    /// Per port: (name, rx pkts, tx pkts, rx bytes, tx bytes, tx busy, tx queue drops).
+    pub ports: Vec<PortStats>,
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Port name.
+    pub name: String,
+    /// Packets received.
+    pub rx_pkts: u64,
+    /// Packets transmitted.
+    pub tx_pkts: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// Times the port pushed back.
+    pub tx_busy: u64,
+    /// Dropped because the switch's queue for it was full.
+    pub tx_queue_drops: u64,
+}
+
+impl Stats {
+    /// Drops for one reason.
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.drops[r as usize]
+    }
+
+    /// All drops.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Counters of the port called `name`.
+    pub fn port(&self, name: &str) -> Option<&PortStats> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+}
+
+/// A running switch.
+pub struct Switch {
+    tables: Arc<Tables>,
+    tables_tx: Vec<Sender<Arc<Tables>>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<WorkerExit>>,
+    counters: Vec<Arc<CachePadded<WorkerCounters>>>,
+    port_counters: Arc<[CachePadded<PortCounters>]>,
+    status: Arc<[CachePadded<PortStatus>]>,
+}
+
+/// What [`Switch::stop`] returns.
+pub struct Stopped {
+    /// The ports, in table order, handed back by the workers.
+    pub ports: Vec<Box<dyn Port>>,
+    /// Final counters.
+    pub stats: Stats,
+    /// Packets still queued when the ports would take no more.
+    pub unsent: u64,
+}
+
+impl Switch {
+    /// Starts workers over `ports` (in the same order as `tables.ports`) with pass-through
+    /// reordering.
+    ///
+    /// # Errors
+    /// [`StartError`] when ports and tables disagree or a thread cannot start.
+    pub fn start(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        run: RunConfig,
+    ) -> Result<Switch, StartError> {
+        Self::start_with(tables, ports, run, |_| Box::new(Passthrough))
+    }
+
+    /// As [`Switch::start`], with a reorder stage per worker made by `make_reorder(worker)`.
+    ///
+    /// # Errors
+    /// [`StartError`] when ports and tables disagree or a thread cannot start.
+    pub fn start_with(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        run: RunConfig,
+        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+    ) -> Result<Switch, StartError> {
+        if ports.len() != tables.ports.len() {
+            return Err(StartError::PortCount {
+                expected: tables.ports.len(),
+                got: ports.len(),
+            });
+        }
+        for (i, (p, info)) in ports.iter().zip(&tables.ports).enumerate() {
+            if p.name() != info.name {
+                return Err(StartError::PortMismatch {
+                    index: i,
+                    expected: info.name.clone(),
+                    got: p.name().to_string(),
+                });
+            }
+        }
+        let workers = run.workers.max(1);
+        let owner: Vec<usize> = match &run.assignment {
+            Some(a) => {
+                for (i, w) in a.iter().enumerate() {
+                    if *w >= workers {
+                        return Err(StartError::BadAssignment {
+                            port: tables
+                                .ports
+                                .get(i)
+                                .map(|p| p.name.clone())
+                                .unwrap_or_default(),
+                            worker: *w,
+                            workers,
+                        });
+                    }
+                }
+                (0..ports.len())
+                    .map(|i| a.get(i).copied().unwrap_or(i % workers))
+                    .collect()
+            }
+            None => (0..ports.len()).map(|i| i % workers).collect(),
+        };
+        let owner: Arc<[usize]> = owner.into();
+        let handoff: Arc<[Arc<ArrayQueue<_>>]> = (0..workers)
+            .map(|_| Arc::new(ArrayQueue::new(run.worker.tx_queue_limit.max(1024))))
+            .collect();
+        let status: Arc<[CachePadded<PortStatus>]> = (0..ports.len())
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect();
+        let port_counters: Arc<[CachePadded<PortCounters>]> = (0..ports.len())
+            .map(|_| CachePadded::new(PortCounters::default()))
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let tables = Arc::new(tables);
+
+        let mut per_worker: Vec<Vec<(PortId, Box<dyn Port>)>> =
+            (0..workers).map(|_| Vec::new()).collect();
+        for (i, p) in ports.into_iter().enumerate() {
+            per_worker[owner[i]].push((i as PortId, p));
+        }
+        let mut neigh_txs = Vec::new();
+        let mut neigh_rxs = Vec::new();
+        for _ in 0..workers {
+            let (tx, rx) = bounded::<(IpAddr, Neighbor)>(1024);
+            neigh_txs.push(tx);
+            neigh_rxs.push(rx);
+        }
+        let mut tables_tx = Vec::new();
+        let mut counters = Vec::new();
+        let mut threads = Vec::new();
+        for (w, (my_ports, neigh_rx)) in per_worker.into_iter().zip(neigh_rxs).enumerate() {
+            let (ttx, trx) = bounded::<Arc<Tables>>(4);
+            tables_tx.push(ttx);
+            let c = Arc::new(CachePadded::new(WorkerCounters::default()));
+            counters.push(c.clone());
+            let sh = WorkerShared {
+                id: w,
+                owner: owner.clone(),
+                handoff: handoff.clone(),
+                status: status.clone(),
+                counters: c,
+                port_counters: port_counters.clone(),
+                tables_rx: trx,
+                neigh_rx,
+                neigh_tx: neigh_txs
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != w)
+                    .map(|(_, t)| t.clone())
+                    .collect(),
+                stop: stop.clone(),
+            };
+            let worker = Worker::new(
+                sh,
+                run.worker,
+                tables.clone(),
+                my_ports,
+                make_reorder(w),
+                run.seed.wrapping_add(w as u64),
+            );
+            let core = run.cores.as_ref().and_then(|c| c.get(w)).copied();
+            let t = std::thread::Builder::new()
+                .name(format!("ss-worker-{w}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                            log::warn!("worker {w}: could not pin to core {core}");
+                        }
+                    }
+                    worker.run()
+                })?;
+            threads.push(t);
+        }
+        Ok(Switch {
+            tables,
+            tables_tx,
+            stop,
+            threads,
+            counters,
+            port_counters,
+            status,
+        })
+    }
+
+    /// The tables the workers use now.
+    pub fn tables(&self) -> Arc<Tables> {
+        self.tables.clone()
+    }
+
+    /// Publishes new tables to every worker. Each picks them up at its next loop iteration.
+    pub fn publish(&mut self, mut tables: Tables) {
+        tables.generation = self.tables.generation + 1;
+        let t = Arc::new(tables);
+        for tx in &self.tables_tx {
+            // Blocking send: the channel holds 4 snapshots and a worker drains it every
+            // iteration, so this waits at most one iteration.
+            let _ = tx.send(t.clone());
+        }
+        self.tables = t;
+    }
+
+    /// Administratively brings a port up or down (a down uplink receives nothing; spraying
+    /// continues over the rest).
+    ///
+    /// # Errors
+    /// The name, when no port has it.
+    pub fn set_port_admin(&mut self, name: &str, up: bool) -> Result<(), String> {
+        let mut t = (*self.tables).clone();
+        let id = t
+            .port_id(name)
+            .ok_or_else(|| format!("no port named '{name}'"))?;
+        t.ports[usize::from(id)].admin_up = up;
+        self.publish(t);
+        Ok(())
+    }
+
+    /// Carrier state of a port as its worker last saw it.
+    pub fn port_up(&self, id: PortId) -> bool {
+        self.status.get(usize::from(id)).is_some_and(|s| s.is_up())
+    }
+
+    /// Reads every counter without stopping the workers.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for c in &self.counters {
+            s.rx_pkts += c.rx_pkts.get();
+            s.tx_pkts += c.tx_pkts.get();
+            s.rx_bytes += c.rx_bytes.get();
+            s.tx_bytes += c.tx_bytes.get();
+            for (i, d) in c.drops.iter().enumerate() {
+                s.drops[i] += d.get();
+            }
+            s.replies += c.replies.get();
+            s.consumed += c.consumed.get();
+            s.handoff += c.handoff_out.get();
+            s.resolve_sent += c.resolve_sent.get();
+            s.sprayed += c.sprayed.get();
+            s.hashed += c.hashed.get();
+            s.neigh_learned += c.neigh_learned.get();
+        }
+        s.ports = self
+            .tables
+            .ports
+            .iter()
+            .zip(self.port_counters.iter())
+            .map(|(info, pc)| PortStats {
+                name: info.name.clone(),
+                rx_pkts: pc.rx_pkts.get(),
+                tx_pkts: pc.tx_pkts.get(),
+                rx_bytes: pc.rx_bytes.get(),
+                tx_bytes: pc.tx_bytes.get(),
+                tx_busy: pc.tx_busy.get(),
+                tx_queue_drops: pc.tx_queue_drops.get(),
+            })
+            .collect();
+        s
+    }
+
+    /// Stops the workers after they flush what they hold, and hands the ports back.
+    pub fn stop(self) -> Stopped {
+        // Release pairs with the workers' Acquire load of the flag.
+        self.stop.store(true, Ordering::Release);
+        let mut ports: Vec<Option<Box<dyn Port>>> =
+            (0..self.tables.ports.len()).map(|_| None).collect();
+        let mut unsent = 0;
+        for t in self.threads {
+            match t.join() {
+                Ok(exit) => {
+                    unsent += exit.unsent;
+                    for (id, p) in exit.ports {
+                        if let Some(slot) = ports.get_mut(usize::from(id)) {
+                            *slot = Some(p);
+                        }
+                    }
+                }
+                Err(_) => log::error!("a worker thread panicked"),
+            }
+        }
+        let stats = Switch {
+            tables: self.tables.clone(),
+            tables_tx: Vec::new(),
+            stop: self.stop.clone(),
+            threads: Vec::new(),
+            counters: self.counters.clone(),
+            port_counters: self.port_counters.clone(),
+            status: self.status.clone(),
+        }
+        .stats();
+        Stopped {
+            ports: ports.into_iter().flatten().collect(),
+            stats,
+            unsent,
+        }
+    }
+}

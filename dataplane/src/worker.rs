@@ -1,0 +1,493 @@
+//! The poll-mode worker: the only place that ties wire, engine, reorder and ports together.
+//!
+//! Each worker owns a set of ports (it alone receives and transmits on them) and loops:
+//!
+//! 1. take the newest table snapshot and neighbours learned by other workers, if any;
+//! 2. take packets other workers handed over for its ports;
+//! 3. receive a burst from each port, decide each packet's fate with the engine, and move it
+//!    to the transmit buffer of its egress port (or hand it to the worker that owns that port);
+//! 4. flush transmit buffers that are full, whose oldest packet waited `flush_ns`, or all of
+//!    them when the iteration found nothing new, so a lone packet never waits;
+//! 5. publish port state and backlog, then back off if there was no work.
+//!
+//! Packets move as owned buffers: no copy, no allocation in steady state (proved by a test
+//! with a counting allocator). A full transmit ring keeps packets in the switch, bounded by
+//! `tx_queue_limit` per port; beyond it they are dropped and counted.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam::channel::{Receiver, Sender, TrySendError};
+use crossbeam::queue::ArrayQueue;
+use crossbeam::utils::CachePadded;
+
+use crate::counters::{PortCounters, WorkerCounters};
+use crate::engine::forward::build_resolve;
+use crate::engine::spray::PortStatus;
+use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
+use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
+use crate::reorder::ReorderStage;
+use crate::time::now_ns;
+
+/// What a worker does when an iteration finds no work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdlePolicy {
+    /// Spin forever (lowest latency; owns a core).
+    Spin,
+    /// Spin `spins` iterations, then yield `yields` times, then sleep `sleep_us` per iteration
+    /// until work shows up again.
+    Backoff {
+        /// Idle iterations spent spinning.
+        spins: u32,
+        /// Idle iterations spent yielding the CPU.
+        yields: u32,
+        /// Sleep per idle iteration after that, in microseconds.
+        sleep_us: u32,
+    },
+}
+
+impl Default for IdlePolicy {
+    fn default() -> Self {
+        IdlePolicy::Backoff {
+            spins: 200,
+            yields: 200,
+            sleep_us: 50,
+        }
+    }
+}
+
+/// Worker settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Packets per receive burst and transmit flush.
+    pub burst: usize,
+    /// Longest a packet waits in a transmit buffer before a flush.
+    pub flush_ns: u64,
+    /// Packets a port's transmit buffer holds in the switch when the port pushes back.
+    pub tx_queue_limit: usize,
+    /// Idle behaviour.
+    pub idle: IdlePolicy,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            burst: 32,
+            flush_ns: 10_000,
+            tx_queue_limit: 4096,
+            idle: IdlePolicy::default(),
+        }
+    }
+}
+
+/// A packet handed to the worker that owns its egress port.
+#[derive(Debug)]
+pub struct Handoff {
+    /// Egress port.
+    pub port: PortId,
+    /// Whether it still goes through the reorder stage.
+    pub reorder: bool,
+    /// The packet.
+    pub pkt: Pkt,
+}
+
+/// Everything one worker shares with the rest of the switch.
+pub struct WorkerShared {
+    /// Worker index.
+    pub id: usize,
+    /// Owner worker of each port.
+    pub owner: Arc<[usize]>,
+    /// Hand-off ring into each worker (indexed by worker).
+    pub handoff: Arc<[Arc<ArrayQueue<Handoff>>]>,
+    /// Port state board.
+    pub status: Arc<[CachePadded<PortStatus>]>,
+    /// This worker's counters.
+    pub counters: Arc<CachePadded<WorkerCounters>>,
+    /// Per-port counters (this worker writes those of its own ports).
+    pub port_counters: Arc<[CachePadded<PortCounters>]>,
+    /// New table snapshots.
+    pub tables_rx: Receiver<Arc<Tables>>,
+    /// Neighbours learned by other workers.
+    pub neigh_rx: Receiver<(IpAddr, Neighbor)>,
+    /// Where to tell other workers about neighbours learned here (one sender per other worker).
+    pub neigh_tx: Vec<Sender<(IpAddr, Neighbor)>>,
+    /// Set to stop; the worker then flushes and returns.
+    pub stop: Arc<AtomicBool>,
+}
+
+struct OwnedPort {
+    id: PortId,
+    port: Box<dyn Port>,
+    txq: Vec<Pkt>,
+    oldest_ns: u64,
+}
+
+/// What a worker returns when it stops: its ports (so that captures can be flushed and
+/// in-memory ends inspected) and the packets it still held.
+pub struct WorkerExit {
+    /// Its ports, by id.
+    pub ports: Vec<(PortId, Box<dyn Port>)>,
+    /// Packets left in transmit buffers when the ports would take no more.
+    pub unsent: u64,
+}
+
+/// One poll-mode worker.
+pub struct Worker {
+    sh: WorkerShared,
+    cfg: WorkerConfig,
+    tables: Arc<Tables>,
+    engine: Engine,
+    reorder: Box<dyn ReorderStage>,
+    ports: Vec<OwnedPort>,
+    /// Index into `ports` for each port id (usize::MAX when not owned here).
+    slot: Vec<usize>,
+    rx: Vec<Pkt>,
+    released: Vec<(PortId, Pkt)>,
+    learned: Vec<(IpAddr, Neighbor)>,
+    resolve: Vec<ResolveRequest>,
+    spare: Vec<Pkt>,
+}
+
+impl Worker {
+    /// A worker over `ports` (id, port) with the current tables.
+    pub fn new(
+        sh: WorkerShared,
+        cfg: WorkerConfig,
+        tables: Arc<Tables>,
+        ports: Vec<(PortId, Box<dyn Port>)>,
+        reorder: Box<dyn ReorderStage>,
+        seed: u64,
+    ) -> Worker {
+        let n = tables.ports.len();
+        let mut slot = vec![usize::MAX; n];
+        let cap = cfg.tx_queue_limit.max(cfg.burst) + cfg.burst;
+        let ports: Vec<OwnedPort> = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, port))| {
+                if let Some(s) = slot.get_mut(usize::from(id)) {
+                    *s = i;
+                }
+                OwnedPort {
+                    id,
+                    port,
+                    txq: Vec::with_capacity(cap),
+                    oldest_ns: 0,
+                }
+            })
+            .collect();
+        let burst = cfg.burst.max(1);
+        Worker {
+            engine: Engine::new(&tables, seed),
+            sh,
+            cfg: WorkerConfig { burst, ..cfg },
+            tables,
+            reorder,
+            ports,
+            slot,
+            rx: Vec::with_capacity(burst),
+            released: Vec::with_capacity(burst * 4),
+            learned: Vec::with_capacity(256),
+            resolve: Vec::with_capacity(256),
+            spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
+        }
+    }
+
+    /// Runs until the stop flag is set, then flushes and returns the ports.
+    pub fn run(mut self) -> WorkerExit {
+        let mut idle_iters: u64 = 0;
+        loop {
+            let now = now_ns();
+            let work = self.iterate(now);
+            if work {
+                idle_iters = 0;
+            } else {
+                idle_iters += 1;
+                self.sh.counters.idle_loops.add(1);
+                if self.sh.stop.load(Ordering::Acquire) {
+                    // Acquire pairs with the Release store in `Switch::stop`: everything the
+                    // stopper did before asking (last publications) is visible here.
+                    break;
+                }
+                self.back_off(idle_iters);
+            }
+        }
+        self.finish()
+    }
+
+    fn back_off(&self, idle: u64) {
+        match self.cfg.idle {
+            IdlePolicy::Spin => std::hint::spin_loop(),
+            IdlePolicy::Backoff {
+                spins,
+                yields,
+                sleep_us,
+            } => {
+                if idle <= u64::from(spins) {
+                    std::hint::spin_loop();
+                } else if idle <= u64::from(spins) + u64::from(yields) {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
+                }
+            }
+        }
+    }
+
+    /// One loop iteration at time `now`; true when it found work. Public for tests that drive a
+    /// worker by hand with a fake clock.
+    pub fn iterate(&mut self, now: u64) -> bool {
+        let c = self.sh.counters.clone();
+        c.loops.add(1);
+        let mut work = false;
+
+        // 1. Newest tables; neighbours from other workers.
+        let mut newest = None;
+        while let Ok(t) = self.sh.tables_rx.try_recv() {
+            newest = Some(t);
+        }
+        if let Some(t) = newest {
+            self.engine.on_tables(&t);
+            self.tables = t;
+        }
+        while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
+            self.engine.learn_remote(ip, n);
+        }
+
+        // 2. Hand-offs from other workers.
+        let inbox = self.sh.handoff[self.sh.id].clone();
+        let mut taken = 0;
+        while taken < self.cfg.burst * 8 {
+            let Some(h) = inbox.pop() else { break };
+            taken += 1;
+            if h.reorder {
+                self.reorder.insert(h.port, h.pkt, now, &mut self.released);
+            } else {
+                self.enqueue_local(h.port, h.pkt, now);
+            }
+        }
+        if taken > 0 {
+            c.handoff_in.add(taken as u64);
+            work = true;
+        }
+
+        // 3. Receive and decide. One reference-count bump per iteration, not per packet.
+        let tables = self.tables.clone();
+        for i in 0..self.ports.len() {
+            self.ports[i].port.poll(now);
+            let id = self.ports[i].id;
+            let n = self.ports[i]
+                .port
+                .rx_burst(now, &mut self.rx, self.cfg.burst);
+            if n == 0 {
+                continue;
+            }
+            work = true;
+            let port_counters = self.sh.port_counters.clone();
+            let pc = &port_counters[usize::from(id)];
+            pc.rx_pkts.add(n as u64);
+            c.rx_pkts.add(n as u64);
+            let mut rx = std::mem::take(&mut self.rx);
+            let mut bytes = 0u64;
+            for mut pkt in rx.drain(..) {
+                bytes += pkt.len() as u64;
+                pkt.rx_port = id;
+                pkt.rx_ns = now;
+                match self.engine.handle(&tables, &self.sh.status, &mut pkt, now) {
+                    Verdict::Forward(p) => self.route_to(p, pkt, false, now),
+                    Verdict::Reorder(p) => self.route_to(p, pkt, true, now),
+                    Verdict::Reply(p) => {
+                        c.replies.add(1);
+                        self.route_to(p, pkt, false, now);
+                    }
+                    Verdict::Consumed => c.consumed.add(1),
+                    Verdict::Drop(r) => c.count_drop(r, 1),
+                }
+            }
+            self.rx = rx;
+            pc.rx_bytes.add(bytes);
+            c.rx_bytes.add(bytes);
+        }
+
+        // Reorder stage timers, then whatever it released.
+        self.reorder.poll(now, &mut self.released);
+        if !self.released.is_empty() {
+            work = true;
+            let mut rel = std::mem::take(&mut self.released);
+            for (p, pkt) in rel.drain(..) {
+                self.enqueue_local(p, pkt, now);
+            }
+            self.released = rel;
+        }
+        c.reorder_held.set(self.reorder.held() as u64);
+
+        // Control-plane side effects of this iteration.
+        self.engine.take_resolve(&mut self.resolve);
+        if !self.resolve.is_empty() {
+            let reqs = std::mem::take(&mut self.resolve);
+            for r in &reqs {
+                self.send_resolve(r, now);
+            }
+            self.resolve = reqs;
+            self.resolve.clear();
+        }
+        self.engine.take_learned(&mut self.learned);
+        for (ip, n) in self.learned.drain(..) {
+            for tx in &self.sh.neigh_tx {
+                // A full channel only delays the other worker's learning until it sees the
+                // neighbour's next ARP; never block the packet path for it.
+                if let Err(TrySendError::Disconnected(_)) = tx.try_send((ip, n)) {
+                    continue;
+                }
+            }
+        }
+        let s = self.engine.stats;
+        c.sprayed.set(s.sprayed);
+        c.hashed.set(s.hashed);
+        c.neigh_learned.set(s.neigh_learned);
+
+        // 4. Flush.
+        let flush_all = !work;
+        for i in 0..self.ports.len() {
+            work |= self.flush(i, now, flush_all);
+        }
+
+        // 5. Publish port state.
+        for op in &self.ports {
+            let st = &self.sh.status[usize::from(op.id)];
+            st.set_up(op.port.link_state() == LinkState::Up);
+            st.set_backlog(op.port.tx_backlog() + op.txq.len());
+        }
+        work
+    }
+
+    fn send_resolve(&mut self, r: &ResolveRequest, now: u64) {
+        let mut pkt = self.spare.pop().unwrap_or_else(|| Pkt::with_capacity(128));
+        if build_resolve(&self.tables, r, &mut pkt) {
+            self.sh.counters.resolve_sent.add(1);
+            self.route_to(r.port, pkt, false, now);
+        } else {
+            self.spare.push(pkt);
+        }
+    }
+
+    fn route_to(&mut self, port: PortId, pkt: Pkt, reorder: bool, now: u64) {
+        let owner = self
+            .sh
+            .owner
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or(usize::MAX);
+        if owner == self.sh.id {
+            if reorder {
+                self.reorder.insert(port, pkt, now, &mut self.released);
+            } else {
+                self.enqueue_local(port, pkt, now);
+            }
+            return;
+        }
+        let Some(q) = self.sh.handoff.get(owner) else {
+            self.sh.counters.count_drop(DropReason::NoRoute, 1);
+            return;
+        };
+        match q.push(Handoff { port, reorder, pkt }) {
+            Ok(()) => self.sh.counters.handoff_out.add(1),
+            Err(_) => self.sh.counters.count_drop(DropReason::TxQueueFull, 1),
+        }
+    }
+
+    fn enqueue_local(&mut self, port: PortId, pkt: Pkt, now: u64) {
+        let Some(&i) = self.slot.get(usize::from(port)) else {
+            self.sh.counters.count_drop(DropReason::NoRoute, 1);
+            return;
+        };
+        let Some(op) = self.ports.get_mut(i) else {
+            self.sh.counters.count_drop(DropReason::NoRoute, 1);
+            return;
+        };
+        if op.txq.len() >= self.cfg.tx_queue_limit {
+            self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
+            self.sh.port_counters[usize::from(port)]
+                .tx_queue_drops
+                .add(1);
+            return;
+        }
+        if op.txq.is_empty() {
+            op.oldest_ns = now;
+        }
+        op.txq.push(pkt);
+        if op.txq.len() >= self.cfg.burst {
+            self.flush(i, now, true);
+        }
+    }
+
+    fn flush(&mut self, i: usize, now: u64, force: bool) -> bool {
+        let burst = self.cfg.burst;
+        let flush_ns = self.cfg.flush_ns;
+        let op = &mut self.ports[i];
+        if op.txq.is_empty() {
+            return false;
+        }
+        let due = force || op.txq.len() >= burst || now.saturating_sub(op.oldest_ns) >= flush_ns;
+        if !due {
+            return false;
+        }
+        let before = op.txq.len();
+        let bytes_before: u64 = op.txq.iter().map(|p| p.len() as u64).sum();
+        let sent = op.port.tx_burst(now, &mut op.txq);
+        let bytes_after: u64 = op.txq.iter().map(|p| p.len() as u64).sum();
+        let pc = &self.sh.port_counters[usize::from(op.id)];
+        let bytes = bytes_before - bytes_after;
+        pc.tx_pkts.add(sent as u64);
+        pc.tx_bytes.add(bytes);
+        self.sh.counters.tx_pkts.add(sent as u64);
+        self.sh.counters.tx_bytes.add(bytes);
+        if sent < before {
+            pc.tx_busy.add(1);
+        }
+        if !op.txq.is_empty() {
+            op.oldest_ns = now;
+        }
+        sent > 0
+    }
+
+    fn finish(mut self) -> WorkerExit {
+        // Drain what is still queued: hand-offs, reorder holds, transmit buffers, for a bounded
+        // time (a peer that never reads must not hang shutdown).
+        let deadline = now_ns() + 200_000_000;
+        loop {
+            let now = now_ns();
+            let inbox = self.sh.handoff[self.sh.id].clone();
+            while let Some(h) = inbox.pop() {
+                self.enqueue_local(h.port, h.pkt, now);
+            }
+            let mut rel = std::mem::take(&mut self.released);
+            self.reorder.poll(u64::MAX, &mut rel);
+            for (p, pkt) in rel.drain(..) {
+                self.enqueue_local(p, pkt, now);
+            }
+            self.released = rel;
+            for i in 0..self.ports.len() {
+                self.ports[i].port.poll(now);
+                self.flush(i, now, true);
+            }
+            let left: usize = self.ports.iter().map(|p| p.txq.len()).sum();
+            if left == 0 || now > deadline {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum();
+        let mut ports = Vec::with_capacity(self.ports.len());
+        for mut op in self.ports.drain(..) {
+            op.port.flush();
+            ports.push((op.id, op.port));
+        }
+        WorkerExit {
+            ports,
+            unsent: unsent as u64,
+        }
+    }
+}
