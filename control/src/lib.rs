@@ -1,1 +1,13 @@
 //! sprayswitch control plane.
+//!
+//! - [`config`]: the TOML configuration model, its validation (errors name the field and the
+//!   reason) and its translation into the dataplane's [`Tables`](sprayswitch::engine::Tables)
+//!   and run settings.
+//!
+//! The `sprayswitch` binary lives here rather than in `dataplane/` (as the architecture notes
+//! first had it) because it needs the configuration, and the configuration needs the dataplane's
+//! types: the dependency runs one way, control -> dataplane.
+
+pub mod config;
+
+pub use config::{Backend, Config, ConfigError, Validated, DEFAULT_CONFIG};

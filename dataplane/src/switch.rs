@@ -348,6 +348,15 @@ impl Switch {
         self.status.get(usize::from(id)).is_some_and(|s| s.is_up())
     }
 
+    /// True when every port in `ports` has no more input and nothing queued towards it.
+    pub fn drained(&self, ports: &[PortId]) -> bool {
+        ports.iter().all(|p| {
+            self.status
+                .get(usize::from(*p))
+                .is_some_and(|s| s.rx_done() && s.backlog() == 0)
+        })
+    }
+
     /// Reads every counter without stopping the workers.
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();

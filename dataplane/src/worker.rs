@@ -359,6 +359,7 @@ impl Worker {
             let st = &self.sh.status[usize::from(op.id)];
             st.set_up(op.port.link_state() == LinkState::Up);
             st.set_backlog(op.port.tx_backlog() + op.txq.len());
+            st.set_rx_done(op.port.rx_finished());
         }
         work
     }

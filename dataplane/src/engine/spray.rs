@@ -78,6 +78,7 @@ impl core::str::FromStr for SprayPolicy {
 pub struct PortStatus {
     up: AtomicBool,
     backlog: AtomicUsize,
+    rx_done: AtomicBool,
 }
 
 impl PortStatus {
@@ -86,6 +87,7 @@ impl PortStatus {
         PortStatus {
             up: AtomicBool::new(true),
             backlog: AtomicUsize::new(0),
+            rx_done: AtomicBool::new(false),
         }
     }
     /// Carrier up? Relaxed: a hint for choosing a path; a packet that races a change is sent
@@ -103,6 +105,16 @@ impl PortStatus {
     #[inline]
     pub fn backlog(&self) -> usize {
         self.backlog.load(Ordering::Relaxed)
+    }
+    /// True once the port will never receive again (a replayed capture ended).
+    #[inline]
+    pub fn rx_done(&self) -> bool {
+        self.rx_done.load(Ordering::Relaxed)
+    }
+    /// Publishes end of input (owner only).
+    #[inline]
+    pub fn set_rx_done(&self, done: bool) {
+        self.rx_done.store(done, Ordering::Relaxed);
     }
     /// Publishes the backlog (owner only).
     #[inline]

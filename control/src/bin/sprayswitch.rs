@@ -1,0 +1,219 @@
+//! `sprayswitch`: the switch.
+//!
+//! `sprayswitch check` validates a configuration (the embedded default unless `--config`),
+//! `sprayswitch show-config` prints the embedded default, `sprayswitch run` runs the switch
+//! until SIGINT/SIGTERM, a `--duration`, or the end of every replayed capture.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use sprayswitch::engine::{DropReason, PortId};
+use sprayswitch::port::pcap::PcapPort;
+use sprayswitch::port::Port;
+use sprayswitch::switch::{Stats, Switch};
+use sprayswitch_control::{Backend, Config, Validated, DEFAULT_CONFIG};
+
+#[derive(Parser)]
+#[command(
+    name = "sprayswitch",
+    version,
+    about = "Userspace RoCEv2 top-of-rack switch: per-packet spraying with per-QP reordering"
+)]
+struct Cli {
+    /// Configuration file (TOML). Default: the embedded demo configuration.
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Validate the configuration and print what it describes.
+    Check,
+    /// Print the embedded default configuration.
+    ShowConfig,
+    /// Run the switch.
+    Run {
+        /// Stop after this many seconds.
+        #[arg(long)]
+        duration: Option<f64>,
+        /// Print counters every this many seconds (0: only at the end).
+        #[arg(long, default_value_t = 0.0)]
+        stats_interval: f64,
+    },
+}
+
+fn load(path: &Option<PathBuf>) -> anyhow::Result<Validated> {
+    let cfg = match path {
+        Some(p) => Config::load(p)?,
+        None => Config::parse(DEFAULT_CONFIG, "<embedded default>")?,
+    };
+    Ok(cfg.validate()?)
+}
+
+fn describe(v: &Validated) {
+    let t = &v.tables;
+    println!(
+        "switch {}: {} ports, {} uplink groups, {} routes, {} workers, spray policy {}",
+        v.name,
+        t.ports.len(),
+        t.groups.len(),
+        t.fib.len(),
+        v.run.workers,
+        t.policy.name()
+    );
+    for (p, b) in t.ports.iter().zip(&v.backends) {
+        let addrs: Vec<String> = p
+            .addresses
+            .iter()
+            .map(|(a, l)| format!("{a}/{l}"))
+            .collect();
+        let backend = match b {
+            Backend::Mem => "mem".to_string(),
+            Backend::Pcap { input, output, .. } => format!(
+                "pcap in={} out={}",
+                input
+                    .as_ref()
+                    .map_or("-".into(), |p| p.display().to_string()),
+                output
+                    .as_ref()
+                    .map_or("-".into(), |p| p.display().to_string())
+            ),
+        };
+        println!(
+            "  port {:<8} {:?} mtu {} pmtu {} {} [{}]",
+            p.name,
+            p.role,
+            p.mtu,
+            p.pmtu.bytes(),
+            backend,
+            addrs.join(", ")
+        );
+    }
+    for g in &t.groups {
+        let names: Vec<&str> = g
+            .ports
+            .iter()
+            .map(|i| t.ports[usize::from(*i)].name.as_str())
+            .collect();
+        println!(
+            "  group {} = {} weights {:?}",
+            g.name,
+            names.join(","),
+            g.weights
+        );
+    }
+    for (pre, target) in t.fib.iter() {
+        println!("  route {pre} -> {target:?}");
+    }
+}
+
+fn print_stats(s: &Stats) {
+    println!(
+        "rx {} pkts {} bytes, tx {} pkts {} bytes, replies {}, sprayed {}, hashed {}",
+        s.rx_pkts, s.rx_bytes, s.tx_pkts, s.tx_bytes, s.replies, s.sprayed, s.hashed
+    );
+    for r in DropReason::ALL {
+        let n = s.dropped(r);
+        if n > 0 {
+            println!("  drop_{}: {n}", r.name());
+        }
+    }
+    for p in &s.ports {
+        println!(
+            "  port {:<8} rx {:>10} tx {:>10} tx_busy {} tx_queue_drops {}",
+            p.name, p.rx_pkts, p.tx_pkts, p.tx_busy, p.tx_queue_drops
+        );
+    }
+}
+
+fn run(v: Validated, duration: Option<f64>, interval: f64) -> anyhow::Result<()> {
+    let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut replaying: Vec<PortId> = Vec::new();
+    for (i, (info, b)) in v.tables.ports.iter().zip(&v.backends).enumerate() {
+        match b {
+            Backend::Mem => bail!(
+                "port {}: backend 'mem' ports exist only inside one process (the tests and the demo build them); \
+                 to run this binary give each port backend = \"pcap\"",
+                info.name
+            ),
+            Backend::Pcap { input, output, pace } => {
+                let p = PcapPort::new(&info.name, input.as_deref(), output.as_deref(), *pace)
+                    .with_context(|| format!("port {}", info.name))?;
+                if input.is_some() {
+                    replaying.push(i as PortId);
+                }
+                ports.push(Box::new(p));
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let switch = Switch::start(v.tables, ports, v.run)?;
+    log::info!("switch {} running", v.name);
+    let start = Instant::now();
+    let mut last = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        if stop.load(Ordering::Relaxed) {
+            log::info!("signal received, stopping");
+            break;
+        }
+        if duration.is_some_and(|d| start.elapsed().as_secs_f64() >= d) {
+            break;
+        }
+        if !replaying.is_empty() && switch.drained(&replaying) {
+            // Give the workers a moment to flush what the last frames produced.
+            std::thread::sleep(Duration::from_millis(50));
+            log::info!("every replayed capture has ended");
+            break;
+        }
+        if interval > 0.0 && last.elapsed().as_secs_f64() >= interval {
+            print_stats(&switch.stats());
+            last = Instant::now();
+        }
+    }
+    let stopped = switch.stop();
+    print_stats(&stopped.stats);
+    if stopped.unsent > 0 {
+        println!(
+            "{} packets could not be sent before shutdown",
+            stopped.unsent
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::ShowConfig => {
+            print!("{DEFAULT_CONFIG}");
+            Ok(())
+        }
+        Cmd::Check => load(&cli.config).map(|v| {
+            describe(&v);
+            println!("configuration is valid");
+        }),
+        Cmd::Run {
+            duration,
+            stats_interval,
+        } => load(&cli.config).and_then(|v| run(v, duration, stats_interval)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sprayswitch: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
