@@ -195,6 +195,45 @@ impl Worker {
         }
     }
 
+    /// A lone worker owning every port, for benchmarks and tests that drive [`Worker::iterate`]
+    /// by hand. Returns it with its counters.
+    pub fn standalone(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        cfg: WorkerConfig,
+        reorder: Box<dyn ReorderStage>,
+    ) -> (Worker, Arc<CachePadded<WorkerCounters>>) {
+        let n = ports.len();
+        let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
+        let (_ttx, trx) = crossbeam::channel::bounded(1);
+        let (_ntx, nrx) = crossbeam::channel::bounded(1);
+        let sh = WorkerShared {
+            id: 0,
+            owner: vec![0; n].into(),
+            handoff: vec![Arc::new(ArrayQueue::new(1024))].into(),
+            status: (0..n)
+                .map(|_| CachePadded::new(PortStatus::new_up()))
+                .collect(),
+            counters: counters.clone(),
+            port_counters: (0..n)
+                .map(|_| CachePadded::new(PortCounters::default()))
+                .collect(),
+            tables_rx: trx,
+            neigh_rx: nrx,
+            neigh_tx: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let ports = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (i as PortId, p))
+            .collect();
+        (
+            Worker::new(sh, cfg, Arc::new(tables), ports, reorder, 1),
+            counters,
+        )
+    }
+
     /// Runs until the stop flag is set, then flushes and returns the ports.
     pub fn run(mut self) -> WorkerExit {
         let mut idle_iters: u64 = 0;

@@ -84,3 +84,220 @@ pub fn scapy_available() -> bool {
 pub fn interop_required() -> bool {
     std::env::var("SPRAYSWITCH_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
 }
+
+/// Frames as a Linux host sends them, for the in-process topologies.
+pub mod frames {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    use sprayswitch::engine::local::{arp_request, ipv6_l4_checksum, neighbor_solicit};
+    use sprayswitch::port::Pkt;
+    use sprayswitch::wire::frame::ipv4_header_checksum;
+    use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
+    use sprayswitch_tools::topo::Host;
+
+    /// An RC RDMA WRITE packet from `h` to `dst` (through the gateway) with QP, PSN and a
+    /// payload whose first 4 bytes carry `tag`.
+    pub fn roce_write(
+        h: &Host,
+        dst: IpAddr,
+        qp: u32,
+        psn: u32,
+        sport: u16,
+        len: usize,
+        tag: u32,
+    ) -> Pkt {
+        let mut payload = vec![0xA5u8; len.max(4)];
+        payload[..4].copy_from_slice(&tag.to_be_bytes());
+        let ip = match dst {
+            IpAddr::V4(d) => IpRepr::V4 {
+                src: h.ip4,
+                dst: d,
+                id: 0,
+            },
+            IpAddr::V6(d) => IpRepr::V6 {
+                src: h.ip6,
+                dst: d,
+                flow_label: 0,
+            },
+        };
+        let f = RoceFrameRepr {
+            src_mac: h.mac,
+            dst_mac: h.gw_mac,
+            vlan: None,
+            ip,
+            tos: 0x02,
+            hop_limit: 64,
+            udp_src_port: sport,
+            bth: BthRepr {
+                opcode: Opcode::RcWriteOnly,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: qp,
+                ack_req: true,
+                psn: Psn::new(psn),
+            },
+            ext: ExtRepr {
+                reth: Some(RethRepr {
+                    virtual_address: 0x1000,
+                    rkey: 7,
+                    dma_len: len as u32,
+                }),
+                ..ExtRepr::default()
+            },
+            payload: &payload,
+        }
+        .to_vec()
+        .expect("emits");
+        Pkt::from_slice(&f)
+    }
+
+    /// The 4-byte tag of a RoCE WRITE ONLY frame built by [`roce_write`].
+    pub fn tag_of(frame: &[u8]) -> u32 {
+        let c = sprayswitch::wire::classify(frame, sprayswitch::wire::Pmtu::DEFAULT).expect("RoCE");
+        let r = c.roce().expect("RoCE");
+        let p = usize::from(r.payload_offset);
+        u32::from_be_bytes([frame[p], frame[p + 1], frame[p + 2], frame[p + 3]])
+    }
+
+    /// ARP request from `h` for `target`.
+    pub fn arp_who_has(h: &Host, target: Ipv4Addr) -> Pkt {
+        let mut b = [0u8; 60];
+        let n = arp_request(&mut b, h.mac, h.ip4, target);
+        Pkt::from_slice(&b[..n])
+    }
+
+    /// ARP reply from `h` to `to_mac`/`to_ip`.
+    pub fn arp_reply(h: &Host, to_mac: [u8; 6], to_ip: Ipv4Addr) -> Pkt {
+        let mut b = [0u8; 60];
+        let n = arp_request(&mut b, h.mac, h.ip4, to_ip);
+        let f = &mut b[..n];
+        f[0..6].copy_from_slice(&to_mac);
+        f[20..22].copy_from_slice(&2u16.to_be_bytes());
+        f[32..38].copy_from_slice(&to_mac);
+        Pkt::from_slice(f)
+    }
+
+    /// Neighbour solicitation from `h` for `target`.
+    pub fn ns(h: &Host, target: Ipv6Addr) -> Pkt {
+        let mut b = [0u8; 128];
+        let n = neighbor_solicit(&mut b, h.mac, h.ip6, target);
+        Pkt::from_slice(&b[..n])
+    }
+
+    /// Neighbour advertisement from `h` (answering `to`), as Linux sends it: solicited, override.
+    pub fn na(h: &Host, to_mac: [u8; 6], to: Ipv6Addr) -> Pkt {
+        let mut f = vec![0u8; 86];
+        f[0..6].copy_from_slice(&to_mac);
+        f[6..12].copy_from_slice(&h.mac);
+        f[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&32u16.to_be_bytes());
+        f[20] = 58;
+        f[21] = 255;
+        f[22..38].copy_from_slice(&h.ip6.octets());
+        f[38..54].copy_from_slice(&to.octets());
+        f[54] = 136;
+        f[58] = 0x60;
+        f[62..78].copy_from_slice(&h.ip6.octets());
+        f[78] = 2;
+        f[79] = 1;
+        f[80..86].copy_from_slice(&h.mac);
+        let c = ipv6_l4_checksum(&h.ip6.octets(), &to.octets(), 58, &f[54..86]);
+        f[56..58].copy_from_slice(&c.to_be_bytes());
+        Pkt::from_slice(&f)
+    }
+
+    /// ICMP echo request from `h` to `dst` (IPv4) with `seq`, 56 bytes of data as `ping` sends.
+    pub fn ping4(h: &Host, dst: Ipv4Addr, seq: u16) -> Pkt {
+        let mut f = vec![0u8; 14 + 20 + 8 + 56];
+        f[0..6].copy_from_slice(&h.gw_mac);
+        f[6..12].copy_from_slice(&h.mac);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&84u16.to_be_bytes());
+        ip[4..6].copy_from_slice(&seq.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 1;
+        ip[12..16].copy_from_slice(&h.ip4.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        let c = ipv4_header_checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let icmp = &mut f[34..];
+        icmp[0] = 8;
+        icmp[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+        icmp[6..8].copy_from_slice(&seq.to_be_bytes());
+        for (i, b) in icmp[8..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let c = sprayswitch::engine::local::fold(sprayswitch::engine::local::ones_sum(icmp, 0));
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        Pkt::from_slice(&f)
+    }
+
+    /// ICMPv6 echo request from `h` to `dst`.
+    pub fn ping6(h: &Host, dst: Ipv6Addr, seq: u16) -> Pkt {
+        let mut f = vec![0u8; 14 + 40 + 8 + 56];
+        f[0..6].copy_from_slice(&h.gw_mac);
+        f[6..12].copy_from_slice(&h.mac);
+        f[12..14].copy_from_slice(&0x86DDu16.to_be_bytes());
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&64u16.to_be_bytes());
+        f[20] = 58;
+        f[21] = 64;
+        f[22..38].copy_from_slice(&h.ip6.octets());
+        f[38..54].copy_from_slice(&dst.octets());
+        f[54] = 128;
+        f[58..60].copy_from_slice(&0x1234u16.to_be_bytes());
+        f[60..62].copy_from_slice(&seq.to_be_bytes());
+        let c = ipv6_l4_checksum(&h.ip6.octets(), &dst.octets(), 58, &f[54..]);
+        f[56..58].copy_from_slice(&c.to_be_bytes());
+        Pkt::from_slice(&f)
+    }
+
+    /// TCP segment from `h` to `dst` with the given ports and flags (SYN: 0x02).
+    pub fn tcp4(h: &Host, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32, flags: u8) -> Pkt {
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[0..6].copy_from_slice(&h.gw_mac);
+        f[6..12].copy_from_slice(&h.mac);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&40u16.to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&h.ip4.octets());
+        ip[16..20].copy_from_slice(&dst.octets());
+        let c = ipv4_header_checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let t = &mut f[34..54];
+        t[0..2].copy_from_slice(&sport.to_be_bytes());
+        t[2..4].copy_from_slice(&dport.to_be_bytes());
+        t[4..8].copy_from_slice(&seq.to_be_bytes());
+        t[12] = 0x50;
+        t[13] = flags;
+        t[14..16].copy_from_slice(&64240u16.to_be_bytes());
+        Pkt::from_slice(&f)
+    }
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+pub fn wait_for<T>(secs: f64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}

@@ -2,5 +2,7 @@
 //! binaries under `src/bin/` are thin command-line front ends.
 //!
 //! - [`decode`]: one record per captured frame, human-readable or JSON (`rocecap decode`).
+//! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 
 pub mod decode;
+pub mod topo;

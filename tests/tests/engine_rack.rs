@@ -1,0 +1,387 @@
+//! The engine end to end over an in-process rack pair: hosts that behave like Linux (ARP, ND,
+//! ping, TCP, with nothing but a default route via the ToR), spraying that neither loses nor
+//! duplicates, uplinks going down, and drops counted by reason.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr};
+
+use sprayswitch::engine::{DropReason, SprayPolicy};
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::wire::{classify, FrameClass, L4Summary, Pmtu};
+use sprayswitch_tests::frames::*;
+use sprayswitch_tests::wait_for;
+use sprayswitch_tools::topo::{Host, PathSpec, RackPair, RackPairSpec};
+
+fn send(h: &mut Host, p: Pkt) {
+    let mut v = vec![p];
+    while !v.is_empty() {
+        h.port.tx_burst(0, &mut v);
+    }
+}
+
+/// Receives frames at `h` until `pred` accepts one (others are returned too), or times out.
+fn recv_until(h: &mut Host, secs: f64, mut pred: impl FnMut(&[u8]) -> bool) -> Option<Vec<u8>> {
+    wait_for(secs, || {
+        let mut got = Vec::new();
+        h.port.rx_burst(0, &mut got, 64);
+        got.into_iter().map(|p| p.data().to_vec()).find(|f| pred(f))
+    })
+}
+
+fn recv_n(h: &mut Host, n: usize, secs: f64) -> Vec<Pkt> {
+    let mut got = Vec::with_capacity(n);
+    wait_for(secs, || {
+        h.port.rx_burst(0, &mut got, 256);
+        (got.len() >= n).then_some(())
+    });
+    got
+}
+
+fn icmp_type(f: &[u8]) -> Option<(IpAddr, IpAddr, u8, u8)> {
+    let c = classify(f, Pmtu::DEFAULT).ok()?;
+    let ip = c.ip()?;
+    match ip.l4 {
+        L4Summary::Icmpv4 { icmp_type, .. } | L4Summary::Icmpv6 { icmp_type, .. } => {
+            Some((ip.src, ip.dst, icmp_type, ip.hop_limit))
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
+    let spec = RackPairSpec {
+        static_neighbors: false,
+        ..RackPairSpec::default()
+    };
+    let mut rp = RackPair::start(&spec).unwrap();
+    let (a1, b1) = (&mut rp.hosts_a[0], &mut rp.hosts_b[0]);
+
+    // ARP for the default gateway.
+    send(a1, arp_who_has(a1, a1.gw4));
+    let reply = recv_until(a1, 5.0, |f| f[12..14] == [0x08, 0x06]).expect("ARP reply");
+    let FrameClass::Arp(arp) = classify(&reply, Pmtu::DEFAULT).unwrap().class else {
+        panic!()
+    };
+    assert_eq!(
+        (arp.operation, arp.sender_ip, arp.sender_mac),
+        (2, a1.gw4, a1.gw_mac)
+    );
+    assert_eq!(arp.target_mac, a1.mac);
+
+    // Ping the gateway, IPv4 and IPv6 (after neighbour discovery).
+    send(a1, ping4(a1, a1.gw4, 1));
+    let r = recv_until(a1, 5.0, |f| icmp_type(f).is_some()).expect("echo reply");
+    assert_eq!(
+        icmp_type(&r).unwrap(),
+        (IpAddr::V4(a1.gw4), IpAddr::V4(a1.ip4), 0, 64)
+    );
+    assert!(sprayswitch::engine::local::ipv4_checksum_ok(&r[14..34]));
+    send(a1, ns(a1, a1.gw6));
+    let advert = recv_until(a1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 136)).expect("NA");
+    assert_eq!(
+        sprayswitch::engine::local::nd_lladdr(&advert, 54, 86, 2),
+        Some(a1.gw_mac)
+    );
+    send(a1, ping6(a1, a1.gw6, 1));
+    let r = recv_until(a1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 129)).expect("echo6 reply");
+    assert_eq!(icmp_type(&r).unwrap().0, IpAddr::V6(a1.gw6));
+
+    // Ping the remote host: tor-b resolves it first (the first ping is dropped and counted, as a
+    // router with an empty neighbour table does), then the retry goes through.
+    send(a1, ping4(a1, b1.ip4, 2));
+    let who = recv_until(b1, 5.0, |f| f[12..14] == [0x08, 0x06]).expect("tor-b asks for b1");
+    let FrameClass::Arp(q) = classify(&who, Pmtu::DEFAULT).unwrap().class else {
+        panic!()
+    };
+    assert_eq!(
+        (q.operation, q.sender_ip, q.target_ip, q.sender_mac),
+        (1, b1.gw4, b1.ip4, b1.gw_mac)
+    );
+    send(b1, arp_reply(b1, b1.gw_mac, b1.gw4));
+    let mut got = None;
+    for seq in 3..50 {
+        send(a1, ping4(a1, b1.ip4, seq));
+        got = recv_until(b1, 0.2, |f| icmp_type(f).is_some_and(|t| t.2 == 8));
+        if got.is_some() {
+            break;
+        }
+    }
+    let req = got.expect("echo request reaches b1");
+    assert_eq!(
+        icmp_type(&req).unwrap(),
+        (IpAddr::V4(a1.ip4), IpAddr::V4(b1.ip4), 8, 62),
+        "two routed hops"
+    );
+    assert_eq!((&req[0..6], &req[6..12]), (&b1.mac[..], &b1.gw_mac[..]));
+    assert!(sprayswitch::engine::local::ipv4_checksum_ok(&req[14..34]));
+    assert!(rp.tor_b.stats().dropped(DropReason::Unresolved) >= 1);
+    assert!(rp.tor_b.stats().resolve_sent >= 1);
+
+    // b1 answers; tor-a learned a1 from its ARP for the gateway.
+    send(b1, ping4(b1, a1.ip4, 1));
+    let back = recv_until(a1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 8)).expect("reply path");
+    assert_eq!(icmp_type(&back).unwrap().3, 62);
+
+    // IPv6 to the remote host: tor-b solicits b1, b1 advertises, the retry gets through.
+    send(a1, ping6(a1, b1.ip6, 1));
+    let sol = recv_until(b1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 135)).expect("NS for b1");
+    assert_eq!(
+        sprayswitch::engine::local::nd_target(&sol, 54),
+        Some(b1.ip6)
+    );
+    send(b1, na(b1, b1.gw_mac, b1.gw6));
+    let mut got6 = None;
+    for seq in 2..50 {
+        send(a1, ping6(a1, b1.ip6, seq));
+        got6 = recv_until(b1, 0.2, |f| icmp_type(f).is_some_and(|t| t.2 == 128));
+        if got6.is_some() {
+            break;
+        }
+    }
+    assert_eq!(icmp_type(&got6.expect("echo6 reaches b1")).unwrap().3, 62);
+
+    // A TCP connection's segments stay on one uplink even though RoCE is sprayed.
+    let before: Vec<u64> = (0..4)
+        .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+        .collect();
+    for i in 0..200u32 {
+        send(
+            a1,
+            tcp4(
+                a1,
+                b1.ip4,
+                40000,
+                5201,
+                i * 1000,
+                if i == 0 { 0x02 } else { 0x10 },
+            ),
+        );
+    }
+    let segs = recv_n(b1, 200, 10.0);
+    let seqs: Vec<u32> = segs
+        .iter()
+        .filter(|p| p.data()[23] == 6)
+        .map(|p| u32::from_be_bytes(p.data()[38..42].try_into().unwrap()))
+        .collect();
+    assert_eq!(
+        seqs,
+        (0..200).map(|i| i * 1000).collect::<Vec<_>>(),
+        "in order, none lost"
+    );
+    let after: Vec<u64> = (0..4)
+        .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+        .collect();
+    let used: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        used.iter().filter(|d| **d > 0).count(),
+        1,
+        "one uplink for one TCP flow: {used:?}"
+    );
+    assert!(rp.tor_a.stats().hashed >= 200);
+    rp.stop();
+}
+
+/// Sends `n` tagged RoCE packets from a1 to b1 over several QPs and collects the tags b1 sees.
+fn spray_run(rp: &mut RackPair, n: u32, first_tag: u32) -> Vec<u32> {
+    let dst = IpAddr::V4(rp.hosts_b[0].ip4);
+    let mut tags = Vec::with_capacity(n as usize);
+    let mut sent = 0u32;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut rx = Vec::with_capacity(512);
+    while (tags.len() as u32) < n && std::time::Instant::now() < deadline {
+        if sent < n {
+            let chunk: Vec<Pkt> = (sent..(sent + 256).min(n))
+                .map(|i| {
+                    roce_write(
+                        &rp.hosts_a[0],
+                        dst,
+                        0x100 + i % 8,
+                        i,
+                        49152 + (i % 8) as u16,
+                        256,
+                        first_tag + i,
+                    )
+                })
+                .collect();
+            let mut v = chunk;
+            let k = v.len() as u32;
+            while !v.is_empty() {
+                rp.hosts_a[0].port.tx_burst(0, &mut v);
+            }
+            sent += k;
+        }
+        rp.hosts_b[0].port.rx_burst(0, &mut rx, 512);
+        tags.extend(rx.drain(..).map(|p| tag_of(p.data())));
+        if sent >= n {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+    }
+    tags
+}
+
+fn spray_delivers_every_packet_once(workers: usize) {
+    let spec = RackPairSpec {
+        paths: [0, 20_000, 50_000, 100_000].map(PathSpec::delay).to_vec(),
+        workers,
+        ..RackPairSpec::default()
+    };
+    let mut rp = RackPair::start(&spec).unwrap();
+    let n = 20_000;
+    let tags = spray_run(&mut rp, n, 0);
+    let unique: HashSet<u32> = tags.iter().copied().collect();
+    assert_eq!(tags.len(), n as usize, "every packet arrived exactly once");
+    assert_eq!(unique.len(), n as usize, "no duplicates");
+    assert!(
+        tags.windows(2).any(|w| w[1] < w[0]),
+        "skewed paths reorder a sprayed stream"
+    );
+    let s = rp.tor_a.stats();
+    assert_eq!(s.sprayed, u64::from(n));
+    assert_eq!(s.drops_total(), 0);
+    let per_uplink: Vec<u64> = (0..4)
+        .map(|u| s.port(&format!("u{u}")).unwrap().tx_pkts)
+        .collect();
+    if workers == 1 {
+        assert_eq!(per_uplink, vec![5000; 4], "round robin is exact");
+    } else {
+        assert!(per_uplink.iter().all(|c| *c >= 4000), "{per_uplink:?}");
+    }
+    let (a, b) = rp.stop();
+    assert_eq!(a.unsent + b.unsent, 0);
+}
+
+#[test]
+fn spray_delivers_every_packet_exactly_once() {
+    spray_delivers_every_packet_once(1);
+}
+
+#[test]
+fn spray_with_two_workers_hands_off_without_loss() {
+    spray_delivers_every_packet_once(2);
+}
+
+#[test]
+fn down_uplinks_get_nothing_and_spraying_continues() {
+    let mut rp = RackPair::start(&RackPairSpec::default()).unwrap();
+    let tx = |rp: &RackPair| -> Vec<u64> {
+        (0..4)
+            .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+            .collect()
+    };
+    // Administratively down.
+    rp.tor_a.set_port_admin("u2", false).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let before = tx(&rp);
+    let tags = spray_run(&mut rp, 3000, 0);
+    assert_eq!(tags.len(), 3000);
+    let d: Vec<u64> = tx(&rp).iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(d, vec![1000, 1000, 0, 1000]);
+
+    // Carrier down on path 1 as well.
+    rp.path_links[1].set_up(false);
+    let u1 = rp.tor_a.tables().port_id("u1").unwrap();
+    assert!(wait_for(5.0, || (!rp.tor_a.port_up(u1)).then_some(())).is_some());
+    let before = tx(&rp);
+    let tags = spray_run(&mut rp, 2000, 10_000);
+    assert_eq!(tags.len(), 2000);
+    let d: Vec<u64> = tx(&rp).iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(d, vec![1000, 0, 0, 1000]);
+
+    // Everything down: dropped and counted.
+    for u in ["u0", "u1", "u3"] {
+        rp.tor_a.set_port_admin(u, false).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let dst = IpAddr::V4(rp.hosts_b[0].ip4);
+    for i in 0..100 {
+        let p = roce_write(&rp.hosts_a[0], dst, 1, i, 49152, 64, i);
+        send(&mut rp.hosts_a[0], p);
+    }
+    assert!(wait_for(5.0, || (rp
+        .tor_a
+        .stats()
+        .dropped(DropReason::AllUplinksDown)
+        == 100)
+        .then_some(()))
+    .is_some());
+    // And back up: traffic flows again.
+    rp.path_links[1].set_up(true);
+    for u in ["u0", "u1", "u2", "u3"] {
+        rp.tor_a.set_port_admin(u, true).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(spray_run(&mut rp, 400, 50_000).len(), 400);
+    rp.stop();
+}
+
+#[test]
+fn drops_are_counted_by_reason() {
+    let mut rp = RackPair::start(&RackPairSpec::default()).unwrap();
+    let a1 = &mut rp.hosts_a[0];
+    send(
+        a1,
+        roce_write(a1, IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 1, 1, 1, 64, 1),
+    );
+    let mut ttl1 = roce_write(a1, IpAddr::V4(Ipv4Addr::new(10, 2, 1, 2)), 1, 2, 1, 64, 2);
+    ttl1.data_mut()[22] = 1;
+    ttl1.data_mut()[24..26].fill(0);
+    let c = sprayswitch::wire::frame::ipv4_header_checksum(&ttl1.data()[14..34]);
+    ttl1.data_mut()[24..26].copy_from_slice(&c.to_be_bytes());
+    send(a1, ttl1);
+    let mut wrong_mac = roce_write(a1, IpAddr::V4(Ipv4Addr::new(10, 2, 1, 2)), 1, 3, 1, 64, 3);
+    wrong_mac.data_mut()[0..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+    send(a1, wrong_mac);
+    let mut bad = roce_write(a1, IpAddr::V4(Ipv4Addr::new(10, 2, 1, 2)), 1, 4, 1, 64, 4);
+    bad.resize(30);
+    send(a1, bad);
+    let mut bad_csum = roce_write(a1, IpAddr::V4(Ipv4Addr::new(10, 2, 1, 2)), 1, 5, 1, 64, 5);
+    bad_csum.data_mut()[24] ^= 0xFF;
+    send(a1, bad_csum);
+    send(a1, tcp4(a1, a1.gw4, 40000, 22, 0, 0x02));
+    let want = [
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::NotForUs,
+        DropReason::Malformed,
+        DropReason::BadIpChecksum,
+        DropReason::LocalUnsupported,
+    ];
+    let ok = wait_for(5.0, || {
+        let s = rp.tor_a.stats();
+        want.iter().all(|r| s.dropped(*r) == 1).then_some(())
+    });
+    let s = rp.tor_a.stats();
+    assert!(
+        ok.is_some(),
+        "{:?}",
+        DropReason::ALL.map(|r| (r.name(), s.dropped(r)))
+    );
+    assert_eq!(s.drops_total(), 6);
+    rp.stop();
+}
+
+#[test]
+fn every_policy_delivers_everything() {
+    for policy in SprayPolicy::ALL {
+        let spec = RackPairSpec {
+            policy,
+            paths: [0, 10_000, 30_000, 60_000].map(PathSpec::delay).to_vec(),
+            ..RackPairSpec::default()
+        };
+        let mut rp = RackPair::start(&spec).unwrap();
+        let tags = spray_run(&mut rp, 4000, 0);
+        let unique: HashSet<u32> = tags.iter().copied().collect();
+        assert_eq!((tags.len(), unique.len()), (4000, 4000), "{policy:?}");
+        let s = rp.tor_a.stats();
+        let used = (0..4)
+            .filter(|u| s.port(&format!("u{u}")).unwrap().tx_pkts > 0)
+            .count();
+        // 8 QPs: even ECMP spreads them over more than one uplink; per-packet policies use all.
+        assert!(used >= 2, "{policy:?} used {used} uplinks");
+        if policy.sprays() && policy != SprayPolicy::Flowlet && policy != SprayPolicy::LeastLoaded {
+            assert_eq!(used, 4, "{policy:?}");
+        }
+        rp.stop();
+    }
+}

@@ -1,0 +1,270 @@
+//! In-process topologies: a rack pair of two sprayswitch ToRs, their hosts, and an N-path
+//! fabric of fault-injected in-memory links, all in one process and without privileges.
+//!
+//! ```text
+//!  host a1 ─┐                 path 0 (delay, jitter, loss, rate)                ┌─ host b1
+//!  host a2 ─┤ tor-a u0 ═══════════════════════════════════════════ u0 tor-b    ├─ host b2
+//!   ...     │       u1 ═══════════════ path 1 ════════════════════ u1          │   ...
+//!           │       ...                                                        │
+//! ```
+//!
+//! Rack A hosts are `10.1.<i>.2` behind gateway `10.1.<i>.1` (and `fd00:1:<i>::2`); rack B hosts
+//! are `10.2.<i>.2` (`fd00:2:<i>::2`). The test or tool drives the host ends directly.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use anyhow::Context;
+use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
+use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
+use sprayswitch::port::mem::{self, LinkControl, MemPort};
+use sprayswitch::port::Port;
+use sprayswitch::reorder::ReorderStage;
+use sprayswitch::switch::{Stopped, Switch};
+use sprayswitch::worker::IdlePolicy;
+use sprayswitch_control::Config;
+
+/// One fabric path (both directions get the same impairments, with different seeds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathSpec {
+    /// One-way delay.
+    pub delay_ns: u64,
+    /// Jitter (order is kept).
+    pub jitter_ns: u64,
+    /// Loss probability.
+    pub loss: f64,
+    /// Rate in bits per second.
+    pub rate_bps: Option<u64>,
+}
+
+impl PathSpec {
+    /// A clean path with a fixed delay.
+    pub fn delay(delay_ns: u64) -> PathSpec {
+        PathSpec {
+            delay_ns,
+            jitter_ns: 0,
+            loss: 0.0,
+            rate_bps: None,
+        }
+    }
+}
+
+/// What to build.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RackPairSpec {
+    /// Hosts per rack.
+    pub hosts: usize,
+    /// Fabric paths.
+    pub paths: Vec<PathSpec>,
+    /// Spray policy of both ToRs.
+    pub policy: SprayPolicy,
+    /// Workers per ToR.
+    pub workers: usize,
+    /// Install static neighbours for the hosts (otherwise the ToRs resolve them with ARP/ND).
+    pub static_neighbors: bool,
+    /// Packets each in-memory link holds per direction.
+    pub link_capacity: usize,
+    /// Idle behaviour of the workers.
+    pub idle: IdlePolicy,
+    /// Seed of the fabric impairments and spray policies.
+    pub seed: u64,
+}
+
+impl Default for RackPairSpec {
+    fn default() -> Self {
+        RackPairSpec {
+            hosts: 2,
+            paths: vec![PathSpec::delay(0); 4],
+            policy: SprayPolicy::RoundRobin,
+            workers: 1,
+            static_neighbors: true,
+            link_capacity: 8192,
+            idle: IdlePolicy::Backoff {
+                spins: 100,
+                yields: 100,
+                sleep_us: 20,
+            },
+            seed: 1,
+        }
+    }
+}
+
+/// A host's NIC: the far end of a ToR downlink.
+pub struct Host {
+    /// Port towards the ToR.
+    pub port: MemPort,
+    /// Host MAC.
+    pub mac: [u8; 6],
+    /// Host IPv4 address.
+    pub ip4: Ipv4Addr,
+    /// Host IPv6 address.
+    pub ip6: Ipv6Addr,
+    /// The ToR port's MAC (the host's gateway MAC).
+    pub gw_mac: [u8; 6],
+    /// Gateway IPv4 address.
+    pub gw4: Ipv4Addr,
+    /// Gateway IPv6 address.
+    pub gw6: Ipv6Addr,
+}
+
+/// A running rack pair.
+pub struct RackPair {
+    /// ToR of rack A.
+    pub tor_a: Switch,
+    /// ToR of rack B.
+    pub tor_b: Switch,
+    /// Rack A hosts.
+    pub hosts_a: Vec<Host>,
+    /// Rack B hosts.
+    pub hosts_b: Vec<Host>,
+    /// Per path: impairment counters A->B and B->A.
+    pub path_stats: Vec<(Arc<FaultStats>, Arc<FaultStats>)>,
+    /// Per path: carrier control.
+    pub path_links: Vec<LinkControl>,
+}
+
+fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
+    [0x02, 0x5a, rack, kind, 0, i as u8]
+}
+
+fn fmt_mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// The configuration text of ToR `rack` (1 or 2) in a rack pair.
+pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
+    let other = 3 - rack;
+    let mut s = format!(
+        "[switch]\nname = \"tor-{}\"\nworkers = {}\nspray_policy = \"{}\"\nseed = {}\n",
+        if rack == 1 { 'a' } else { 'b' },
+        spec.workers,
+        spec.policy.name(),
+        spec.seed + u64::from(rack)
+    );
+    for i in 1..=spec.hosts {
+        s += &format!(
+            "[[port]]\nname = \"h{i}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
+            fmt_mac(mac(rack, 1, i))
+        );
+    }
+    let mut members = Vec::new();
+    for (p, _) in spec.paths.iter().enumerate() {
+        s += &format!(
+            "[[port]]\nname = \"u{p}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
+            fmt_mac(mac(rack, 2, p)),
+            fmt_mac(mac(other, 2, p))
+        );
+        members.push(format!("\"u{p}\""));
+    }
+    s += &format!(
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\n",
+        members.join(", ")
+    );
+    s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");
+    s += &format!("[[route]]\nprefix = \"fd00:{other}::/32\"\ngroup = \"fabric\"\n");
+    s
+}
+
+impl RackPair {
+    /// Builds and starts the rack pair with pass-through reordering.
+    ///
+    /// # Errors
+    /// When a generated configuration does not validate or a switch does not start.
+    pub fn start(spec: &RackPairSpec) -> anyhow::Result<RackPair> {
+        Self::start_with(spec, |_| Box::new(sprayswitch::reorder::Passthrough))
+    }
+
+    /// As [`RackPair::start`] with a reorder stage per worker of each ToR.
+    ///
+    /// # Errors
+    /// When a generated configuration does not validate or a switch does not start.
+    pub fn start_with(
+        spec: &RackPairSpec,
+        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage> + Clone,
+    ) -> anyhow::Result<RackPair> {
+        let mut tors = Vec::new();
+        let mut hosts: [Vec<Host>; 2] = [Vec::new(), Vec::new()];
+        let mut switch_ports: [Vec<Box<dyn Port>>; 2] = [Vec::new(), Vec::new()];
+        for rack in 1..=2u8 {
+            for i in 1..=spec.hosts {
+                let (host_end, tor_end) = mem::link(
+                    &format!("host{rack}-{i}"),
+                    &format!("h{i}"),
+                    spec.link_capacity,
+                );
+                switch_ports[usize::from(rack - 1)].push(Box::new(tor_end));
+                hosts[usize::from(rack - 1)].push(Host {
+                    port: host_end,
+                    mac: mac(rack, 3, i),
+                    ip4: Ipv4Addr::new(10, rack, i as u8, 2),
+                    ip6: Ipv6Addr::new(0xfd00, u16::from(rack), i as u16, 0, 0, 0, 0, 2),
+                    gw_mac: mac(rack, 1, i),
+                    gw4: Ipv4Addr::new(10, rack, i as u8, 1),
+                    gw6: Ipv6Addr::new(0xfd00, u16::from(rack), i as u16, 0, 0, 0, 0, 1),
+                });
+            }
+        }
+        let mut path_stats = Vec::new();
+        let mut path_links = Vec::new();
+        for (p, ps) in spec.paths.iter().enumerate() {
+            let (a, b) = mem::link(&format!("u{p}"), &format!("u{p}"), spec.link_capacity);
+            path_links.push(a.control());
+            let cfg = |seed| FaultConfig {
+                drop_rate: ps.loss,
+                delay_ns: ps.delay_ns,
+                jitter_ns: ps.jitter_ns,
+                rate_bps: ps.rate_bps,
+                queue_limit: spec.link_capacity,
+                seed,
+                ..FaultConfig::default()
+            };
+            let fa = FaultInjector::new(a, cfg(spec.seed * 1000 + p as u64 * 2));
+            let fb = FaultInjector::new(b, cfg(spec.seed * 1000 + p as u64 * 2 + 1));
+            path_stats.push((fa.stats(), fb.stats()));
+            switch_ports[0].push(Box::new(fa));
+            switch_ports[1].push(Box::new(fb));
+        }
+        for (rack, ports) in [1u8, 2].into_iter().zip(switch_ports) {
+            let text = tor_config(spec, rack);
+            let mut v = Config::parse(&text, &format!("tor{rack}"))?
+                .validate()
+                .with_context(|| format!("generated configuration of ToR {rack}"))?;
+            v.run.worker.idle = spec.idle;
+            if spec.static_neighbors {
+                for (i, h) in hosts[usize::from(rack - 1)].iter().enumerate() {
+                    let n = Neighbor {
+                        mac: h.mac,
+                        port: i as u16,
+                    };
+                    v.tables.neighbors.insert(ip_key(IpAddr::V4(h.ip4)), n);
+                    v.tables.neighbors.insert(ip_key(IpAddr::V6(h.ip6)), n);
+                }
+            }
+            tors.push(Switch::start_with(
+                v.tables,
+                ports,
+                v.run,
+                make_reorder.clone(),
+            )?);
+        }
+        let tor_b = tors.pop().context("two ToRs")?;
+        let tor_a = tors.pop().context("two ToRs")?;
+        let [hosts_a, hosts_b] = hosts;
+        Ok(RackPair {
+            tor_a,
+            tor_b,
+            hosts_a,
+            hosts_b,
+            path_stats,
+            path_links,
+        })
+    }
+
+    /// Stops both ToRs.
+    pub fn stop(self) -> (Stopped, Stopped) {
+        (self.tor_a.stop(), self.tor_b.stop())
+    }
+}
