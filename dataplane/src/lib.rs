@@ -20,6 +20,7 @@ pub mod port;
 pub mod reorder;
 pub mod rng;
 pub mod switch;
+pub mod testkit;
 pub mod time;
 pub mod wire;
 pub mod worker;

@@ -185,6 +185,9 @@ impl Engine {
     /// is routed or answered.
     pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
         let rx = pkt.rx_port;
+        if let Some(Some(peer)) = t.patch.get(usize::from(rx)) {
+            return Verdict::Forward(*peer);
+        }
         let Some(rx_info) = t.ports.get(usize::from(rx)) else {
             return Verdict::Drop(DropReason::NotForUs);
         };

@@ -112,6 +112,10 @@ pub struct Tables {
     pub policy: SprayPolicy,
     /// Idle gap after which `flowlet` may move a flow to another uplink.
     pub flowlet_gap_ns: u64,
+    /// Patched ports: a frame received on port `i` goes out `patch[i]` untouched, with no
+    /// lookup at all (a cross-connect, like VPP's l2patch; also the "bare forward" baseline of
+    /// the benchmarks).
+    pub patch: Vec<Option<PortId>>,
     /// Incremented by each publication, for logs and `show` commands.
     pub generation: u64,
 }
@@ -128,6 +132,7 @@ impl Tables {
             local: IntMap::default(),
             policy: SprayPolicy::RoundRobin,
             flowlet_gap_ns: 50_000,
+            patch: Vec::new(),
             generation: 0,
         };
         for (i, p) in t.ports.iter().enumerate() {

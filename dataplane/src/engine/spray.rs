@@ -224,7 +224,12 @@ impl Sprayer {
             SprayPolicy::RoundRobin => {
                 let c = self.rr.get_mut(gi)?;
                 *c = c.wrapping_add(1);
-                nth_up(((*c - 1) % n_up as u64) as usize)
+                let k = ((*c - 1) % n_up as u64) as usize;
+                if n_up == g.ports.len() {
+                    g.ports.get(k).copied()
+                } else {
+                    nth_up(k)
+                }
             }
             SprayPolicy::Random => nth_up(self.rng.below(n_up as u64) as usize),
             SprayPolicy::Weighted => self.weighted(g, gi, &up),
