@@ -72,7 +72,10 @@ fn worker_setup(policy: SprayPolicy, uplinks: usize) -> (Worker, Vec<MemPort>) {
         far.push(a);
         near.push(Box::new(b));
     }
-    let cfg = WorkerConfig { burst: BURST, ..WorkerConfig::default() };
+    let cfg = WorkerConfig {
+        burst: BURST,
+        ..WorkerConfig::default()
+    };
     let (w, _) = Worker::standalone(tables, near, cfg, Box::new(Passthrough));
     (w, far)
 }
@@ -87,7 +90,10 @@ fn worker_setup_patched() -> (Worker, Vec<MemPort>) {
         far.push(a);
         near.push(Box::new(b));
     }
-    let cfg = WorkerConfig { burst: BURST, ..WorkerConfig::default() };
+    let cfg = WorkerConfig {
+        burst: BURST,
+        ..WorkerConfig::default()
+    };
     let (w, _) = Worker::standalone(tables, near, cfg, Box::new(Passthrough));
     (w, far)
 }
@@ -131,7 +137,12 @@ fn bench(c: &mut Criterion) {
 
         for (name, policy, uplinks, dst) in [
             ("routed", SprayPolicy::Ecmp, 0, Ipv4Addr::new(10, 0, 1, 2)),
-            ("routed_spray", SprayPolicy::RoundRobin, 4, Ipv4Addr::new(10, 9, 1, 2)),
+            (
+                "routed_spray",
+                SprayPolicy::RoundRobin,
+                4,
+                Ipv4Addr::new(10, 9, 1, 2),
+            ),
         ] {
             let (mut w, mut far) = worker_setup(policy, uplinks);
             let mut gen = Gen::new(dst, payload);

@@ -4,7 +4,9 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::engine::{ip_key, Neighbor, PortInfo, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup};
+use crate::engine::{
+    ip_key, Neighbor, PortInfo, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup,
+};
 use crate::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr};
 
 /// MAC of ToR port `i`.
@@ -52,7 +54,13 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
     let mut t = Tables::new(ports);
     for i in 0..downlinks {
         let host = IpAddr::V4(Ipv4Addr::new(10, 0, i as u8, 2));
-        t.neighbors.insert(ip_key(host), Neighbor { mac: peer_mac(i), port: i as u16 });
+        t.neighbors.insert(
+            ip_key(host),
+            Neighbor {
+                mac: peer_mac(i),
+                port: i as u16,
+            },
+        );
     }
     if uplinks > 0 {
         t.groups.push(UplinkGroup {
@@ -75,7 +83,11 @@ pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize)
         src_mac: peer_mac(from),
         dst_mac: port_mac(from),
         vlan: None,
-        ip: IpRepr::V4 { src: Ipv4Addr::new(10, 0, from as u8, 2), dst, id: 0 },
+        ip: IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, from as u8, 2),
+            dst,
+            id: 0,
+        },
         tos: 2,
         hop_limit: 64,
         udp_src_port: 49152 + (qp & 0x3FFF) as u16,
@@ -93,7 +105,11 @@ pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize)
             psn: Psn::new(psn),
         },
         ext: ExtRepr {
-            reth: Some(RethRepr { virtual_address: 0, rkey: 1, dma_len: payload as u32 }),
+            reth: Some(RethRepr {
+                virtual_address: 0,
+                rkey: 1,
+                dma_len: payload as u32,
+            }),
             ..ExtRepr::default()
         },
         payload: &body,

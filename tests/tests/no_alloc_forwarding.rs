@@ -57,7 +57,8 @@ fn run(policy: SprayPolicy, dst: Ipv4Addr, uplinks: usize) -> (usize, u64) {
         far.push(a);
         near.push(Box::new(b));
     }
-    let (mut w, counters) = Worker::standalone(tables, near, WorkerConfig::default(), Box::new(Passthrough));
+    let (mut w, counters) =
+        Worker::standalone(tables, near, WorkerConfig::default(), Box::new(Passthrough));
     let template = roce_frame(0, dst, 0x11, 0, 1024);
     let mut pool: Vec<Pkt> = (0..64).map(|_| Pkt::from_slice(&template)).collect();
     let mut batch: Vec<Pkt> = Vec::with_capacity(64);
@@ -91,7 +92,10 @@ fn run(policy: SprayPolicy, dst: Ipv4Addr, uplinks: usize) -> (usize, u64) {
     for _ in 0..2_000 {
         round(true);
     }
-    (ALLOCS.load(Ordering::Relaxed) - before, counters.tx_pkts.get() - tx_before)
+    (
+        ALLOCS.load(Ordering::Relaxed) - before,
+        counters.tx_pkts.get() - tx_before,
+    )
 }
 
 #[test]
@@ -104,6 +108,9 @@ fn routing_and_spraying_allocate_nothing_per_packet() {
     ] {
         let (allocs, forwarded) = run(policy, dst, uplinks);
         assert_eq!(forwarded, 64_000, "{policy:?}: every packet forwarded");
-        assert_eq!(allocs, 0, "{policy:?}: {allocs} allocations for {forwarded} packets");
+        assert_eq!(
+            allocs, 0,
+            "{policy:?}: {allocs} allocations for {forwarded} packets"
+        );
     }
 }

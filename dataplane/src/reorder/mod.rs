@@ -6,6 +6,12 @@
 //! release them later, in order; [`Passthrough`] releases everything at once. The per-QP
 //! reorder engine plugs in here.
 
+pub mod core;
+
+pub use self::core::{
+    Insert, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey, StreamStats,
+};
+
 use crate::engine::PortId;
 use crate::port::Pkt;
 
@@ -36,3 +42,6 @@ impl ReorderStage for Passthrough {
         0
     }
 }
+
+#[cfg(test)]
+mod tests;

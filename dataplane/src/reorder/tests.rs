@@ -1,0 +1,574 @@
+//! Tests of the reorder core: every case of the table, the wrap at 2^24, learning, timeouts,
+//! resync, the response direction, bounds, and a proptest model check against a simple
+//! reference (`BTreeMap` per stream) over random interleavings.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::core::*;
+use crate::wire::Psn;
+
+const LOCAL: u128 = 0xA;
+const REMOTE: u128 = 0xB;
+
+fn cfg() -> ReorderConfig {
+    ReorderConfig {
+        window: 64,
+        max_streams: 16,
+        max_rings: 8,
+        max_held_bytes: 1 << 20,
+        hold_timeout_ns: 1_000,
+        learn_ns: 0,
+        idle_evict_ns: u64::MAX,
+        max_reads: 4,
+    }
+}
+
+fn key(qpn: u32) -> StreamKey {
+    StreamKey::Request { local: LOCAL, qpn }
+}
+
+struct H {
+    core: ReorderCore<u32>,
+    out: Vec<u32>,
+}
+
+impl H {
+    fn new(cfg: ReorderConfig) -> H {
+        H {
+            core: ReorderCore::new(cfg),
+            out: Vec::new(),
+        }
+    }
+    fn ins(&mut self, qpn: u32, psn: u32, id: u32, now: u64) -> Insert {
+        self.core
+            .insert_request(key(qpn), Psn::new(psn), 1, 100, id, now, &mut self.out)
+    }
+    fn take(&mut self) -> Vec<u32> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+#[test]
+fn in_order_held_drained() {
+    let mut h = H::new(cfg());
+    assert_eq!(h.ins(1, 100, 0, 0), Insert::Released);
+    assert_eq!(h.ins(1, 102, 2, 0), Insert::Held);
+    assert_eq!(h.ins(1, 103, 3, 0), Insert::Held);
+    assert_eq!(h.take(), vec![0]);
+    assert_eq!(h.core.held(), 2);
+    assert_eq!(h.ins(1, 101, 1, 0), Insert::Released);
+    assert_eq!(h.take(), vec![1, 2, 3]);
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(104)));
+    assert_eq!(h.core.totals.released_in_order, 4);
+}
+
+#[test]
+fn late_and_duplicate() {
+    let mut h = H::new(cfg());
+    h.ins(1, 10, 0, 0);
+    assert_eq!(h.ins(1, 12, 2, 0), Insert::Held);
+    assert_eq!(h.ins(1, 12, 99, 0), Insert::Duplicate);
+    assert_eq!(h.ins(1, 9, 7, 0), Insert::Late);
+    assert_eq!(
+        h.ins(1, 10, 8, 0),
+        Insert::Late,
+        "a retransmission of a released PSN"
+    );
+    assert_eq!(h.take(), vec![0, 7, 8]);
+    assert_eq!((h.core.totals.late, h.core.totals.duplicates), (2, 1));
+}
+
+#[test]
+fn window_overflow_releases_in_order_skipping_gaps() {
+    let mut h = H::new(cfg()); // W = 64
+    h.ins(1, 0, 0, 0);
+    h.ins(1, 5, 5, 0);
+    h.ins(1, 9, 9, 0);
+    h.take();
+    // 100 is 99 past e = 1: everything up to 100 - 63 = 37 must go, gaps skipped.
+    assert_eq!(h.ins(1, 100, 100, 0), Insert::Overflowed { released: 2 });
+    assert_eq!(h.take(), vec![5, 9]);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(37)));
+    assert_eq!(h.core.totals.overflows, 1);
+    // Far beyond with nothing held: `e` jumps, the packet is held at the window's end.
+    assert_eq!(h.ins(1, 1000, 1000, 0), Insert::Overflowed { released: 1 });
+    assert_eq!(h.take(), vec![100]);
+}
+
+#[test]
+fn wrap_around_2_pow_24() {
+    for start in [0xFF_FFF0u32, 0xFF_FFFF, 0xFF_FFC1] {
+        let mut h = H::new(cfg());
+        h.ins(1, start, 0, 0);
+        // Deliver start+1 .. start+40 reversed: all held across the wrap, then drained.
+        for k in (2..=40u32).rev() {
+            assert_eq!(
+                h.ins(1, start.wrapping_add(k) & 0xFF_FFFF, k, 0),
+                Insert::Held
+            );
+        }
+        assert_eq!(
+            h.ins(1, start.wrapping_add(1) & 0xFF_FFFF, 1, 0),
+            Insert::Released
+        );
+        assert_eq!(h.take(), (0..=40).collect::<Vec<_>>());
+        assert_eq!(
+            h.core.expected(&key(1)),
+            Some(Psn::new(start.wrapping_add(41)))
+        );
+        // Behind the wrap is late, not ahead.
+        assert_eq!(h.ins(1, start, 77, 0), Insert::Late);
+    }
+}
+
+#[test]
+fn read_request_span_advances_by_its_psns() {
+    let mut h = H::new(cfg());
+    h.ins(1, 50, 0, 0);
+    // A READ REQUEST at 51 spanning 4 PSNs: the next request is 55.
+    assert_eq!(h.ins(1, 55, 55, 0), Insert::Held);
+    assert_eq!(
+        h.core
+            .insert_request(key(1), Psn::new(51), 4, 60, 51, 0, &mut h.out),
+        Insert::Released
+    );
+    assert_eq!(h.take(), vec![0, 51, 55]);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(56)));
+}
+
+#[test]
+fn gap_timeout_releases_in_order_and_nak_resyncs() {
+    let mut h = H::new(cfg());
+    h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+    h.ins(1, 0, 0, 0);
+    h.ins(1, 2, 2, 100);
+    h.ins(1, 3, 3, 200);
+    h.take();
+    h.core.poll(900, &mut h.out);
+    assert!(h.take().is_empty(), "not yet");
+    h.core.poll(1_100, &mut h.out);
+    assert_eq!(h.take(), vec![2, 3], "PSN 1 declared lost");
+    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(4)));
+    // More arrive after the timeout and are held behind 4's gap... then the RNIC NAKs 1.
+    h.ins(1, 5, 5, 1_200);
+    h.core
+        .observe_nak(LOCAL, REMOTE, 49152, Psn::new(1), 1_300, &mut h.out);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1)));
+    assert_eq!(h.core.totals.resyncs, 1);
+    // The go-back-N retransmission 1, 2, 3, 4 is now in order; 5 was kept and follows.
+    for p in 1..=4 {
+        h.ins(1, p, 10 + p, 1_400);
+    }
+    assert_eq!(h.take(), vec![11, 12, 13, 14, 5]);
+}
+
+#[test]
+fn nak_ahead_releases_what_is_behind_it() {
+    let mut h = H::new(cfg());
+    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    h.ins(1, 0, 0, 0);
+    h.ins(1, 3, 3, 0);
+    h.ins(1, 6, 6, 0);
+    h.take();
+    h.core
+        .observe_nak(LOCAL, REMOTE, 7, Psn::new(5), 0, &mut h.out);
+    assert_eq!(h.take(), vec![3]);
+    assert_eq!(h.ins(1, 5, 5, 0), Insert::Released);
+    assert_eq!(h.take(), vec![5, 6]);
+    // An ACK through 20 moves a lagging stream forward.
+    h.core
+        .observe_ack(LOCAL, REMOTE, 7, Psn::new(20), 0, &mut h.out);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
+    // Without a pairing, a NAK changes nothing.
+    h.core
+        .observe_nak(LOCAL, REMOTE, 8, Psn::new(0), 0, &mut h.out);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
+}
+
+#[test]
+fn learning_starts_from_the_lowest_psn() {
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 500,
+        ..cfg()
+    });
+    assert_eq!(h.ins(1, 12, 12, 0), Insert::Held);
+    assert_eq!(h.ins(1, 10, 10, 100), Insert::Held);
+    assert_eq!(h.ins(1, 13, 13, 200), Insert::Held);
+    h.core.poll(499, &mut h.out);
+    assert!(h.take().is_empty());
+    h.core.poll(500, &mut h.out);
+    assert_eq!(h.take(), vec![10], "starts at 10; 11 missing");
+    assert_eq!(h.ins(1, 11, 11, 600), Insert::Released);
+    assert_eq!(h.take(), vec![11, 12, 13]);
+    assert_eq!(h.core.totals.learned, 1);
+}
+
+#[test]
+fn response_direction_follows_read_ranges_and_holds_acks() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    let mut out = Vec::new();
+    let (l, r, sp) = (LOCAL, REMOTE, 49441);
+    // Without outstanding READs, responses pass straight through.
+    assert_eq!(
+        c.insert_response(l, r, sp, ResponseKind::Ack, Psn::new(5), 60, 1, 0, &mut out),
+        Insert::Passthrough
+    );
+    // The host reads 3 PSNs at 100 and 2 at 105 (a WRITE used 103, 104 in between).
+    c.observe_request(l, r, sp, Psn::new(100), 3, 0);
+    c.observe_request(l, r, sp, Psn::new(105), 2, 0);
+    out.clear();
+    let ins = |c: &mut ReorderCore<u32>, out: &mut Vec<u32>, kind, psn: u32, id| {
+        c.insert_response(l, r, sp, kind, Psn::new(psn), 100, id, 0, out)
+    };
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 101, 101),
+        Insert::Held
+    );
+    // The ACK of the WRITE (PSN 104) overtook READ RESPONSE 100: it must wait.
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Ack, 104, 1104),
+        Insert::Held
+    );
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 106, 106),
+        Insert::Held
+    );
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 100, 100),
+        Insert::Released
+    );
+    assert_eq!(out, vec![100, 101]);
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 102, 102),
+        Insert::Released
+    );
+    // 102 ends the first READ; the next missing fill is 105, after the ACK at 104: it goes.
+    assert_eq!(out, vec![100, 101, 102, 1104]);
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 105, 105),
+        Insert::Released
+    );
+    assert_eq!(out, vec![100, 101, 102, 1104, 105, 106]);
+    // All READs answered: ACKs pass, stray responses are late.
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Ack, 110, 110),
+        Insert::Passthrough
+    );
+    c.observe_request(l, r, sp, Psn::new(120), 1, 0);
+    assert_eq!(
+        ins(&mut c, &mut out, ResponseKind::Fill, 99, 99),
+        Insert::Late
+    );
+}
+
+#[test]
+fn response_gap_times_out() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    let mut out = Vec::new();
+    c.observe_request(LOCAL, REMOTE, 1, Psn::new(0), 4, 0);
+    c.insert_response(
+        LOCAL,
+        REMOTE,
+        1,
+        ResponseKind::Fill,
+        Psn::new(2),
+        10,
+        2,
+        0,
+        &mut out,
+    );
+    c.insert_response(
+        LOCAL,
+        REMOTE,
+        1,
+        ResponseKind::Ack,
+        Psn::new(9),
+        10,
+        9,
+        0,
+        &mut out,
+    );
+    c.poll(2_000, &mut out);
+    assert_eq!(out, vec![2, 9]);
+    assert_eq!(c.totals.timeouts, 1);
+}
+
+#[test]
+fn bounds_hold_under_a_flood_of_streams() {
+    let mut h = H::new(ReorderConfig {
+        max_streams: 16,
+        max_rings: 4,
+        ..cfg()
+    });
+    for q in 0..1000u32 {
+        h.ins(q, 0, q, 0);
+        h.ins(q, 2, q + 10_000, 0);
+    }
+    assert_eq!(h.core.totals.streams, 16);
+    assert!(h.core.held() <= 4, "one ring per holding stream, 4 rings");
+    assert_eq!(h.core.totals.table_full, 2 * (1000 - 16));
+    assert_eq!(h.take().len() + h.core.held(), 2000, "nothing lost");
+    // Idle streams are forgotten and their room reused.
+    let mut c2: ReorderCore<u32> = ReorderCore::new(ReorderConfig {
+        idle_evict_ns: 1_000,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    for q in 0..16 {
+        c2.insert_request(key(q), Psn::new(0), 1, 1, q, 0, &mut out);
+    }
+    for t in 1..10 {
+        c2.poll(2_000 * t, &mut out);
+    }
+    assert_eq!(c2.totals.evictions, 16);
+    assert_eq!(c2.totals.streams, 0);
+}
+
+#[test]
+fn byte_cap_passes_packets_through() {
+    let mut h = H::new(ReorderConfig {
+        max_held_bytes: 250,
+        ..cfg()
+    });
+    h.ins(1, 0, 0, 0);
+    assert_eq!(h.ins(1, 2, 2, 0), Insert::Held);
+    assert_eq!(h.ins(1, 3, 3, 0), Insert::Held);
+    assert_eq!(
+        h.ins(1, 4, 4, 0),
+        Insert::Passthrough,
+        "300 bytes would exceed 250"
+    );
+    assert_eq!(h.core.totals.no_room, 1);
+}
+
+// ---------------------------------------------------------------- model check
+
+/// The reference: one `BTreeMap` of held packets per stream, ordered by forward distance from
+/// the expected PSN, written from the semantics table without rings, slots or bitmaps.
+#[derive(Default, Clone)]
+struct ModelStream {
+    e: Option<Psn>,
+    held: BTreeMap<u32, (Psn, u32, u32)>, // psn value -> (psn, span, id)
+    gap_since: u64,
+}
+
+struct Model {
+    w: u32,
+    timeout: u64,
+    streams: Vec<ModelStream>,
+}
+
+impl ModelStream {
+    fn ordered(&self, from: Psn) -> Vec<(Psn, u32, u32)> {
+        let mut v: Vec<_> = self.held.values().copied().collect();
+        v.sort_by_key(|(p, _, _)| p.forward_from(from));
+        v
+    }
+}
+
+impl Model {
+    fn advance(&mut self, k: usize, span: u32, out: &mut Vec<u32>) {
+        let w = self.w;
+        let s = &mut self.streams[k];
+        let e = s.e.unwrap();
+        for j in 1..span.min(w) {
+            if let Some((_, _, id)) = s.held.remove(&e.add(j).value()) {
+                out.push(id);
+            }
+        }
+        s.e = Some(e.add(span));
+    }
+
+    fn drain(&mut self, k: usize, now: u64, out: &mut Vec<u32>) {
+        loop {
+            let e = self.streams[k].e.unwrap();
+            let Some((_, span, id)) = self.streams[k].held.remove(&e.value()) else {
+                break;
+            };
+            out.push(id);
+            self.advance(k, span, out);
+        }
+        if !self.streams[k].held.is_empty() {
+            self.streams[k].gap_since = now;
+        }
+    }
+
+    fn insert(&mut self, k: usize, p: Psn, span: u32, id: u32, now: u64, out: &mut Vec<u32>) {
+        let w = self.w;
+        let e = *self.streams[k].e.get_or_insert(p);
+        let d = p.distance(e);
+        if d == 0 {
+            out.push(id);
+            self.advance(k, span, out);
+            self.drain(k, now, out);
+            return;
+        }
+        if d < 0 {
+            out.push(id);
+            return;
+        }
+        if d as u32 >= w {
+            loop {
+                let e = self.streams[k].e.unwrap();
+                if (p.distance(e) as u32) < w {
+                    break;
+                }
+                let first = self.streams[k].ordered(e).first().copied();
+                match first {
+                    Some((q, qspan, qid)) => {
+                        self.streams[k].held.remove(&q.value());
+                        self.streams[k].e = Some(q);
+                        out.push(qid);
+                        self.advance(k, qspan, out);
+                    }
+                    None => self.streams[k].e = Some(p.sub(w - 1)),
+                }
+            }
+            self.drain(k, now, out);
+            if self.streams[k].e == Some(p) {
+                out.push(id);
+                self.advance(k, span, out);
+                self.drain(k, now, out);
+                return;
+            }
+        }
+        let s = &mut self.streams[k];
+        if s.held.contains_key(&p.value()) {
+            return; // duplicate
+        }
+        if s.held
+            .values()
+            .any(|(q, _, _)| q.value() % w == p.value() % w)
+        {
+            out.push(id); // its slot is taken by a PSN W apart: passed through
+            return;
+        }
+        if s.held.is_empty() {
+            s.gap_since = now;
+        }
+        s.held.insert(p.value(), (p, span, id));
+    }
+
+    fn poll(&mut self, now: u64, out: &mut Vec<u32>) {
+        for s in &mut self.streams {
+            if !s.held.is_empty() && now.saturating_sub(s.gap_since) >= self.timeout {
+                let e = s.e.unwrap();
+                let mut last = None;
+                for (q, span, id) in s.ordered(e) {
+                    out.push(id);
+                    last = Some(q.add(span));
+                }
+                s.held.clear();
+                s.e = last;
+            }
+        }
+    }
+
+    fn nak(&mut self, k: usize, psn: Psn, now: u64, out: &mut Vec<u32>) {
+        let w = self.w;
+        let s = &mut self.streams[k];
+        let Some(old) = s.e else { return };
+        for (q, _, id) in s.ordered(old) {
+            let release = if psn.is_after(old) {
+                q.is_before(psn)
+            } else {
+                (q.distance(psn) as u32) >= w
+            };
+            if release {
+                s.held.remove(&q.value());
+                out.push(id);
+            }
+        }
+        s.e = Some(psn);
+        self.drain(k, now, out);
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert {
+        stream: usize,
+        offset: u32,
+        span: u32,
+    },
+    Tick(u64),
+    Poll,
+    Nak {
+        stream: usize,
+        back: u32,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0usize..3, 0u32..160, prop_oneof![9 => Just(1u32), 1 => 2u32..4])
+            .prop_map(|(stream, offset, span)| Op::Insert { stream, offset, span }),
+        2 => (1u64..600).prop_map(Op::Tick),
+        2 => Just(Op::Poll),
+        1 => (0usize..3, 0u32..40).prop_map(|(stream, back)| Op::Nak { stream, back }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn matches_the_reference_model(bases in proptest::collection::vec(prop_oneof![Just(0xFF_FFA0u32), any::<u32>()], 3),
+                                   ops in proptest::collection::vec(op(), 1..300)) {
+        let cfg = ReorderConfig { window: 64, hold_timeout_ns: 1_000, learn_ns: 0, ..cfg() };
+        let mut core: ReorderCore<u32> = ReorderCore::new(cfg);
+        let mut model = Model { w: 64, timeout: 1_000, streams: vec![ModelStream::default(); 3] };
+        for k in 0..3 {
+            core.learn_pair(LOCAL, REMOTE, k as u16, k as u32);
+        }
+        // Each stream moves forward: offsets are relative to a base that follows the stream.
+        let mut base: Vec<Psn> = bases.iter().map(|b| Psn::new(*b)).collect();
+        let mut now = 0u64;
+        let mut id = 0u32;
+        // Release order matters within a stream; streams are independent of each other.
+        let mut owner: Vec<usize> = Vec::new();
+        let per_stream = |v: &[u32], owner: &[usize]| -> Vec<Vec<u32>> {
+            (0..3).map(|k| v.iter().copied().filter(|i| owner[*i as usize] == k).collect()).collect()
+        };
+        for op in ops {
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            match op {
+                Op::Insert { stream, offset, span } => {
+                    let p = base[stream].add(offset);
+                    owner.push(stream);
+                    core.insert_request(key(stream as u32), p, span, 10, id, now, &mut got);
+                    model.insert(stream, p, span, id, now, &mut want);
+                    id += 1;
+                    if offset > 100 {
+                        base[stream] = base[stream].add(offset - 100);
+                    }
+                }
+                Op::Tick(dt) => now += dt,
+                Op::Poll => {
+                    core.poll(now, &mut got);
+                    model.poll(now, &mut want);
+                }
+                Op::Nak { stream, back } => {
+                    if let Some(e) = model.streams[stream].e {
+                        let psn = e.sub(back).add(back / 2);
+                        core.observe_nak(LOCAL, REMOTE, stream as u16, psn, now, &mut got);
+                        model.nak(stream, psn, now, &mut want);
+                    }
+                }
+            }
+            prop_assert_eq!(per_stream(&got, &owner), per_stream(&want, &owner));
+            let held: usize = model.streams.iter().map(|s| s.held.len()).sum();
+            prop_assert_eq!(core.held(), held);
+        }
+        // At the end, a long wait releases everything: nothing is ever lost.
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        core.poll(now + 10_000, &mut got);
+        model.poll(now + 10_000, &mut want);
+        prop_assert_eq!(per_stream(&got, &owner), per_stream(&want, &owner));
+        prop_assert_eq!(core.held(), 0);
+    }
+}
