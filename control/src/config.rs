@@ -12,6 +12,7 @@ use sprayswitch::engine::{
     ip_key, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup,
 };
 use sprayswitch::port::pcap::Pace;
+use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::switch::RunConfig;
 use sprayswitch::wire::Pmtu;
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
@@ -82,6 +83,47 @@ impl Default for SwitchSection {
     }
 }
 
+/// The `[reorder]` section.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReorderSection {
+    /// Reorder RoCE towards downlinks (false: spray without reordering, for comparison).
+    pub enabled: bool,
+    /// Ring size in PSNs (power of two, 64 to 4096).
+    pub window: u32,
+    /// Streams tracked at once, per worker.
+    pub max_streams: usize,
+    /// Streams holding packets at once, per worker.
+    pub max_rings: usize,
+    /// Bytes held at once, per worker, in MiB.
+    pub max_held_mib: usize,
+    /// Gap hold timeout, microseconds (ports may override it with `hold_timeout_us`).
+    pub hold_timeout_us: u64,
+    /// Learning window of a new stream, microseconds.
+    pub learn_us: u64,
+    /// Idle time after which a stream is forgotten, milliseconds.
+    pub idle_evict_ms: u64,
+    /// Outstanding READ/atomic ranges remembered per QP pair.
+    pub max_reads: usize,
+}
+
+impl Default for ReorderSection {
+    fn default() -> Self {
+        let d = ReorderConfig::default();
+        ReorderSection {
+            enabled: true,
+            window: d.window,
+            max_streams: d.max_streams,
+            max_rings: d.max_rings,
+            max_held_mib: d.max_held_bytes >> 20,
+            hold_timeout_us: d.hold_timeout_ns / 1000,
+            learn_us: d.learn_ns / 1000,
+            idle_evict_ms: d.idle_evict_ns / 1_000_000,
+            max_reads: d.max_reads,
+        }
+    }
+}
+
 /// A `[[port]]`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +157,8 @@ pub struct PortSection {
     pub pcap_out: Option<String>,
     /// `pcap` backend: `recorded` or `fast`.
     pub pace: Option<String>,
+    /// Hold timeout of streams towards this downlink, microseconds (overrides `[reorder]`).
+    pub hold_timeout_us: Option<u64>,
 }
 
 fn default_backend() -> String {
@@ -169,6 +213,9 @@ pub struct Config {
     /// `[switch]`.
     #[serde(default)]
     pub switch: SwitchSection,
+    /// `[reorder]`.
+    #[serde(default)]
+    pub reorder: ReorderSection,
     /// `[[port]]`.
     #[serde(default, rename = "port")]
     pub ports: Vec<PortSection>,
@@ -210,6 +257,10 @@ pub struct Validated {
     pub run: RunConfig,
     /// Backend of each port, in table order.
     pub backends: Vec<Backend>,
+    /// Reorder limits, or `None` when reordering is off.
+    pub reorder: Option<ReorderConfig>,
+    /// Hold timeout override of each port, in table order.
+    pub port_timeouts: Vec<Option<u64>>,
 }
 
 /// Parses a MAC address `aa:bb:cc:dd:ee:ff`.
@@ -613,6 +664,42 @@ impl Config {
             }
         }
 
+        let r = &self.reorder;
+        let rcfg = ReorderConfig {
+            window: r.window,
+            max_streams: r.max_streams,
+            max_rings: r.max_rings,
+            max_held_bytes: r.max_held_mib.saturating_mul(1 << 20),
+            hold_timeout_ns: r.hold_timeout_us.saturating_mul(1000),
+            learn_ns: r.learn_us.saturating_mul(1000),
+            idle_evict_ns: r.idle_evict_ms.saturating_mul(1_000_000),
+            max_reads: r.max_reads,
+        };
+        if let Err(e) = rcfg.check() {
+            let field = if e.starts_with("window") {
+                "reorder.window"
+            } else {
+                "reorder"
+            };
+            return err(field, e);
+        }
+        if r.hold_timeout_us == 0 {
+            return err("reorder.hold_timeout_us", "must be at least 1");
+        }
+        let mut port_timeouts = Vec::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            match p.hold_timeout_us {
+                Some(0) => return err(format!("port[{i}].hold_timeout_us"), "must be at least 1"),
+                Some(_) if p.role != "downlink" => {
+                    return err(
+                        format!("port[{i}].hold_timeout_us"),
+                        "only downlinks reorder",
+                    )
+                }
+                v => port_timeouts.push(v.map(|us| us.saturating_mul(1000))),
+            }
+        }
+
         let run = RunConfig {
             workers: s.workers,
             assignment: Some(assigned),
@@ -630,7 +717,37 @@ impl Config {
             tables: t,
             run,
             backends,
+            reorder: r.enabled.then_some(rcfg),
+            port_timeouts,
         })
+    }
+}
+
+impl Validated {
+    /// Starts the switch over `ports` (in table order): with a reorder stage per worker when
+    /// reordering is on, pass-through otherwise.
+    ///
+    /// # Errors
+    /// When the ports do not match the tables or a worker cannot start.
+    pub fn start(
+        self,
+        ports: Vec<Box<dyn sprayswitch::port::Port>>,
+    ) -> Result<sprayswitch::switch::Switch, sprayswitch::switch::StartError> {
+        use sprayswitch::reorder::{Passthrough, ReorderEngine, ReorderStage};
+        let tables = self.tables.clone();
+        let timeouts = self.port_timeouts.clone();
+        let rcfg = self.reorder;
+        sprayswitch::switch::Switch::start_with(
+            self.tables,
+            ports,
+            self.run,
+            move |_| -> Box<dyn ReorderStage> {
+                match rcfg {
+                    Some(cfg) => Box::new(ReorderEngine::new(cfg, &tables, &timeouts)),
+                    None => Box::new(Passthrough),
+                }
+            },
+        )
     }
 }
 
@@ -683,7 +800,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_field_and_reason() {
-        let cases: Vec<(ConfigError, &str, &str)> = vec![
+        let cases: Vec<(ConfigError, &str, &str)> =
+            vec![
+            (check("[reorder]\nwindow = 100"), "reorder.window", "power of two"),
+            (with_port("hold_timeout_us = 0"), "port[6].hold_timeout_us", "at least 1"),
             (
                 check("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"u9\""),
                 "route[2].port",

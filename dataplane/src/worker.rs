@@ -28,7 +28,7 @@ use crate::engine::forward::build_resolve;
 use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
 use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
-use crate::reorder::ReorderStage;
+use crate::reorder::{ReorderStage, RoceMeta};
 use crate::time::now_ns;
 
 /// What a worker does when an iteration finds no work.
@@ -87,8 +87,8 @@ impl Default for WorkerConfig {
 pub struct Handoff {
     /// Egress port.
     pub port: PortId,
-    /// Whether it still goes through the reorder stage.
-    pub reorder: bool,
+    /// Its RoCE facts when it still goes through the reorder stage.
+    pub reorder: Option<RoceMeta>,
     /// The packet.
     pub pkt: Pkt,
 }
@@ -301,8 +301,9 @@ impl Worker {
         while taken < self.cfg.burst * 8 {
             let Some(h) = inbox.pop() else { break };
             taken += 1;
-            if h.reorder {
-                self.reorder.insert(h.port, h.pkt, now, &mut self.released);
+            if let Some(meta) = h.reorder {
+                self.reorder
+                    .insert(h.port, h.pkt, &meta, now, &mut self.released);
             } else {
                 self.enqueue_local(h.port, h.pkt, now);
             }
@@ -334,12 +335,19 @@ impl Worker {
                 bytes += pkt.len() as u64;
                 pkt.rx_port = id;
                 pkt.rx_ns = now;
-                match self.engine.handle(&tables, &self.sh.status, &mut pkt, now) {
-                    Verdict::Forward(p) => self.route_to(p, pkt, false, now),
-                    Verdict::Reorder(p) => self.route_to(p, pkt, true, now),
+                let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
+                if let Some(obs) = self.engine.observed.take() {
+                    self.reorder.observe(&obs, now, &mut self.released);
+                }
+                match verdict {
+                    Verdict::Forward(p) => self.route_to(p, pkt, None, now),
+                    Verdict::Reorder(p) => {
+                        let meta = self.engine.meta.take();
+                        self.route_to(p, pkt, meta, now);
+                    }
                     Verdict::Reply(p) => {
                         c.replies.add(1);
-                        self.route_to(p, pkt, false, now);
+                        self.route_to(p, pkt, None, now);
                     }
                     Verdict::Consumed => c.consumed.add(1),
                     Verdict::Drop(r) => c.count_drop(r, 1),
@@ -361,6 +369,7 @@ impl Worker {
             self.released = rel;
         }
         c.reorder_held.set(self.reorder.held() as u64);
+        c.publish_reorder(&self.reorder.totals());
 
         // Control-plane side effects of this iteration.
         self.engine.take_resolve(&mut self.resolve);
@@ -407,13 +416,13 @@ impl Worker {
         let mut pkt = self.spare.pop().unwrap_or_else(|| Pkt::with_capacity(128));
         if build_resolve(&self.tables, r, &mut pkt) {
             self.sh.counters.resolve_sent.add(1);
-            self.route_to(r.port, pkt, false, now);
+            self.route_to(r.port, pkt, None, now);
         } else {
             self.spare.push(pkt);
         }
     }
 
-    fn route_to(&mut self, port: PortId, pkt: Pkt, reorder: bool, now: u64) {
+    fn route_to(&mut self, port: PortId, pkt: Pkt, reorder: Option<RoceMeta>, now: u64) {
         let owner = self
             .sh
             .owner
@@ -421,8 +430,9 @@ impl Worker {
             .copied()
             .unwrap_or(usize::MAX);
         if owner == self.sh.id {
-            if reorder {
-                self.reorder.insert(port, pkt, now, &mut self.released);
+            if let Some(meta) = reorder {
+                self.reorder
+                    .insert(port, pkt, &meta, now, &mut self.released);
             } else {
                 self.enqueue_local(port, pkt, now);
             }
@@ -513,7 +523,8 @@ impl Worker {
                 self.ports[i].port.poll(now);
                 self.flush(i, now, true);
             }
-            let left: usize = self.ports.iter().map(|p| p.txq.len()).sum();
+            let left: usize =
+                self.ports.iter().map(|p| p.txq.len()).sum::<usize>() + self.reorder.held();
             if left == 0 || now > deadline {
                 break;
             }

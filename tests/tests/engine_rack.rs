@@ -220,10 +220,11 @@ fn spray_run(rp: &mut RackPair, n: u32, first_tag: u32) -> Vec<u32> {
     tags
 }
 
-fn spray_delivers_every_packet_once(workers: usize) {
+fn spray_delivers_every_packet_once(workers: usize, reorder: bool) {
     let spec = RackPairSpec {
         paths: [0, 20_000, 50_000, 100_000].map(PathSpec::delay).to_vec(),
         workers,
+        reorder: reorder.then(sprayswitch::reorder::ReorderConfig::default),
         ..RackPairSpec::default()
     };
     let mut rp = RackPair::start(&spec).unwrap();
@@ -252,13 +253,18 @@ fn spray_delivers_every_packet_once(workers: usize) {
 }
 
 #[test]
-fn spray_delivers_every_packet_exactly_once() {
-    spray_delivers_every_packet_once(1);
+fn spray_without_reorder_delivers_every_packet_once_out_of_order() {
+    spray_delivers_every_packet_once(1, false);
+}
+
+#[test]
+fn spray_with_reorder_delivers_every_packet_once_in_order() {
+    spray_delivers_every_packet_once(1, true);
 }
 
 #[test]
 fn spray_with_two_workers_hands_off_without_loss() {
-    spray_delivers_every_packet_once(2);
+    spray_delivers_every_packet_once(2, true);
 }
 
 #[test]

@@ -19,7 +19,6 @@ use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::reorder::ReorderStage;
 use sprayswitch::switch::{Stopped, Switch};
 use sprayswitch::worker::IdlePolicy;
 use sprayswitch_control::Config;
@@ -68,6 +67,8 @@ pub struct RackPairSpec {
     pub idle: IdlePolicy,
     /// Seed of the fabric impairments and spray policies.
     pub seed: u64,
+    /// Reordering at the ToRs: `None` sprays without reordering.
+    pub reorder: Option<sprayswitch::reorder::ReorderConfig>,
 }
 
 impl Default for RackPairSpec {
@@ -85,6 +86,7 @@ impl Default for RackPairSpec {
                 sleep_us: 20,
             },
             seed: 1,
+            reorder: Some(sprayswitch::reorder::ReorderConfig::default()),
         }
     }
 }
@@ -169,22 +171,11 @@ pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
 }
 
 impl RackPair {
-    /// Builds and starts the rack pair with pass-through reordering.
+    /// Builds and starts the rack pair; the ToRs reorder as `spec.reorder` says.
     ///
     /// # Errors
     /// When a generated configuration does not validate or a switch does not start.
     pub fn start(spec: &RackPairSpec) -> anyhow::Result<RackPair> {
-        Self::start_with(spec, |_| Box::new(sprayswitch::reorder::Passthrough))
-    }
-
-    /// As [`RackPair::start`] with a reorder stage per worker of each ToR.
-    ///
-    /// # Errors
-    /// When a generated configuration does not validate or a switch does not start.
-    pub fn start_with(
-        spec: &RackPairSpec,
-        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage> + Clone,
-    ) -> anyhow::Result<RackPair> {
         let mut tors = Vec::new();
         let mut hosts: [Vec<Host>; 2] = [Vec::new(), Vec::new()];
         let mut switch_ports: [Vec<Box<dyn Port>>; 2] = [Vec::new(), Vec::new()];
@@ -243,12 +234,8 @@ impl RackPair {
                     v.tables.neighbors.insert(ip_key(IpAddr::V6(h.ip6)), n);
                 }
             }
-            tors.push(Switch::start_with(
-                v.tables,
-                ports,
-                v.run,
-                make_reorder.clone(),
-            )?);
+            v.reorder = spec.reorder;
+            tors.push(v.start(ports)?);
         }
         let tor_b = tors.pop().context("two ToRs")?;
         let tor_a = tors.pop().context("two ToRs")?;

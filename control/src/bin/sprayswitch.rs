@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 use sprayswitch::engine::{DropReason, PortId};
 use sprayswitch::port::pcap::PcapPort;
 use sprayswitch::port::Port;
-use sprayswitch::switch::{Stats, Switch};
+use sprayswitch::switch::Stats;
 use sprayswitch_control::{Backend, Config, Validated, DEFAULT_CONFIG};
 
 #[derive(Parser)]
@@ -157,8 +157,9 @@ fn run(v: Validated, duration: Option<f64>, interval: f64) -> anyhow::Result<()>
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
-    let switch = Switch::start(v.tables, ports, v.run)?;
-    log::info!("switch {} running", v.name);
+    let name = v.name.clone();
+    let switch = v.start(ports)?;
+    log::info!("switch {name} running");
     let start = Instant::now();
     let mut last = Instant::now();
     loop {

@@ -14,7 +14,8 @@ use super::local::{
 use super::spray::{flow_hash, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, IntMap, Neighbor, PortId, Role, RouteTarget, Tables};
 use crate::port::Pkt;
-use crate::wire::{classify, FrameClass, IpSummary, L4Summary, Transport};
+use crate::reorder::{MetaKind, RoceMeta};
+use crate::wire::{classify, FrameClass, IpSummary, L4Summary, Opcode, RoceSummary, Transport};
 
 /// What to do with a packet after [`Engine::handle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +74,11 @@ pub struct Engine {
     sprayer: Sprayer,
     /// Event counts.
     pub stats: EngineStats,
+    /// The RoCE facts of the last packet that got [`Verdict::Reorder`].
+    pub meta: Option<RoceMeta>,
+    /// The RoCE facts of the last packet a local host sent that the reorder stage learns from
+    /// (READ requests and atomics, NAKs, ACKs), whatever its verdict.
+    pub observed: Option<RoceMeta>,
 }
 
 fn is_unicast_ip(a: IpAddr) -> bool {
@@ -100,6 +106,8 @@ impl Engine {
             last_resolve,
             sprayer,
             stats: EngineStats::default(),
+            meta: None,
+            observed: None,
         }
     }
 
@@ -185,6 +193,7 @@ impl Engine {
     /// is routed or answered.
     pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
         let rx = pkt.rx_port;
+        self.observed = None;
         if let Some(Some(peer)) = t.patch.get(usize::from(rx)) {
             return Verdict::Forward(*peer);
         }
@@ -202,6 +211,10 @@ impl Engine {
             return Verdict::Drop(DropReason::NotForUs);
         }
         let l3 = usize::from(c.eth.l3_offset);
+        if let (FrameClass::Roce(r), Role::Downlink) = (&c.class, rx_info.role) {
+            self.observed = host_observation(r, rx_info.pmtu, pkt.len());
+        }
+        let roce = c.roce().copied();
         let (ip, roce_transport) = match c.class {
             FrameClass::Arp(a) => {
                 self.learn(t, IpAddr::V4(a.sender_ip), a.sender_mac, rx);
@@ -300,8 +313,9 @@ impl Engine {
         } else {
             f[l3 + 7] -= 1;
         }
-        match roce_transport {
-            Some(Transport::Rc | Transport::Uc) if out.role == Role::Downlink => {
+        match (roce_transport, roce) {
+            (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
+                self.meta = Some(towards_host(&r, out.pmtu, pkt.len()));
                 Verdict::Reorder(egress)
             }
             _ => Verdict::Forward(egress),
@@ -377,6 +391,56 @@ impl Engine {
         self.stats.echo_replies += 1;
         Verdict::Reply(pkt.rx_port)
     }
+}
+
+/// The reorder facts of a RoCE packet routed towards a local host.
+fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
+    let op = r.bth.opcode;
+    let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
+        MetaKind::Fill
+    } else if op == Opcode::RcAcknowledge {
+        MetaKind::Ack
+    } else {
+        MetaKind::Request
+    };
+    RoceMeta {
+        local: ip_key(r.ip.dst),
+        remote: ip_key(r.ip.src),
+        sport: r.ip.udp_ports().map_or(0, |p| p.0),
+        qpn: r.bth.dest_qp,
+        psn: r.bth.psn,
+        span: r.psn_span_for(pmtu),
+        len: len as u32,
+        kind,
+    }
+}
+
+/// What the reorder stage learns from a RoCE packet a local host sent, if anything.
+fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Option<RoceMeta> {
+    if r.transport != Transport::Rc {
+        return None;
+    }
+    let op = r.bth.opcode;
+    let (kind, span) = match op {
+        Opcode::RcReadRequest => (MetaKind::HostRead, r.psn_span_for(pmtu)),
+        Opcode::RcCompareSwap | Opcode::RcFetchAdd => (MetaKind::HostRead, 1),
+        Opcode::RcAcknowledge => match r.aeth.map(|a| a.syndrome) {
+            Some(s) if s.is_sequence_nak() => (MetaKind::HostNak, 1),
+            Some(crate::wire::Syndrome::Ack { .. }) => (MetaKind::HostAck, 1),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(RoceMeta {
+        local: ip_key(r.ip.src),
+        remote: ip_key(r.ip.dst),
+        sport: r.ip.udp_ports().map_or(0, |p| p.0),
+        qpn: r.bth.dest_qp,
+        psn: r.bth.psn,
+        span,
+        len: len as u32,
+        kind,
+    })
 }
 
 /// Writes the ARP request or neighbour solicitation for `req` into `pkt`; `false` when the port

@@ -234,6 +234,8 @@ struct Stream {
     held: u32,
     gap_since: u64,
     last_seen: u64,
+    /// Hold timeout of this stream (the downlink's, or the switch's).
+    timeout: u64,
     /// Response streams: outstanding ranges `[start, start + span)`, oldest first.
     reads: Vec<(Psn, u32)>,
     stats: StreamStats,
@@ -256,6 +258,7 @@ pub struct ReorderCore<T> {
     pairs: IntMap<(u128, u128, u16), u32>,
     held_bytes: usize,
     evict_hand: usize,
+    next_timeout: Option<u64>,
     /// Totals.
     pub totals: ReorderTotals,
     hold_ns: Vec<u64>,
@@ -289,6 +292,7 @@ impl<T> ReorderCore<T> {
             pairs,
             held_bytes: 0,
             evict_hand: 0,
+            next_timeout: None,
             totals: ReorderTotals::default(),
             hold_ns: Vec::with_capacity(1024),
             cfg,
@@ -302,7 +306,20 @@ impl<T> ReorderCore<T> {
 
     /// Changes the hold timeout (and nothing else) from now on.
     pub fn set_hold_timeout(&mut self, ns: u64) {
+        let old = self.cfg.hold_timeout_ns;
         self.cfg.hold_timeout_ns = ns;
+        for s in &mut self.streams {
+            if s.timeout == old {
+                s.timeout = ns;
+            }
+        }
+    }
+
+    /// The hold timeout that streams created from now on get (a downlink's own timeout);
+    /// `None`: the configured one.
+    #[inline]
+    pub fn set_timeout_for_new_streams(&mut self, ns: Option<u64>) {
+        self.next_timeout = ns;
     }
 
     /// Hold times (ns) of packets released since the last call, for the owner's histogram.
@@ -374,6 +391,7 @@ impl<T> ReorderCore<T> {
             held: 0,
             gap_since: now,
             last_seen: now,
+            timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
             reads: Vec::new(),
             stats: StreamStats::default(),
         };

@@ -7,24 +7,82 @@
 //! reorder engine plugs in here.
 
 pub mod core;
+pub mod stage;
 
 pub use self::core::{
     Insert, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey, StreamStats,
 };
+pub use self::stage::ReorderEngine;
 
 use crate::engine::PortId;
 use crate::port::Pkt;
+use crate::wire::Psn;
+
+/// What a RoCE packet means to the reorder stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaKind {
+    /// Towards a local responder (SEND, WRITE, READ REQUEST, atomics; RC or UC).
+    Request,
+    /// Towards a local requester, filling a known PSN (READ RESPONSE, atomic ACK).
+    Fill,
+    /// Towards a local requester, filling nothing (ACK, NAK).
+    Ack,
+    /// From a local requester: a READ REQUEST or atomic whose responses will fill PSNs.
+    HostRead,
+    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next).
+    HostNak,
+    /// From a local responder: an ACK through `psn`.
+    HostAck,
+}
+
+/// The RoCE facts the engine hands to the reorder stage with a packet (or on their own, for
+/// what a local host sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoceMeta {
+    /// The local host's address (`ip_key`): the destination of packets towards it, the source
+    /// of its own.
+    pub local: u128,
+    /// The remote host's address.
+    pub remote: u128,
+    /// UDP source port (the same in both directions of a QP pair).
+    pub sport: u16,
+    /// BTH DestQP.
+    pub qpn: u32,
+    /// BTH PSN.
+    pub psn: Psn,
+    /// PSNs the packet consumes (READ REQUEST: `max(1, ceil(dma_len / pmtu))`).
+    pub span: u32,
+    /// Frame length.
+    pub len: u32,
+    /// What it is.
+    pub kind: MetaKind,
+}
 
 /// A stage that may hold packets for a downlink and release them later.
 pub trait ReorderStage: Send {
     /// Takes a packet bound for `egress`; appends what it releases now to `out`.
-    fn insert(&mut self, egress: PortId, pkt: Pkt, now: u64, out: &mut Vec<(PortId, Pkt)>);
+    fn insert(
+        &mut self,
+        egress: PortId,
+        pkt: Pkt,
+        meta: &RoceMeta,
+        now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    );
+
+    /// Learns from a packet a local host sent (READ requests, its NAKs and ACKs).
+    fn observe(&mut self, _meta: &RoceMeta, _now: u64, _out: &mut Vec<(PortId, Pkt)>) {}
 
     /// Releases what timers make due at `now`.
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>);
 
     /// Packets held right now.
     fn held(&self) -> usize;
+
+    /// Totals for the counters.
+    fn totals(&self) -> ReorderTotals {
+        ReorderTotals::default()
+    }
 }
 
 /// Releases every packet as it arrives.
@@ -32,7 +90,14 @@ pub trait ReorderStage: Send {
 pub struct Passthrough;
 
 impl ReorderStage for Passthrough {
-    fn insert(&mut self, egress: PortId, pkt: Pkt, _now: u64, out: &mut Vec<(PortId, Pkt)>) {
+    fn insert(
+        &mut self,
+        egress: PortId,
+        pkt: Pkt,
+        _meta: &RoceMeta,
+        _now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    ) {
         out.push((egress, pkt));
     }
 

@@ -1,0 +1,262 @@
+//! The reorder stage for real packets: a [`ReorderCore`] over `(egress port, Pkt)`, fed by the
+//! worker with the RoCE facts the engine extracted ([`RoceMeta`]), plus pacing of what it
+//! releases towards a downlink with a configured rate, and the hold-time histogram.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use hdrhistogram::Histogram;
+
+use super::core::{ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey};
+use super::{MetaKind, ReorderStage, RoceMeta};
+use crate::engine::{PortId, Tables};
+use crate::port::Pkt;
+
+/// Token-bucket pacing of one downlink.
+#[derive(Debug)]
+struct Pacer {
+    rate_bps: u64,
+    tokens: f64,
+    burst: f64,
+    last_ns: u64,
+    queue: VecDeque<Pkt>,
+}
+
+const PACER_QUEUE: usize = 4096;
+
+impl Pacer {
+    fn refill(&mut self, now: u64) {
+        let dt = now.saturating_sub(self.last_ns) as f64;
+        self.last_ns = now;
+        self.tokens = (self.tokens + dt * self.rate_bps as f64 / 8e9).min(self.burst);
+    }
+}
+
+/// Reordering, pacing and statistics of one worker's downlinks.
+pub struct ReorderEngine {
+    core: ReorderCore<(PortId, Pkt)>,
+    released: Vec<(PortId, Pkt)>,
+    pacers: Vec<Option<Pacer>>,
+    timeouts: Vec<Option<u64>>,
+    hold_times: Vec<u64>,
+    hist: Histogram<u64>,
+    published: Arc<Mutex<Histogram<u64>>>,
+    last_publish: u64,
+    /// Packets released past a full pacing queue (not paced, not lost).
+    pub pacing_overflow: u64,
+}
+
+impl ReorderEngine {
+    /// A stage for the ports of `tables` with limits `cfg`. `per_port_timeout[i]` overrides the
+    /// hold timeout for streams towards port `i`.
+    ///
+    /// # Panics
+    /// If `cfg` fails [`ReorderConfig::check`] (the control side checks it first).
+    pub fn new(
+        cfg: ReorderConfig,
+        tables: &Tables,
+        per_port_timeout: &[Option<u64>],
+    ) -> ReorderEngine {
+        let hist =
+            Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid histogram bounds");
+        ReorderEngine {
+            core: ReorderCore::new(cfg),
+            released: Vec::with_capacity(cfg.window as usize * 2),
+            pacers: tables
+                .ports
+                .iter()
+                .map(|p| {
+                    p.rate_bps.map(|r| Pacer {
+                        rate_bps: r,
+                        tokens: 64.0 * 1024.0,
+                        burst: 64.0 * 1024.0,
+                        last_ns: 0,
+                        queue: VecDeque::with_capacity(PACER_QUEUE),
+                    })
+                })
+                .collect(),
+            timeouts: (0..tables.ports.len())
+                .map(|i| per_port_timeout.get(i).copied().flatten())
+                .collect(),
+            hold_times: Vec::with_capacity(65_536),
+            published: Arc::new(Mutex::new(hist.clone())),
+            hist,
+            last_publish: 0,
+            pacing_overflow: 0,
+        }
+    }
+
+    /// Where the hold-time histogram is published (every 100 ms, without ever blocking the
+    /// worker: it skips a publication when a reader holds the lock).
+    pub fn histogram(&self) -> Arc<Mutex<Histogram<u64>>> {
+        self.published.clone()
+    }
+
+    /// The core, for inspection.
+    pub fn core(&self) -> &ReorderCore<(PortId, Pkt)> {
+        &self.core
+    }
+
+    /// Changes the switch-wide hold timeout.
+    pub fn set_hold_timeout(&mut self, ns: u64) {
+        self.core.set_hold_timeout(ns);
+    }
+
+    fn emit(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        for (port, pkt) in self.released.drain(..) {
+            match self
+                .pacers
+                .get_mut(usize::from(port))
+                .and_then(Option::as_mut)
+            {
+                Some(p) => {
+                    p.refill(now);
+                    if p.queue.is_empty() && p.tokens >= pkt.len() as f64 {
+                        p.tokens -= pkt.len() as f64;
+                        out.push((port, pkt));
+                    } else if p.queue.len() < PACER_QUEUE {
+                        p.queue.push_back(pkt);
+                    } else {
+                        self.pacing_overflow += 1;
+                        out.push((port, pkt));
+                    }
+                }
+                None => out.push((port, pkt)),
+            }
+        }
+    }
+
+    fn pace(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        for (i, p) in self.pacers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            if p.queue.is_empty() {
+                continue;
+            }
+            p.refill(now);
+            while let Some(front) = p.queue.front() {
+                if p.tokens < front.len() as f64 {
+                    break;
+                }
+                p.tokens -= front.len() as f64;
+                if let Some(pkt) = p.queue.pop_front() {
+                    out.push((i as PortId, pkt));
+                }
+            }
+        }
+    }
+}
+
+impl ReorderStage for ReorderEngine {
+    fn insert(
+        &mut self,
+        egress: PortId,
+        pkt: Pkt,
+        meta: &RoceMeta,
+        now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    ) {
+        self.core
+            .set_timeout_for_new_streams(self.timeouts.get(usize::from(egress)).copied().flatten());
+        let item = (egress, pkt);
+        match meta.kind {
+            MetaKind::Request => {
+                self.core
+                    .learn_pair(meta.local, meta.remote, meta.sport, meta.qpn);
+                let key = StreamKey::Request {
+                    local: meta.local,
+                    qpn: meta.qpn,
+                };
+                self.core.insert_request(
+                    key,
+                    meta.psn,
+                    meta.span,
+                    meta.len,
+                    item,
+                    now,
+                    &mut self.released,
+                );
+            }
+            MetaKind::Fill | MetaKind::Ack => {
+                let kind = if meta.kind == MetaKind::Fill {
+                    ResponseKind::Fill
+                } else {
+                    ResponseKind::Ack
+                };
+                self.core.insert_response(
+                    meta.local,
+                    meta.remote,
+                    meta.sport,
+                    kind,
+                    meta.psn,
+                    meta.len,
+                    item,
+                    now,
+                    &mut self.released,
+                );
+            }
+            _ => self.released.push(item),
+        }
+        self.emit(now, out);
+    }
+
+    fn observe(&mut self, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        match meta.kind {
+            MetaKind::HostRead => self.core.observe_request(
+                meta.local,
+                meta.remote,
+                meta.sport,
+                meta.psn,
+                meta.span,
+                now,
+            ),
+            MetaKind::HostNak => self.core.observe_nak(
+                meta.local,
+                meta.remote,
+                meta.sport,
+                meta.psn,
+                now,
+                &mut self.released,
+            ),
+            MetaKind::HostAck => self.core.observe_ack(
+                meta.local,
+                meta.remote,
+                meta.sport,
+                meta.psn,
+                now,
+                &mut self.released,
+            ),
+            _ => {}
+        }
+        self.emit(now, out);
+    }
+
+    fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        self.core.poll(now, &mut self.released);
+        self.emit(now, out);
+        self.pace(now, out);
+        self.core.take_hold_times(&mut self.hold_times);
+        for t in self.hold_times.drain(..) {
+            let _ = self.hist.record(t.max(1));
+        }
+        if now.saturating_sub(self.last_publish) >= 100_000_000 {
+            self.last_publish = now;
+            if let Ok(mut h) = self.published.try_lock() {
+                h.clone_from(&self.hist);
+            }
+        }
+    }
+
+    fn held(&self) -> usize {
+        self.core.held()
+            + self
+                .pacers
+                .iter()
+                .flatten()
+                .map(|p| p.queue.len())
+                .sum::<usize>()
+    }
+
+    fn totals(&self) -> ReorderTotals {
+        self.core.totals
+    }
+}
