@@ -5,4 +5,5 @@
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 
 pub mod decode;
+pub mod rnic;
 pub mod topo;

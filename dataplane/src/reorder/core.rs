@@ -1004,19 +1004,16 @@ impl<T> ReorderCore<T> {
         let max = self.cfg.max_reads;
         let s = &mut self.streams[si as usize];
         s.last_seen = now;
-        if s.reads.iter().any(|(p, _)| *p == psn) {
-            return; // a retried READ: the range is already known
-        }
-        if s.reads.is_empty() {
-            s.e = psn;
-        }
+        // A READ at or before a range we know is a retry: the requester went back to `psn` and
+        // will ask again for everything from there, so those ranges start over.
+        s.reads.retain(|(q, _)| q.is_before(psn));
         if s.reads.len() >= max {
             s.reads.remove(0);
-            if let Some((p, _)) = s.reads.first() {
-                s.e = *p;
-            }
         }
         s.reads.push((psn, span.max(1)));
+        if !Self::in_reads(s, s.e) {
+            s.e = s.reads[0].0;
+        }
     }
 
     fn in_reads(s: &Stream, psn: Psn) -> bool {

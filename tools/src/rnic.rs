@@ -1,0 +1,562 @@
+//! Minimal RNIC models for one RC QP pair: a requester that issues RDMA WRITEs and READs and
+//! retransmits the way real RNICs do (go-back-N from a NAKed PSN, READ retry when a response is
+//! out of order or an ACK implies it was lost, and on a timeout), and a Go-Back-N responder
+//! (ConnectX-5 / Soft-RoCE: drop out-of-order packets, NAK the expected PSN once, re-ACK
+//! duplicates, re-execute duplicate READs, coalesce ACKs).
+//!
+//! They build and parse real RoCEv2 frames (ICRC included) and talk through a [`Port`], so
+//! they exercise the switch exactly as hosts would. The full traffic generator (many QPs,
+//! SEND, selective-repeat receivers, rates, reports) builds on these.
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::wire::{
+    classify, AethRepr, BthRepr, ExtRepr, IpRepr, NakCode, Opcode, Pmtu, Psn, RethRepr,
+    RoceFrameRepr, Syndrome,
+};
+
+/// Addresses of one end of a QP pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// This host's MAC.
+    pub mac: [u8; 6],
+    /// Its gateway's MAC.
+    pub gw_mac: [u8; 6],
+    /// This host's address.
+    pub ip: IpAddr,
+    /// The peer's address.
+    pub peer_ip: IpAddr,
+    /// The peer's QPN (DestQP of what this end sends).
+    pub peer_qpn: u32,
+    /// UDP source port of the pair (the same both ways).
+    pub sport: u16,
+}
+
+impl Endpoint {
+    fn frame(&self, opcode: Opcode, psn: Psn, ack_req: bool, ext: ExtRepr, payload: &[u8]) -> Pkt {
+        let ip = match (self.ip, self.peer_ip) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4 {
+                src: s,
+                dst: d,
+                id: 0,
+            },
+            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6 {
+                src: s,
+                dst: d,
+                flow_label: 0,
+            },
+            (IpAddr::V4(s), IpAddr::V6(_)) => IpRepr::V4 {
+                src: s,
+                dst: s,
+                id: 0,
+            },
+            (IpAddr::V6(s), IpAddr::V4(_)) => IpRepr::V6 {
+                src: s,
+                dst: s,
+                flow_label: 0,
+            },
+        };
+        let f = RoceFrameRepr {
+            src_mac: self.mac,
+            dst_mac: self.gw_mac,
+            vlan: None,
+            ip,
+            tos: 0x02,
+            hop_limit: 64,
+            udp_src_port: self.sport,
+            bth: BthRepr {
+                opcode,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: self.peer_qpn,
+                ack_req,
+                psn,
+            },
+            ext,
+            payload,
+        }
+        .to_vec()
+        .unwrap_or_default();
+        Pkt::from_slice(&f)
+    }
+}
+
+/// A work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// RDMA WRITE of this many bytes (one packet per path MTU).
+    Write(u32),
+    /// RDMA READ of this many bytes.
+    Read(u32),
+}
+
+/// READs a requester keeps outstanding at once (`max_rd_atomic`; ConnectX and rxe allow 16).
+pub const MAX_RD_ATOMIC: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+struct Outstanding {
+    work: Work,
+    psn: Psn,
+    span: u32,
+    /// READ: response packets received in order so far.
+    got: u32,
+}
+
+/// What a requester did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequesterStats {
+    /// Packets sent, first transmissions and retransmissions.
+    pub packets_sent: u64,
+    /// Packets a transfer needed (first transmissions).
+    pub packets_needed: u64,
+    /// Packets sent again.
+    pub retransmitted: u64,
+    /// NAKs (PSN sequence error) received.
+    pub naks: u64,
+    /// READs retried because a response came out of order or an ACK passed them.
+    pub read_retries: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Work requests completed.
+    pub completed: u64,
+}
+
+/// An RC requester.
+pub struct Requester {
+    ep: Endpoint,
+    pmtu: Pmtu,
+    pending: VecDeque<Work>,
+    out: VecDeque<Outstanding>,
+    next_psn: Psn,
+    /// Index into `out` of the next packet to (re)send.
+    cursor: usize,
+    /// Within a multi-packet WRITE at `cursor`, the next segment.
+    segment: u32,
+    window: u32,
+    timeout_ns: u64,
+    last_progress: u64,
+    tx: Vec<Pkt>,
+    payload: Vec<u8>,
+    high: Psn,
+    retrying: Option<Psn>,
+    /// Counters.
+    pub stats: RequesterStats,
+}
+
+fn segments(work: Work, pmtu: Pmtu) -> u32 {
+    match work {
+        Work::Write(len) | Work::Read(len) => pmtu.read_span(len),
+    }
+}
+
+impl Requester {
+    /// A requester starting at `psn` with at most `window` PSNs outstanding.
+    pub fn new(ep: Endpoint, psn: Psn, pmtu: Pmtu, window: u32, timeout_ns: u64) -> Requester {
+        Requester {
+            ep,
+            pmtu,
+            pending: VecDeque::new(),
+            out: VecDeque::new(),
+            next_psn: psn,
+            cursor: 0,
+            segment: 0,
+            window,
+            timeout_ns,
+            last_progress: 0,
+            tx: Vec::with_capacity(64),
+            payload: vec![0x3C; pmtu.bytes() as usize],
+            high: psn,
+            retrying: None,
+            stats: RequesterStats::default(),
+        }
+    }
+
+    /// Queues work.
+    pub fn post(&mut self, w: Work) {
+        if let Work::Write(_) = w {
+            self.stats.packets_needed += u64::from(segments(w, self.pmtu));
+        } else {
+            self.stats.packets_needed += 1;
+        }
+        self.pending.push_back(w);
+    }
+
+    /// True when everything posted has completed.
+    pub fn done(&self) -> bool {
+        self.pending.is_empty() && self.out.is_empty()
+    }
+
+    fn outstanding_psns(&self) -> u32 {
+        match self.out.front() {
+            Some(o) => self.next_psn.forward_from(o.psn),
+            None => 0,
+        }
+    }
+
+    fn complete_front(&mut self) {
+        if self.out.pop_front().is_some() {
+            self.stats.completed += 1;
+            self.cursor = self.cursor.saturating_sub(1);
+        }
+    }
+
+    /// Rewinds to the operation containing `psn` (go-back-N); READs from there on start over.
+    fn go_back_to(&mut self, psn: Psn) {
+        let at = self.out.iter().position(|o| {
+            let d = psn.distance(o.psn);
+            d >= 0 && (d as u32) < o.span
+        });
+        let (i, seg) = match at {
+            Some(i) => {
+                let o = self.out[i];
+                let d = psn.distance(o.psn) as u32;
+                (
+                    i,
+                    if matches!(o.work, Work::Write(_)) {
+                        d
+                    } else {
+                        0
+                    },
+                )
+            }
+            None => (0, 0),
+        };
+        self.cursor = i;
+        self.segment = seg;
+        for o in self.out.iter_mut().skip(i) {
+            o.got = 0;
+        }
+    }
+
+    /// Sends what the window allows; retransmits after a timeout.
+    pub fn poll(&mut self, now: u64, port: &mut dyn Port) {
+        if self.last_progress == 0 {
+            self.last_progress = now;
+        }
+        if !self.out.is_empty() && now.saturating_sub(self.last_progress) > self.timeout_ns {
+            self.stats.timeouts += 1;
+            self.last_progress = now;
+            let first = self.out[0].psn;
+            self.go_back_to(first);
+        }
+        // New work into the window; at most `MAX_RD_ATOMIC` READs outstanding, as RNICs limit.
+        while let Some(w) = self.pending.front().copied() {
+            let span = segments(w, self.pmtu);
+            if self.outstanding_psns() + span > self.window {
+                break;
+            }
+            let reads = self
+                .out
+                .iter()
+                .filter(|o| matches!(o.work, Work::Read(_)))
+                .count();
+            if matches!(w, Work::Read(_)) && reads >= MAX_RD_ATOMIC {
+                break;
+            }
+            self.pending.pop_front();
+            self.out.push_back(Outstanding {
+                work: w,
+                psn: self.next_psn,
+                span,
+                got: 0,
+            });
+            self.next_psn = self.next_psn.add(span);
+        }
+        // (Re)send from the cursor.
+        while self.cursor < self.out.len() && self.tx.len() < 32 {
+            let o = self.out[self.cursor];
+            match o.work {
+                Work::Write(len) => {
+                    let k = self.segment;
+                    let psn = o.psn.add(k);
+                    let opcode = match (o.span, k) {
+                        (1, _) => Opcode::RcWriteOnly,
+                        (_, 0) => Opcode::RcWriteFirst,
+                        (s, k) if k + 1 == s => Opcode::RcWriteLast,
+                        _ => Opcode::RcWriteMiddle,
+                    };
+                    let bytes = (len - k * self.pmtu.bytes()).min(self.pmtu.bytes()) as usize;
+                    let ext = ExtRepr {
+                        reth: matches!(opcode, Opcode::RcWriteOnly | Opcode::RcWriteFirst)
+                            .then_some(RethRepr {
+                                virtual_address: 0x1000,
+                                rkey: 5,
+                                dma_len: len,
+                            }),
+                        ..ExtRepr::default()
+                    };
+                    let last = k + 1 == o.span;
+                    let payload = &self.payload[..bytes];
+                    let pkt = self.ep.frame(opcode, psn, last, ext, payload);
+                    self.tx.push(pkt);
+                    self.count_send(psn);
+                    if last {
+                        self.cursor += 1;
+                        self.segment = 0;
+                    } else {
+                        self.segment += 1;
+                    }
+                }
+                Work::Read(len) => {
+                    let ext = ExtRepr {
+                        reth: Some(RethRepr {
+                            virtual_address: 0x2000,
+                            rkey: 6,
+                            dma_len: len,
+                        }),
+                        ..ExtRepr::default()
+                    };
+                    let pkt = self.ep.frame(Opcode::RcReadRequest, o.psn, true, ext, &[]);
+                    self.tx.push(pkt);
+                    self.count_send(o.psn);
+                    self.cursor += 1;
+                    self.segment = 0;
+                }
+            }
+        }
+        while !self.tx.is_empty() {
+            if port.tx_burst(now, &mut self.tx) == 0 {
+                break;
+            }
+        }
+    }
+
+    fn count_send(&mut self, psn: Psn) {
+        self.stats.packets_sent += 1;
+        if psn.is_before(self.high) {
+            self.stats.retransmitted += 1;
+        } else {
+            self.high = psn.add(1);
+        }
+    }
+
+    /// Handles a response frame.
+    pub fn handle(&mut self, frame: &[u8], now: u64) {
+        let Ok(c) = classify(frame, self.pmtu) else {
+            return;
+        };
+        let Some(r) = c.roce() else { return };
+        let psn = r.bth.psn;
+        let op = r.bth.opcode;
+        if op.is_read_response() {
+            let Some(i) = self
+                .out
+                .iter()
+                .position(|o| matches!(o.work, Work::Read(_)))
+            else {
+                return;
+            };
+            let o = self.out[i];
+            let expected = o.psn.add(o.got);
+            if psn == expected {
+                // RC ordering: a response to this READ means every earlier WRITE was executed.
+                for _ in 0..i {
+                    self.complete_front();
+                }
+                self.out[0].got += 1;
+                self.last_progress = now;
+                self.retrying = None;
+                if self.out[0].got == o.span {
+                    self.complete_front();
+                }
+            } else if psn.is_after(expected) && self.retrying != Some(o.psn) {
+                // A later response overtook the expected one: the completer retries the READ.
+                self.stats.read_retries += 1;
+                self.retrying = Some(o.psn);
+                self.go_back_to(o.psn);
+            }
+            return;
+        }
+        let Some(aeth) = r.aeth else { return };
+        match aeth.syndrome {
+            Syndrome::Ack { .. } => {
+                // Completes everything up to `psn`; an outstanding READ below it was passed.
+                while let Some(o) = self.out.front().copied() {
+                    let end = o.psn.add(o.span - 1);
+                    if end.is_after(psn) {
+                        break;
+                    }
+                    if let Work::Read(_) = o.work {
+                        if o.got < o.span {
+                            // An ACK beyond an unanswered READ: its responses were lost.
+                            if self.retrying != Some(o.psn) {
+                                self.stats.read_retries += 1;
+                                self.retrying = Some(o.psn);
+                                self.go_back_to(o.psn);
+                            }
+                            return;
+                        }
+                    }
+                    self.complete_front();
+                    self.last_progress = now;
+                }
+            }
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
+                self.stats.naks += 1;
+                // Everything before the NAKed PSN arrived.
+                while let Some(o) = self.out.front().copied() {
+                    if !o.psn.add(o.span - 1).is_before(psn) || matches!(o.work, Work::Read(_)) {
+                        break;
+                    }
+                    self.complete_front();
+                }
+                self.last_progress = now;
+                self.go_back_to(psn);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What a responder saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResponderStats {
+    /// Request packets accepted in order.
+    pub accepted: u64,
+    /// Packets dropped for being out of sequence (rxe's `out_of_seq_request`).
+    pub out_of_sequence: u64,
+    /// Duplicates (PSN below the expected one; rxe's `duplicate_request`).
+    pub duplicates: u64,
+    /// NAKs sent.
+    pub naks: u64,
+    /// ACKs sent.
+    pub acks: u64,
+    /// READ response packets sent.
+    pub read_responses: u64,
+}
+
+/// A Go-Back-N RC responder.
+pub struct Responder {
+    ep: Endpoint,
+    pmtu: Pmtu,
+    epsn: Psn,
+    nak_sent: bool,
+    msn: u32,
+    since_ack: u32,
+    ack_every: u32,
+    tx: Vec<Pkt>,
+    payload: Vec<u8>,
+    /// Counters.
+    pub stats: ResponderStats,
+}
+
+impl Responder {
+    /// A responder expecting `psn` first, ACKing every `ack_every` packets (and AckReq).
+    pub fn new(ep: Endpoint, psn: Psn, pmtu: Pmtu, ack_every: u32) -> Responder {
+        Responder {
+            ep,
+            pmtu,
+            epsn: psn,
+            nak_sent: false,
+            msn: 0,
+            since_ack: 0,
+            ack_every: ack_every.max(1),
+            tx: Vec::with_capacity(64),
+            payload: vec![0x7E; pmtu.bytes() as usize],
+            stats: ResponderStats::default(),
+        }
+    }
+
+    fn ack(&mut self, syndrome: Syndrome, psn: Psn) {
+        let ext = ExtRepr {
+            aeth: Some(AethRepr {
+                syndrome,
+                msn: self.msn,
+            }),
+            ..ExtRepr::default()
+        };
+        let pkt = self.ep.frame(Opcode::RcAcknowledge, psn, false, ext, &[]);
+        self.tx.push(pkt);
+    }
+
+    fn read_responses(&mut self, psn: Psn, len: u32) {
+        let span = self.pmtu.read_span(len);
+        for k in 0..span {
+            let opcode = match (span, k) {
+                (1, _) => Opcode::RcReadResponseOnly,
+                (_, 0) => Opcode::RcReadResponseFirst,
+                (s, k) if k + 1 == s => Opcode::RcReadResponseLast,
+                _ => Opcode::RcReadResponseMiddle,
+            };
+            let aeth = (opcode != Opcode::RcReadResponseMiddle).then_some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: self.msn,
+            });
+            let bytes = (len.saturating_sub(k * self.pmtu.bytes())).min(self.pmtu.bytes()) as usize;
+            let ext = ExtRepr {
+                aeth,
+                ..ExtRepr::default()
+            };
+            let payload = &self.payload[..bytes];
+            let pkt = self.ep.frame(opcode, psn.add(k), false, ext, payload);
+            self.tx.push(pkt);
+            self.stats.read_responses += 1;
+        }
+    }
+
+    /// Handles a request frame; replies go out through `port`.
+    pub fn handle(&mut self, frame: &[u8], now: u64, port: &mut dyn Port) {
+        let Ok(c) = classify(frame, self.pmtu) else {
+            return;
+        };
+        let Some(r) = c.roce() else { return };
+        let psn = r.bth.psn;
+        let op = r.bth.opcode;
+        let d = psn.distance(self.epsn);
+        if d == 0 {
+            self.stats.accepted += 1;
+            self.nak_sent = false;
+            if op == Opcode::RcReadRequest {
+                let len = r.reth.map_or(0, |x| x.dma_len);
+                self.msn += 1;
+                self.epsn = self.epsn.add(self.pmtu.read_span(len));
+                self.since_ack = 0;
+                self.read_responses(psn, len);
+            } else {
+                self.epsn = self.epsn.add(1);
+                if matches!(
+                    op.segment(),
+                    sprayswitch::wire::Segment::Last | sprayswitch::wire::Segment::Only
+                ) {
+                    self.msn += 1;
+                }
+                self.since_ack += 1;
+                if r.bth.ack_req || self.since_ack >= self.ack_every {
+                    self.since_ack = 0;
+                    self.stats.acks += 1;
+                    self.ack(Syndrome::Ack { credits: 31 }, psn);
+                }
+            }
+        } else if d > 0 {
+            self.stats.out_of_sequence += 1;
+            if !self.nak_sent {
+                self.nak_sent = true;
+                self.stats.naks += 1;
+                let e = self.epsn;
+                self.ack(Syndrome::Nak(NakCode::PsnSequenceError), e);
+            }
+        } else {
+            self.stats.duplicates += 1;
+            if op == Opcode::RcReadRequest {
+                let len = r.reth.map_or(0, |x| x.dma_len);
+                self.read_responses(psn, len);
+            } else {
+                self.stats.acks += 1;
+                let last = self.epsn.sub(1);
+                self.ack(Syndrome::Ack { credits: 31 }, last);
+            }
+        }
+        while !self.tx.is_empty() {
+            if port.tx_burst(now, &mut self.tx) == 0 {
+                break;
+            }
+        }
+    }
+}
