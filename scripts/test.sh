@@ -30,6 +30,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test (workspace)"
 SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
 
+step "reorder stress: 4 workers, 10 million packets (release build)"
+cargo test --release -p sprayswitch-tests --test reorder_stress
+
 step "fuzz targets: build, then a bounded run from the seed corpus"
 fuzz_tmp=$(mktemp -d)
 trap 'rm -rf "$fuzz_tmp"' EXIT

@@ -104,6 +104,8 @@ pub struct ReorderCounters {
     pub table_full: Counter,
     /// Not held: no ring or byte budget.
     pub no_room: Counter,
+    /// Streams that chose their starting PSN by learning.
+    pub learned: Counter,
     /// Streams now (gauge).
     pub streams: Counter,
 }
@@ -125,6 +127,7 @@ impl WorkerCounters {
         r.passthrough.set(t.passthrough);
         r.table_full.set(t.table_full);
         r.no_room.set(t.no_room);
+        r.learned.set(t.learned);
         r.streams.set(t.streams);
     }
 

@@ -393,6 +393,7 @@ impl Switch {
             t.passthrough += r.passthrough.get();
             t.table_full += r.table_full.get();
             t.no_room += r.no_room.get();
+            t.learned += r.learned.get();
             t.streams += r.streams.get();
         }
         s.ports = self

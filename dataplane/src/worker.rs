@@ -148,6 +148,7 @@ pub struct Worker {
     learned: Vec<(IpAddr, Neighbor)>,
     resolve: Vec<ResolveRequest>,
     spare: Vec<Pkt>,
+    handoff_wait: std::collections::VecDeque<(usize, Handoff)>,
 }
 
 impl Worker {
@@ -192,6 +193,7 @@ impl Worker {
             learned: Vec::with_capacity(256),
             resolve: Vec::with_capacity(256),
             spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
+            handoff_wait: std::collections::VecDeque::with_capacity(cfg.tx_queue_limit),
         }
     }
 
@@ -295,7 +297,10 @@ impl Worker {
             self.engine.learn_remote(ip, n);
         }
 
-        // 2. Hand-offs from other workers.
+        // 2. Hand-offs: ours that waited for room, then those from other workers.
+        if !self.handoff_wait.is_empty() {
+            work |= self.retry_handoffs();
+        }
         let inbox = self.sh.handoff[self.sh.id].clone();
         let mut taken = 0;
         while taken < self.cfg.burst * 8 {
@@ -442,10 +447,43 @@ impl Worker {
             self.sh.counters.count_drop(DropReason::NoRoute, 1);
             return;
         };
-        match q.push(Handoff { port, reorder, pkt }) {
-            Ok(()) => self.sh.counters.handoff_out.add(1),
-            Err(_) => self.sh.counters.count_drop(DropReason::TxQueueFull, 1),
+        let h = Handoff { port, reorder, pkt };
+        if !self.handoff_wait.is_empty() {
+            // Keep hand-offs in order behind those already waiting.
+            self.wait_handoff(owner, h);
+            return;
         }
+        match q.push(h) {
+            Ok(()) => self.sh.counters.handoff_out.add(1),
+            Err(h) => self.wait_handoff(owner, h),
+        }
+    }
+
+    /// The owner's ring is full: keep the packet (bounded) and retry every iteration.
+    fn wait_handoff(&mut self, owner: usize, h: Handoff) {
+        if self.handoff_wait.len() >= self.cfg.tx_queue_limit {
+            self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
+            return;
+        }
+        self.handoff_wait.push_back((owner, h));
+    }
+
+    /// Retries waiting hand-offs; true when any went.
+    fn retry_handoffs(&mut self) -> bool {
+        let mut moved = false;
+        while let Some((owner, h)) = self.handoff_wait.pop_front() {
+            match self.sh.handoff[owner].push(h) {
+                Ok(()) => {
+                    self.sh.counters.handoff_out.add(1);
+                    moved = true;
+                }
+                Err(h) => {
+                    self.handoff_wait.push_front((owner, h));
+                    break;
+                }
+            }
+        }
+        moved
     }
 
     fn enqueue_local(&mut self, port: PortId, pkt: Pkt, now: u64) {
@@ -530,7 +568,9 @@ impl Worker {
             }
             std::thread::yield_now();
         }
-        let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum();
+        let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum::<usize>()
+            + self.handoff_wait.len()
+            + self.reorder.held();
         let mut ports = Vec::with_capacity(self.ports.len());
         for mut op in self.ports.drain(..) {
             op.port.flush();
