@@ -110,7 +110,7 @@ fn generator(
             }
         }
     }
-    uplinks.drain(..).collect()
+    uplinks
 }
 
 #[test]
