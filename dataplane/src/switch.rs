@@ -14,7 +14,10 @@ use crate::counters::{PortCounters, WorkerCounters};
 use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Neighbor, PortId, Tables};
 use crate::port::Port;
-use crate::reorder::{Passthrough, ReorderStage};
+use crate::reorder::{Passthrough, ReorderStage, StreamRow};
+use hdrhistogram::Histogram;
+use std::sync::Mutex;
+use std::time::Duration;
 use crate::worker::{Worker, WorkerConfig, WorkerExit, WorkerShared};
 
 /// Why a switch could not start.
@@ -158,6 +161,8 @@ pub struct Switch {
     counters: Vec<Arc<CachePadded<WorkerCounters>>>,
     port_counters: Arc<[CachePadded<PortCounters>]>,
     status: Arc<[CachePadded<PortStatus>]>,
+    stream_requests: Vec<Sender<(usize, Sender<Vec<StreamRow>>)>>,
+    histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
 }
 
 /// What [`Switch::stop`] returns.
@@ -259,9 +264,13 @@ impl Switch {
         let mut tables_tx = Vec::new();
         let mut counters = Vec::new();
         let mut threads = Vec::new();
+        let mut stream_requests = Vec::new();
+        let mut histograms = Vec::new();
         for (w, (my_ports, neigh_rx)) in per_worker.into_iter().zip(neigh_rxs).enumerate() {
             let (ttx, trx) = bounded::<Arc<Tables>>(4);
             tables_tx.push(ttx);
+            let (stx, srx) = bounded(4);
+            stream_requests.push(stx);
             let c = Arc::new(CachePadded::new(WorkerCounters::default()));
             counters.push(c.clone());
             let sh = WorkerShared {
@@ -280,6 +289,7 @@ impl Switch {
                     .map(|(_, t)| t.clone())
                     .collect(),
                 stop: stop.clone(),
+                stream_requests: srx,
             };
             let worker = Worker::new(
                 sh,
@@ -289,6 +299,9 @@ impl Switch {
                 make_reorder(w),
                 run.seed.wrapping_add(w as u64),
             );
+            if let Some(h) = worker.hold_histogram() {
+                histograms.push(h);
+            }
             let core = run.cores.as_ref().and_then(|c| c.get(w)).copied();
             let t = std::thread::Builder::new()
                 .name(format!("ss-worker-{w}"))
@@ -310,7 +323,42 @@ impl Switch {
             counters,
             port_counters,
             status,
+            stream_requests,
+            histograms,
         })
+    }
+
+    /// Up to `max` reorder streams from every worker, the busiest first. Each worker answers
+    /// between two bursts; a worker that does not answer within `timeout` is skipped.
+    pub fn streams(&self, max: usize, timeout: Duration) -> Vec<StreamRow> {
+        let mut rows = Vec::new();
+        for req in &self.stream_requests {
+            let (tx, rx) = bounded(1);
+            if req.try_send((max, tx)).is_ok() {
+                if let Ok(mut r) = rx.recv_timeout(timeout) {
+                    rows.append(&mut r);
+                }
+            }
+        }
+        rows.sort_by(|a, b| (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released)));
+        rows.truncate(max);
+        rows
+    }
+
+    /// The hold-time histogram (ns) of every worker merged, as last published (at most 100 ms
+    /// old).
+    pub fn hold_histogram(&self) -> Option<Histogram<u64>> {
+        let mut all: Option<Histogram<u64>> = None;
+        for h in &self.histograms {
+            let h = h.lock().ok()?;
+            match all.as_mut() {
+                Some(a) => {
+                    let _ = a.add(&*h);
+                }
+                None => all = Some(h.clone()),
+            }
+        }
+        all
     }
 
     /// The tables the workers use now.
@@ -442,6 +490,8 @@ impl Switch {
             counters: self.counters.clone(),
             port_counters: self.port_counters.clone(),
             status: self.status.clone(),
+            stream_requests: Vec::new(),
+            histograms: Vec::new(),
         }
         .stats();
         Stopped {

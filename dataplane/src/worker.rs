@@ -28,7 +28,7 @@ use crate::engine::forward::build_resolve;
 use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
 use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
-use crate::reorder::{ReorderStage, RoceMeta};
+use crate::reorder::{ReorderStage, RoceMeta, StreamRow};
 use crate::time::now_ns;
 
 /// What a worker does when an iteration finds no work.
@@ -115,6 +115,8 @@ pub struct WorkerShared {
     pub neigh_tx: Vec<Sender<(IpAddr, Neighbor)>>,
     /// Set to stop; the worker then flushes and returns.
     pub stop: Arc<AtomicBool>,
+    /// Requests for a snapshot of the reorder streams: (how many, where to answer).
+    pub stream_requests: Receiver<(usize, Sender<Vec<StreamRow>>)>,
 }
 
 struct OwnedPort {
@@ -209,6 +211,7 @@ impl Worker {
         let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
         let (_ttx, trx) = crossbeam::channel::bounded(1);
         let (_ntx, nrx) = crossbeam::channel::bounded(1);
+        let (_stx, srx) = crossbeam::channel::bounded(1);
         let sh = WorkerShared {
             id: 0,
             owner: vec![0; n].into(),
@@ -224,6 +227,7 @@ impl Worker {
             neigh_rx: nrx,
             neigh_tx: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
+            stream_requests: srx,
         };
         let ports = ports
             .into_iter()
@@ -234,6 +238,11 @@ impl Worker {
             Worker::new(sh, cfg, Arc::new(tables), ports, reorder, 1),
             counters,
         )
+    }
+
+    /// The reorder stage's hold-time histogram, if it keeps one.
+    pub fn hold_histogram(&self) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+        self.reorder.hold_histogram()
     }
 
     /// Runs until the stop flag is set, then flushes and returns the ports.
@@ -295,6 +304,11 @@ impl Worker {
         }
         while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
             self.engine.learn_remote(ip, n);
+        }
+        // A control-side question about streams: answered here, between bursts, so that the
+        // control thread never touches this worker's state.
+        while let Ok((max, answer)) = self.sh.stream_requests.try_recv() {
+            let _ = answer.try_send(self.reorder.snapshot(max));
         }
 
         // 2. Hand-offs: ours that waited for room, then those from other workers.

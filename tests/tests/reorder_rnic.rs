@@ -17,6 +17,9 @@ use sprayswitch_tools::rnic::{
 use sprayswitch_tools::topo::{PathSpec, RackPair, RackPairSpec};
 
 struct Outcome {
+    streams_b: Vec<sprayswitch::reorder::StreamRow>,
+    hold_count_b: u64,
+    hold_max_ns_b: u64,
     done: bool,
     req: RequesterStats,
     resp: ResponderStats,
@@ -77,7 +80,16 @@ fn run(spec: RackPairSpec, works: &[Work], secs: u64) -> Outcome {
         }
     }
     let done = req.done();
+    // Read what the control side can read while the workers run: streams and hold times
+    // (published every 100 ms).
+    std::thread::sleep(Duration::from_millis(250));
+    let streams_b = rp.tor_b.streams(10, Duration::from_secs(1));
+    let (hold_count_b, hold_max_ns_b) =
+        rp.tor_b.hold_histogram().map_or((0, 0), |h| (h.len(), h.max()));
     let out = Outcome {
+        streams_b,
+        hold_count_b,
+        hold_max_ns_b,
         done,
         req: req.stats,
         resp: resp.stats,
@@ -130,6 +142,13 @@ fn with_reorder_no_nak_no_retransmission_when_nothing_is_lost() {
     );
     assert_eq!(o.tor_b.reorder.timeouts, 0);
     assert!(o.tor_a.sprayed >= 3000);
+    // Observability from the control side, workers running.
+    let row = o.streams_b.first().expect("tor-b reports its stream");
+    assert_eq!(row.stats.released, 3000);
+    assert_eq!(row.stats.held, 0);
+    assert!(row.stats.max_depth > 0);
+    assert_eq!(o.hold_count_b, o.tor_b.reorder.held_total, "one hold time per held packet");
+    assert!(o.hold_max_ns_b > 0 && o.hold_max_ns_b < 2_000_000, "held less than the timeout");
 }
 
 #[test]

@@ -83,6 +83,27 @@ pub trait ReorderStage: Send {
     fn totals(&self) -> ReorderTotals {
         ReorderTotals::default()
     }
+
+    /// Up to `max` streams, the busiest (most held, then most released) first.
+    fn snapshot(&self, _max: usize) -> Vec<StreamRow> {
+        Vec::new()
+    }
+
+    /// The hold-time histogram, as last published.
+    fn hold_histogram(&self) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+        None
+    }
+}
+
+/// One stream as `show streams` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRow {
+    /// Its key.
+    pub key: StreamKey,
+    /// Expected PSN.
+    pub expected: Psn,
+    /// Its counters.
+    pub stats: StreamStats,
 }
 
 /// Releases every packet as it arrives.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use hdrhistogram::Histogram;
 
 use super::core::{ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey};
-use super::{MetaKind, ReorderStage, RoceMeta};
+use super::{MetaKind, ReorderStage, RoceMeta, StreamRow};
 use crate::engine::{PortId, Tables};
 use crate::port::Pkt;
 
@@ -258,5 +258,22 @@ impl ReorderStage for ReorderEngine {
 
     fn totals(&self) -> ReorderTotals {
         self.core.totals
+    }
+
+    fn snapshot(&self, max: usize) -> Vec<StreamRow> {
+        let mut rows: Vec<StreamRow> = self
+            .core
+            .streams()
+            .map(|(key, expected, stats)| StreamRow { key, expected, stats })
+            .collect();
+        rows.sort_by(|a, b| {
+            (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released))
+        });
+        rows.truncate(max);
+        rows
+    }
+
+    fn hold_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {
+        Some(self.published.clone())
     }
 }
