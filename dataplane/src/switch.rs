@@ -15,10 +15,10 @@ use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Neighbor, PortId, Tables};
 use crate::port::Port;
 use crate::reorder::{Passthrough, ReorderStage, StreamRow};
+use crate::worker::{Worker, WorkerConfig, WorkerExit, WorkerShared};
 use hdrhistogram::Histogram;
 use std::sync::Mutex;
 use std::time::Duration;
-use crate::worker::{Worker, WorkerConfig, WorkerExit, WorkerShared};
 
 /// Why a switch could not start.
 #[derive(Debug, thiserror::Error)]
@@ -340,7 +340,9 @@ impl Switch {
                 }
             }
         }
-        rows.sort_by(|a, b| (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released)));
+        rows.sort_by(|a, b| {
+            (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released))
+        });
         rows.truncate(max);
         rows
     }

@@ -84,8 +84,10 @@ fn run(spec: RackPairSpec, works: &[Work], secs: u64) -> Outcome {
     // (published every 100 ms).
     std::thread::sleep(Duration::from_millis(250));
     let streams_b = rp.tor_b.streams(10, Duration::from_secs(1));
-    let (hold_count_b, hold_max_ns_b) =
-        rp.tor_b.hold_histogram().map_or((0, 0), |h| (h.len(), h.max()));
+    let (hold_count_b, hold_max_ns_b) = rp
+        .tor_b
+        .hold_histogram()
+        .map_or((0, 0), |h| (h.len(), h.max()));
     let out = Outcome {
         streams_b,
         hold_count_b,
@@ -147,8 +149,14 @@ fn with_reorder_no_nak_no_retransmission_when_nothing_is_lost() {
     assert_eq!(row.stats.released, 3000);
     assert_eq!(row.stats.held, 0);
     assert!(row.stats.max_depth > 0);
-    assert_eq!(o.hold_count_b, o.tor_b.reorder.held_total, "one hold time per held packet");
-    assert!(o.hold_max_ns_b > 0 && o.hold_max_ns_b < 2_000_000, "held less than the timeout");
+    assert_eq!(
+        o.hold_count_b, o.tor_b.reorder.held_total,
+        "one hold time per held packet"
+    );
+    assert!(
+        o.hold_max_ns_b > 0 && o.hold_max_ns_b < 2_000_000,
+        "held less than the timeout"
+    );
 }
 
 #[test]

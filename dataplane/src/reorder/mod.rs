@@ -90,7 +90,9 @@ pub trait ReorderStage: Send {
     }
 
     /// The hold-time histogram, as last published.
-    fn hold_histogram(&self) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+    fn hold_histogram(
+        &self,
+    ) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
         None
     }
 }

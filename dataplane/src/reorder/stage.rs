@@ -264,7 +264,11 @@ impl ReorderStage for ReorderEngine {
         let mut rows: Vec<StreamRow> = self
             .core
             .streams()
-            .map(|(key, expected, stats)| StreamRow { key, expected, stats })
+            .map(|(key, expected, stats)| StreamRow {
+                key,
+                expected,
+                stats,
+            })
             .collect();
         rows.sort_by(|a, b| {
             (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released))
