@@ -4,7 +4,7 @@
 //! the live heap.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::cell::Cell;
 
 use sprayswitch::engine::PortId;
 use sprayswitch::port::Pkt;
@@ -13,23 +13,31 @@ use sprayswitch::rng::Rng;
 use sprayswitch::wire::Psn;
 
 struct Counting;
-static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+thread_local! {
+    // Per thread: the two tests of this file run in parallel threads.
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+}
+
+fn track(delta: isize) {
+    // `try_with`: the allocator may be called while thread-local storage is torn down.
+    let _ = LIVE.try_with(|l| l.set(l.get() + delta));
+}
 
 // SAFETY: forwards to the system allocator; only tracks the live byte count.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        // Relaxed: a statistic read by the same test thread.
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
+        track(l.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
+        track(-(l.size() as isize));
         // SAFETY: `p` came from `System.alloc` with this layout.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        LIVE.fetch_add(n as isize - l.size() as isize, Ordering::Relaxed);
+        track(n as isize - l.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(p, l, n) }
     }
@@ -39,7 +47,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    LIVE.with(Cell::get)
 }
 
 #[test]
