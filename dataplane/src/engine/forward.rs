@@ -394,7 +394,7 @@ impl Engine {
 }
 
 /// The reorder facts of a RoCE packet routed towards a local host.
-fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
+pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
     let op = r.bth.opcode;
     let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
         MetaKind::Fill
@@ -416,7 +416,7 @@ fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMet
 }
 
 /// What the reorder stage learns from a RoCE packet a local host sent, if anything.
-fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Option<RoceMeta> {
+pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Option<RoceMeta> {
     if r.transport != Transport::Rc {
         return None;
     }

@@ -221,7 +221,7 @@ struct Slot<T> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    Learning { until: u64, min: Psn },
+    Learning { until: u64, min: Psn, max: Psn },
     Active,
 }
 
@@ -380,6 +380,7 @@ impl<T> ReorderCore<T> {
             StreamKey::Request { .. } => Phase::Learning {
                 until: now.saturating_add(self.cfg.learn_ns),
                 min: Psn::new(0),
+                max: Psn::new(0),
             },
             StreamKey::Response { .. } => Phase::Active,
         };
@@ -552,9 +553,9 @@ impl<T> ReorderCore<T> {
             return Insert::Passthrough;
         };
         self.streams[si as usize].last_seen = now;
-        if let Phase::Learning { until, min } = self.streams[si as usize].phase {
+        if let Phase::Learning { until, min, max } = self.streams[si as usize].phase {
             if now < until {
-                return self.learn_hold(si, psn, span, len, item, now, out, until, min);
+                return self.learn_hold(si, psn, span, len, item, now, out, until, min, max);
             }
             if self.streams[si as usize].held == 0 {
                 // Nothing collected (learning disabled, or its window passed empty): this
@@ -581,58 +582,65 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
         until: u64,
         min: Psn,
+        max: Psn,
     ) -> Insert {
-        let s = &self.streams[si as usize];
-        let first = s.held == 0;
+        let first = self.streams[si as usize].held == 0;
         let new_min = if first || psn.is_before(min) {
             psn
         } else {
             min
         };
-        // A spread wider than the window cannot be held: start now from the lowest PSN.
-        if !first
-            && (psn.distance(new_min) >= self.mask as i32
-                || min.distance(new_min) >= self.mask as i32)
+        let new_max = if first || psn.is_after(max) { psn } else { max };
+        let exact = self.occupied(si, psn).is_some();
+        // Everything held while learning must fit one window (slots are `psn mod W`); when it
+        // would not, or there is no room, learning ends here and this packet goes the normal way.
+        let fits = first || (new_max.distance(new_min) as u32) < self.mask;
+        if !exact
+            && (!fits
+                || self.slot_of(si, psn).is_some()
+                || !self.ensure_ring(si)
+                || self.held_bytes + len as usize > self.cfg.max_held_bytes)
         {
-            self.streams[si as usize].phase = Phase::Learning {
-                until,
-                min: new_min,
-            };
-            self.finish_learning(si, now, out);
+            if first {
+                let s = &mut self.streams[si as usize];
+                s.phase = Phase::Active;
+                s.e = psn;
+                self.totals.learned += 1;
+            } else {
+                self.finish_learning(si, now, out);
+            }
             return self.insert_active(si, psn, span, len, item, now, out);
         }
-        if self.occupied(si, psn).is_some() {
+        if exact {
             self.streams[si as usize].stats.duplicates += 1;
             self.totals.duplicates += 1;
             return Insert::Duplicate;
-        }
-        if !self.ensure_ring(si) || self.held_bytes + len as usize > self.cfg.max_held_bytes {
-            // No room to learn: take this packet as the start.
-            self.streams[si as usize].phase = Phase::Learning {
-                until,
-                min: new_min,
-            };
-            self.finish_learning(si, now, out);
-            return self.insert_active(si, psn, span, len, item, now, out);
         }
         self.put(si, item, psn, span, len, now, false);
         self.streams[si as usize].phase = Phase::Learning {
             until,
             min: new_min,
+            max: new_max,
         };
         Insert::Held
     }
 
     fn finish_learning(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        let learn_ns = self.cfg.learn_ns;
         let s = &mut self.streams[si as usize];
-        if let Phase::Learning { min, .. } = s.phase {
+        if let Phase::Learning { min, until, .. } = s.phase {
             s.phase = Phase::Active;
-            if s.held > 0 {
+            let held = s.held;
+            if held > 0 {
                 s.e = min;
-                s.gap_since = now;
             }
             self.totals.learned += 1;
             self.drain_request(si, now, out);
+            let s = &mut self.streams[si as usize];
+            if s.held > 0 && s.held == held {
+                // Nothing came out: the gap in front has been open since learning began.
+                s.gap_since = until.saturating_sub(learn_ns).min(now);
+            }
         }
     }
 
@@ -795,18 +803,17 @@ impl<T> ReorderCore<T> {
         let mut i = 0;
         while i < self.active.len() {
             let si = self.active[i];
-            let s = &self.streams[si as usize];
-            match s.phase {
-                Phase::Learning { until, .. } if now >= until => {
+            if let Phase::Learning { until, .. } = self.streams[si as usize].phase {
+                if now >= until {
                     self.finish_learning(si, now, out);
                 }
-                Phase::Active
-                    if s.held > 0
-                        && now.saturating_sub(s.gap_since) >= self.cfg.hold_timeout_ns =>
-                {
-                    self.timeout(si, now, out);
-                }
-                _ => {}
+            }
+            let s = &self.streams[si as usize];
+            if matches!(s.phase, Phase::Active)
+                && s.held > 0
+                && now.saturating_sub(s.gap_since) >= s.timeout
+            {
+                self.timeout(si, now, out);
             }
             let s = &self.streams[si as usize];
             if s.held == 0 && matches!(s.phase, Phase::Active) {
