@@ -103,7 +103,7 @@ impl ReorderConfig {
 }
 
 /// Which PSN space a stream follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StreamKey {
     /// Packets towards a local responder: (local address, local QPN).
     Request {
@@ -121,6 +121,35 @@ pub enum StreamKey {
         /// UDP source port shared by both directions of the QP pair.
         sport: u16,
     },
+}
+
+impl std::hash::Hash for StreamKey {
+    /// One 64-bit word per key: the integer hasher mixes it once (a derived `Hash` would feed
+    /// the enum discriminant byte by byte).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
+        match *self {
+            StreamKey::Request { local, qpn } => state.write_u64(fold(local) ^ u64::from(qpn) << 8),
+            StreamKey::Response {
+                local,
+                remote,
+                sport,
+            } => state.write_u64(
+                fold(local) ^ fold(remote).rotate_left(29) ^ u64::from(sport) << 40 ^ 0x5bd1_e995,
+            ),
+        }
+    }
+}
+
+/// A QP pair as both directions see it: (local address, remote address, UDP source port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PairKey(u128, u128, u16);
+
+impl std::hash::Hash for PairKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
+        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 40);
+    }
 }
 
 /// What a response-direction packet is.
@@ -236,6 +265,8 @@ struct Stream {
     last_seen: u64,
     /// Hold timeout of this stream (the downlink's, or the switch's).
     timeout: u64,
+    /// Listed in `active` (its timers need checking).
+    in_active: bool,
     /// Response streams: outstanding ranges `[start, start + span)`, oldest first.
     reads: Vec<(Psn, u32)>,
     stats: StreamStats,
@@ -255,10 +286,12 @@ pub struct ReorderCore<T> {
     free_rings: Vec<u32>,
     /// Streams that hold packets or are learning (their timers need checking).
     active: Vec<u32>,
-    pairs: IntMap<(u128, u128, u16), u32>,
+    pairs: IntMap<PairKey, u32>,
     held_bytes: usize,
     evict_hand: usize,
     next_timeout: Option<u64>,
+    /// The stream found by the last lookup.
+    last: Option<(StreamKey, u32)>,
     /// Totals.
     pub totals: ReorderTotals,
     hold_ns: Vec<u64>,
@@ -293,6 +326,7 @@ impl<T> ReorderCore<T> {
             held_bytes: 0,
             evict_hand: 0,
             next_timeout: None,
+            last: None,
             totals: ReorderTotals::default(),
             hold_ns: Vec::with_capacity(1024),
             cfg,
@@ -360,13 +394,20 @@ impl<T> ReorderCore<T> {
             + self.index.capacity() * (std::mem::size_of::<(StreamKey, u32)>() + 1)
             + self.slots.capacity() * std::mem::size_of::<Option<Slot<T>>>()
             + self.bitmaps.capacity() * 8
-            + self.pairs.capacity() * (std::mem::size_of::<((u128, u128, u16), u32)>() + 1)
+            + self.pairs.capacity() * (std::mem::size_of::<(PairKey, u32)>() + 1)
             + self.free_streams.capacity() * 4
             + self.active.capacity() * 4
     }
 
     fn stream_for(&mut self, key: StreamKey, now: u64, create: bool) -> Option<u32> {
+        // Bursts mostly come from one QP: remember the last stream looked up.
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return Some(i);
+            }
+        }
         if let Some(i) = self.index.get(&key) {
+            self.last = Some((key, *i));
             return Some(*i);
         }
         if !create {
@@ -393,6 +434,7 @@ impl<T> ReorderCore<T> {
             gap_since: now,
             last_seen: now,
             timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
+            in_active: false,
             reads: Vec::new(),
             stats: StreamStats::default(),
         };
@@ -409,9 +451,18 @@ impl<T> ReorderCore<T> {
         self.index.insert(key, i);
         self.totals.streams = self.index.len() as u64;
         if matches!(phase, Phase::Learning { .. }) {
-            self.active.push(i);
+            self.mark_active(i);
         }
         Some(i)
+    }
+
+    /// Lists a stream for timer checks (once).
+    fn mark_active(&mut self, si: u32) {
+        let s = &mut self.streams[si as usize];
+        if !s.in_active {
+            s.in_active = true;
+            self.active.push(si);
+        }
     }
 
     #[inline]
@@ -426,9 +477,7 @@ impl<T> ReorderCore<T> {
         match self.free_rings.pop() {
             Some(r) => {
                 self.streams[si as usize].ring = r;
-                if !self.active.contains(&si) {
-                    self.active.push(si);
-                }
+                self.mark_active(si);
                 true
             }
             None => false,
@@ -817,6 +866,7 @@ impl<T> ReorderCore<T> {
             }
             let s = &self.streams[si as usize];
             if s.held == 0 && matches!(s.phase, Phase::Active) {
+                self.streams[si as usize].in_active = false;
                 self.active.swap_remove(i);
             } else {
                 i += 1;
@@ -858,9 +908,13 @@ impl<T> ReorderCore<T> {
                 self.flush_stream(si, now, out);
                 let key = self.streams[si as usize].key;
                 self.index.remove(&key);
+                self.last = None;
                 self.streams[si as usize].reads = Vec::new();
                 self.free_streams.push(si);
-                self.active.retain(|a| *a != si);
+                if self.streams[si as usize].in_active {
+                    self.streams[si as usize].in_active = false;
+                    self.active.retain(|a| *a != si);
+                }
                 self.totals.evictions += 1;
                 self.totals.streams = self.index.len() as u64;
             }
@@ -870,7 +924,7 @@ impl<T> ReorderCore<T> {
     /// Records which local QPN a QP pair uses, from a packet towards the local host
     /// (`local` = its destination, `remote` = its source, `qpn` = its DestQP).
     pub fn learn_pair(&mut self, local: u128, remote: u128, sport: u16, qpn: u32) {
-        let k = (local, remote, sport);
+        let k = PairKey(local, remote, sport);
         if self.pairs.get(&k) == Some(&qpn) {
             return;
         }
@@ -881,7 +935,7 @@ impl<T> ReorderCore<T> {
     }
 
     fn request_stream_of_pair(&self, local: u128, remote: u128, sport: u16) -> Option<u32> {
-        let qpn = *self.pairs.get(&(local, remote, sport))?;
+        let qpn = *self.pairs.get(&PairKey(local, remote, sport))?;
         self.index.get(&StreamKey::Request { local, qpn }).copied()
     }
 
@@ -984,8 +1038,8 @@ impl<T> ReorderCore<T> {
         }
         self.streams[si as usize].e = psn;
         self.drain_request(si, now, out);
-        if !self.active.contains(&si) && self.streams[si as usize].held > 0 {
-            self.active.push(si);
+        if self.streams[si as usize].held > 0 {
+            self.mark_active(si);
         }
     }
 

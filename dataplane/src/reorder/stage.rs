@@ -44,6 +44,8 @@ pub struct ReorderEngine {
     last_publish: u64,
     /// Packets released past a full pacing queue (not paced, not lost).
     pub pacing_overflow: u64,
+    /// The QP pairing learned last (most bursts come from one QP): skips the table update.
+    last_pair: Option<(u128, u128, u16, u32)>,
 }
 
 impl ReorderEngine {
@@ -83,6 +85,7 @@ impl ReorderEngine {
             hist,
             last_publish: 0,
             pacing_overflow: 0,
+            last_pair: None,
         }
     }
 
@@ -160,8 +163,12 @@ impl ReorderStage for ReorderEngine {
         let item = (egress, pkt);
         match meta.kind {
             MetaKind::Request => {
-                self.core
-                    .learn_pair(meta.local, meta.remote, meta.sport, meta.qpn);
+                let pair = (meta.local, meta.remote, meta.sport, meta.qpn);
+                if self.last_pair != Some(pair) {
+                    self.core
+                        .learn_pair(meta.local, meta.remote, meta.sport, meta.qpn);
+                    self.last_pair = Some(pair);
+                }
                 let key = StreamKey::Request {
                     local: meta.local,
                     qpn: meta.qpn,

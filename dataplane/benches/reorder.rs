@@ -1,0 +1,183 @@
+//! Reorder costs, in one run:
+//!
+//! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderEngine`:
+//!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
+//!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams;
+//! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
+//!   downlink with pass-through against the reorder engine, next to the bare port-to-port move.
+//!
+//! `cargo bench -p sprayswitch --bench reorder`.
+
+use std::hint::black_box;
+use std::net::Ipv4Addr;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
+use sprayswitch::port::mem::{self, MemPort};
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::reorder::{
+    MetaKind, Passthrough, ReorderConfig, ReorderEngine, ReorderStage, RoceMeta,
+};
+use sprayswitch::testkit::{roce_frame, tor_tables};
+use sprayswitch::wire::Psn;
+use sprayswitch::worker::{Worker, WorkerConfig};
+
+const BATCH: usize = 1024;
+
+fn stage_bench(c: &mut Criterion) {
+    let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
+    let mut g = c.benchmark_group("stage");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for streams in [1u32, 1_000, 100_000] {
+        for depth in [0u32, 4, 16, 64] {
+            let cfg = ReorderConfig {
+                max_streams: 131_072,
+                learn_ns: 0,
+                ..ReorderConfig::default()
+            };
+            let mut stage = ReorderEngine::new(cfg, &tables, &[]);
+            let mut pool: Vec<Pkt> = (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect();
+            let mut out: Vec<(PortId, Pkt)> = Vec::with_capacity(BATCH * 2);
+            let mut next_psn = vec![0u32; streams as usize];
+            let mut stream = 0u32;
+            let block = depth + 1;
+            let mut now = 1u64;
+            let mut order: Vec<u32> = Vec::with_capacity(block as usize);
+            g.bench_function(format!("depth_{depth}/streams_{streams}"), |b| {
+                b.iter(|| {
+                    let mut sent = 0;
+                    while sent < BATCH {
+                        // One block of one stream: the first PSN of the block comes last.
+                        let base = next_psn[stream as usize];
+                        order.clear();
+                        order.extend((1..block).map(|k| base + k));
+                        order.push(base);
+                        for &p in &order {
+                            let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
+                            let meta = RoceMeta {
+                                local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
+                                remote: 7,
+                                sport: 49152,
+                                qpn: stream,
+                                psn: Psn::new(p),
+                                span: 1,
+                                len: 100,
+                                kind: MetaKind::Request,
+                            };
+                            stage.insert(0, pkt, &meta, now, &mut out);
+                        }
+                        sent += block as usize;
+                        next_psn[stream as usize] = base + block;
+                        stream = (stream + 1) % streams;
+                        now += 100;
+                        pool.extend(out.drain(..).map(|(_, p)| p));
+                    }
+                    black_box(sent)
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+struct Feed {
+    template: Vec<u8>,
+    pool: Vec<Pkt>,
+    batch: Vec<Pkt>,
+    psn: u32,
+}
+
+impl Feed {
+    fn new() -> Feed {
+        // From the fabric (uplink u0 = port 2) to the host behind downlink d0.
+        let template = roce_frame(2, Ipv4Addr::new(10, 0, 0, 2), 0x11, 0, 1024);
+        Feed {
+            pool: (0..256).map(|_| Pkt::from_slice(&template)).collect(),
+            template,
+            batch: Vec::with_capacity(32),
+            psn: 0,
+        }
+    }
+
+    fn offer(&mut self, into: &mut MemPort) {
+        for _ in 0..32 {
+            if let Some(mut p) = self.pool.pop() {
+                let f = p.data_mut();
+                f[..54].copy_from_slice(&self.template[..54]);
+                f[51..54].copy_from_slice(&self.psn.to_be_bytes()[1..]);
+                self.psn = (self.psn + 1) & 0xFF_FFFF;
+                self.batch.push(p);
+            }
+        }
+        while !self.batch.is_empty() {
+            into.tx_burst(0, &mut self.batch);
+        }
+    }
+
+    fn collect(&mut self, from: &mut MemPort) -> usize {
+        from.rx_burst(0, &mut self.pool, 256)
+    }
+}
+
+fn pipeline(stage: Box<dyn ReorderStage>) -> (Worker, Vec<MemPort>) {
+    let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
+    let mut far = Vec::new();
+    let mut near: Vec<Box<dyn Port>> = Vec::new();
+    for p in &tables.ports {
+        let (a, b) = mem::link("far", &p.name, 1024);
+        far.push(a);
+        near.push(Box::new(b));
+    }
+    let (w, _) = Worker::standalone(tables, near, WorkerConfig::default(), stage);
+    (w, far)
+}
+
+fn pipeline_bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("pipeline_1KB");
+    g.throughput(Throughput::Elements(32));
+    let (mut host, mut sw_in) = mem::link("host", "in", 1024);
+    let (mut sw_out, mut sink) = mem::link("out", "sink", 1024);
+    let mut feed = Feed::new();
+    let mut rx: Vec<Pkt> = Vec::with_capacity(32);
+    g.bench_function("bare", |b| {
+        b.iter(|| {
+            feed.offer(&mut host);
+            sw_in.rx_burst(0, &mut rx, 32);
+            while !rx.is_empty() {
+                sw_out.tx_burst(0, &mut rx);
+            }
+            black_box(feed.collect(&mut sink))
+        })
+    });
+    let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
+    let cfg = ReorderConfig {
+        learn_ns: 0,
+        ..ReorderConfig::default()
+    };
+    for (name, stage) in [
+        (
+            "routed_passthrough",
+            Box::new(Passthrough) as Box<dyn ReorderStage>,
+        ),
+        (
+            "routed_reorder",
+            Box::new(ReorderEngine::new(cfg, &tables, &[])),
+        ),
+    ] {
+        let (mut w, mut far) = pipeline(stage);
+        let mut feed = Feed::new();
+        let mut now = 0u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                feed.offer(&mut far[2]);
+                now += 1_000;
+                w.iterate(now);
+                black_box(feed.collect(&mut far[0]))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, stage_bench, pipeline_bench);
+criterion_main!(benches);
