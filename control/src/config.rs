@@ -503,6 +503,7 @@ impl Config {
                 role,
                 mtu: p.mtu,
                 pmtu,
+                pmtu_fixed: p.pmtu.is_some(),
                 rate_bps,
                 peer_mac,
                 addresses: port_addrs,

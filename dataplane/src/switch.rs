@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam::channel::{bounded, Sender};
-use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
 use crate::counters::{PortCounters, WorkerCounters};
@@ -15,7 +14,9 @@ use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Neighbor, PortId, Tables};
 use crate::port::Port;
 use crate::reorder::{Passthrough, ReorderStage, StreamRow};
-use crate::worker::{Worker, WorkerConfig, WorkerExit, WorkerShared};
+use crate::worker::{
+    handoff_ring, HandoffRx, HandoffTx, Worker, WorkerConfig, WorkerExit, WorkerShared,
+};
 use hdrhistogram::Histogram;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -237,9 +238,11 @@ impl Switch {
             None => (0..ports.len()).map(|i| i % workers).collect(),
         };
         let owner: Arc<[usize]> = owner.into();
-        let handoff: Arc<[Arc<ArrayQueue<_>>]> = (0..workers)
-            .map(|_| Arc::new(ArrayQueue::new(run.worker.tx_queue_limit.max(1024))))
-            .collect();
+        let (handoff_tx, handoff_rx): (Vec<HandoffTx>, Vec<HandoffRx>) = (0..workers)
+            .map(|_| handoff_ring(run.worker.tx_queue_limit.max(1024)))
+            .unzip();
+        let handoff: Arc<[HandoffTx]> = handoff_tx.into();
+        let mut inboxes = handoff_rx.into_iter();
         let status: Arc<[CachePadded<PortStatus>]> = (0..ports.len())
             .map(|_| CachePadded::new(PortStatus::new_up()))
             .collect();
@@ -277,6 +280,7 @@ impl Switch {
                 id: w,
                 owner: owner.clone(),
                 handoff: handoff.clone(),
+                inbox: inboxes.next().expect("one inbox per worker"),
                 status: status.clone(),
                 counters: c,
                 port_counters: port_counters.clone(),

@@ -82,6 +82,41 @@ impl Default for WorkerConfig {
     }
 }
 
+/// Makes a hand-off ring of `capacity` packets: any number of producers (the other workers,
+/// through clones of [`HandoffTx`]) and exactly one consumer (the owning worker, which alone
+/// holds the [`HandoffRx`]: it is not `Clone`). The ring itself is crossbeam's lock-free
+/// `ArrayQueue`.
+pub fn handoff_ring(capacity: usize) -> (HandoffTx, HandoffRx) {
+    let q = Arc::new(ArrayQueue::new(capacity.max(1)));
+    (HandoffTx(q.clone()), HandoffRx(q))
+}
+
+/// The producing side of a worker's hand-off ring.
+#[derive(Clone)]
+pub struct HandoffTx(Arc<ArrayQueue<Handoff>>);
+
+impl HandoffTx {
+    /// Offers a packet; gives it back when the ring is full.
+    ///
+    /// # Errors
+    /// The hand-off itself, when the ring is full.
+    #[inline]
+    pub fn push(&self, h: Handoff) -> Result<(), Handoff> {
+        self.0.push(h)
+    }
+}
+
+/// The consuming side of a worker's hand-off ring, owned by that worker alone.
+pub struct HandoffRx(Arc<ArrayQueue<Handoff>>);
+
+impl HandoffRx {
+    /// Takes the oldest packet.
+    #[inline]
+    pub fn pop(&self) -> Option<Handoff> {
+        self.0.pop()
+    }
+}
+
 /// A packet handed to the worker that owns its egress port.
 #[derive(Debug)]
 pub struct Handoff {
@@ -99,8 +134,10 @@ pub struct WorkerShared {
     pub id: usize,
     /// Owner worker of each port.
     pub owner: Arc<[usize]>,
-    /// Hand-off ring into each worker (indexed by worker).
-    pub handoff: Arc<[Arc<ArrayQueue<Handoff>>]>,
+    /// Producer handles of every worker's hand-off ring (indexed by worker).
+    pub handoff: Arc<[HandoffTx]>,
+    /// This worker's own hand-off ring, which only it consumes.
+    pub inbox: HandoffRx,
     /// Port state board.
     pub status: Arc<[CachePadded<PortStatus>]>,
     /// This worker's counters.
@@ -209,13 +246,15 @@ impl Worker {
     ) -> (Worker, Arc<CachePadded<WorkerCounters>>) {
         let n = ports.len();
         let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
+        let (tx, rx) = handoff_ring(1024);
         let (_ttx, trx) = crossbeam::channel::bounded(1);
         let (_ntx, nrx) = crossbeam::channel::bounded(1);
         let (_stx, srx) = crossbeam::channel::bounded(1);
         let sh = WorkerShared {
             id: 0,
             owner: vec![0; n].into(),
-            handoff: vec![Arc::new(ArrayQueue::new(1024))].into(),
+            handoff: vec![tx].into(),
+            inbox: rx,
             status: (0..n)
                 .map(|_| CachePadded::new(PortStatus::new_up()))
                 .collect(),
@@ -315,10 +354,9 @@ impl Worker {
         if !self.handoff_wait.is_empty() {
             work |= self.retry_handoffs();
         }
-        let inbox = self.sh.handoff[self.sh.id].clone();
         let mut taken = 0;
         while taken < self.cfg.burst * 8 {
-            let Some(h) = inbox.pop() else { break };
+            let Some(h) = self.sh.inbox.pop() else { break };
             taken += 1;
             if let Some(meta) = h.reorder {
                 self.reorder
@@ -561,8 +599,7 @@ impl Worker {
         let deadline = now_ns() + 200_000_000;
         loop {
             let now = now_ns();
-            let inbox = self.sh.handoff[self.sh.id].clone();
-            while let Some(h) = inbox.pop() {
+            while let Some(h) = self.sh.inbox.pop() {
                 self.enqueue_local(h.port, h.pkt, now);
             }
             let mut rel = std::mem::take(&mut self.released);

@@ -15,7 +15,9 @@ use super::spray::{flow_hash, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, IntMap, Neighbor, PortId, Role, RouteTarget, Tables};
 use crate::port::Pkt;
 use crate::reorder::{MetaKind, RoceMeta};
-use crate::wire::{classify, FrameClass, IpSummary, L4Summary, Opcode, RoceSummary, Transport};
+use crate::wire::{
+    classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, RoceSummary, Transport,
+};
 
 /// What to do with a packet after [`Engine::handle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +76,9 @@ pub struct Engine {
     sprayer: Sprayer,
     /// Event counts.
     pub stats: EngineStats,
+    /// Path MTU learned per port from full-size RoCE segments (FIRST and MIDDLE packets carry
+    /// exactly one path MTU of payload).
+    learned_pmtu: Vec<Option<Pmtu>>,
     /// The RoCE facts of the last packet that got [`Verdict::Reorder`].
     pub meta: Option<RoceMeta>,
     /// The RoCE facts of the last packet a local host sent that the reorder stage learns from
@@ -108,12 +113,14 @@ impl Engine {
             stats: EngineStats::default(),
             meta: None,
             observed: None,
+            learned_pmtu: vec![None; t.ports.len()],
         }
     }
 
     /// Adapts per-group state to a new snapshot (not on the packet path).
     pub fn on_tables(&mut self, t: &Tables) {
         self.sprayer.reshape(t);
+        self.learned_pmtu.resize(t.ports.len(), None);
     }
 
     /// The neighbour for `ip`: static entries first, then learned ones.
@@ -212,7 +219,9 @@ impl Engine {
         }
         let l3 = usize::from(c.eth.l3_offset);
         if let (FrameClass::Roce(r), Role::Downlink) = (&c.class, rx_info.role) {
-            self.observed = host_observation(r, rx_info.pmtu, pkt.len());
+            self.learn_pmtu(rx, r);
+            let pmtu = self.pmtu_of(t, rx);
+            self.observed = host_observation(r, pmtu, pkt.len());
         }
         let roce = c.roce().copied();
         let (ip, roce_transport) = match c.class {
@@ -315,11 +324,44 @@ impl Engine {
         }
         match (roce_transport, roce) {
             (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
-                self.meta = Some(towards_host(&r, out.pmtu, pkt.len()));
+                self.learn_pmtu(egress, &r);
+                let pmtu = self.pmtu_of(t, egress);
+                self.meta = Some(towards_host(&r, pmtu, pkt.len()));
                 Verdict::Reorder(egress)
             }
             _ => Verdict::Forward(egress),
         }
+    }
+
+    /// Learns a port's path MTU from a full-size segment.
+    #[inline]
+    fn learn_pmtu(&mut self, port: PortId, r: &RoceSummary) {
+        if matches!(
+            r.bth.opcode.segment(),
+            crate::wire::Segment::First | crate::wire::Segment::Middle
+        ) {
+            if let Ok(p) = Pmtu::new(u32::from(r.payload_len)) {
+                if let Some(slot) = self.learned_pmtu.get_mut(usize::from(port)) {
+                    *slot =
+                        Some(slot.map_or(p, |old| if p.bytes() > old.bytes() { p } else { old }));
+                }
+            }
+        }
+    }
+
+    /// The path MTU of a port: configured, else learned, else derived from its MTU.
+    pub fn pmtu_of(&self, t: &Tables, port: PortId) -> Pmtu {
+        let Some(info) = t.ports.get(usize::from(port)) else {
+            return Pmtu::DEFAULT;
+        };
+        if info.pmtu_fixed {
+            return info.pmtu;
+        }
+        self.learned_pmtu
+            .get(usize::from(port))
+            .copied()
+            .flatten()
+            .unwrap_or(info.pmtu)
     }
 
     fn handle_nd(
@@ -468,4 +510,83 @@ pub fn build_resolve(t: &Tables, req: &ResolveRequest, pkt: &mut Pkt) -> bool {
     };
     pkt.resize(len);
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::spray::PortStatus;
+    use crate::engine::SprayPolicy;
+    use crate::testkit::{peer_mac, port_mac, tor_tables};
+    use crate::wire::{BthRepr, ExtRepr, IpRepr, Psn, RethRepr, RoceFrameRepr};
+    use crossbeam::utils::CachePadded;
+    use std::net::Ipv4Addr;
+
+    fn frame(op: Opcode, psn: u32, payload: usize, dma_len: u32) -> Pkt {
+        let body = vec![1u8; payload];
+        let f = RoceFrameRepr {
+            src_mac: peer_mac(0),
+            dst_mac: port_mac(0),
+            vlan: None,
+            ip: IpRepr::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 2),
+                dst: Ipv4Addr::new(10, 0, 1, 2),
+                id: 0,
+            },
+            tos: 0,
+            hop_limit: 64,
+            udp_src_port: 49152,
+            bth: BthRepr {
+                opcode: op,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: 9,
+                ack_req: false,
+                psn: Psn::new(psn),
+            },
+            ext: ExtRepr {
+                reth: Some(RethRepr {
+                    virtual_address: 0,
+                    rkey: 1,
+                    dma_len,
+                }),
+                ..ExtRepr::default()
+            },
+            payload: &body,
+        }
+        .to_vec()
+        .unwrap();
+        let mut p = Pkt::from_slice(&f);
+        p.rx_port = 0;
+        p
+    }
+
+    #[test]
+    fn read_spans_follow_the_learned_path_mtu() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let status: Vec<CachePadded<PortStatus>> = (0..2)
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect();
+        let mut e = Engine::new(&t, 1);
+        // Derived from MTU 1500: 1024. A READ of 4096 bytes spans 4 PSNs.
+        let mut p = frame(Opcode::RcReadRequest, 10, 0, 4096);
+        assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));
+        assert_eq!(e.meta.take().unwrap().span, 4);
+        // The hosts use path MTU 512: a WRITE FIRST of 512 bytes teaches it.
+        let mut w = frame(Opcode::RcWriteFirst, 14, 512, 4096);
+        assert_eq!(e.handle(&t, &status, &mut w, 0), Verdict::Reorder(1));
+        assert_eq!(e.pmtu_of(&t, 1), Pmtu::new(512).unwrap());
+        let mut p = frame(Opcode::RcReadRequest, 22, 0, 4096);
+        e.handle(&t, &status, &mut p, 0);
+        assert_eq!(e.meta.take().unwrap().span, 8);
+        // A configured path MTU is not replaced.
+        let mut t2 = t.clone();
+        t2.ports[1].pmtu_fixed = true;
+        assert_eq!(e.pmtu_of(&t2, 1), Pmtu::new(1024).unwrap());
+    }
 }

@@ -45,6 +45,9 @@ pub struct PortInfo {
     pub mtu: u16,
     /// RoCE path MTU of the hosts behind it (sizes READ requests).
     pub pmtu: Pmtu,
+    /// The path MTU was configured, not derived from the MTU: do not replace it by the one
+    /// learned from traffic.
+    pub pmtu_fixed: bool,
     /// Line rate in bits per second, if configured (pacing, weighted spraying).
     pub rate_bps: Option<u64>,
     /// Next-hop MAC of an uplink (the switch at the other end of the fabric path).

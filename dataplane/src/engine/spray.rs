@@ -310,6 +310,7 @@ mod tests {
                 role: Role::Uplink,
                 mtu: 1500,
                 pmtu: Pmtu::DEFAULT,
+                pmtu_fixed: false,
                 rate_bps: None,
                 peer_mac: Some([2, 0, 0, 0, 2, i as u8]),
                 addresses: vec![],

@@ -288,3 +288,96 @@ impl ReorderStage for ReorderEngine {
         Some(self.published.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SprayPolicy;
+    use crate::testkit::tor_tables;
+    use crate::wire::Psn;
+
+    fn meta(qpn: u32, psn: u32, len: u32) -> RoceMeta {
+        RoceMeta {
+            local: 1,
+            remote: 2,
+            sport: 3,
+            qpn,
+            psn: Psn::new(psn),
+            span: 1,
+            len,
+            kind: MetaKind::Request,
+        }
+    }
+
+    fn pkt(len: usize) -> Pkt {
+        let mut p = Pkt::with_capacity(len);
+        p.resize(len);
+        p
+    }
+
+    #[test]
+    fn releases_towards_a_rated_downlink_are_paced() {
+        let mut t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        // 8 Gbit/s: one byte per nanosecond; the bucket starts with 64 KiB.
+        t.ports[0].rate_bps = Some(8_000_000_000);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            ..ReorderConfig::default()
+        };
+        let mut s = ReorderEngine::new(cfg, &t, &[]);
+        let mut out = Vec::new();
+        // PSN 0 starts the stream; 100 packets of 1000 bytes are held behind PSN 1, then all go
+        // at once at t = 1000.
+        s.insert(0, pkt(1000), &meta(1, 0, 1000), 1000, &mut out);
+        assert_eq!(out.len(), 1);
+        out.clear();
+        for p in 2..=101 {
+            s.insert(0, pkt(1000), &meta(1, p, 1000), 1000, &mut out);
+        }
+        assert!(out.is_empty());
+        s.insert(0, pkt(1000), &meta(1, 1, 1000), 1000, &mut out);
+        // The bucket (65,536 bytes, 1,000 spent) lets 64 go now; the rest wait for tokens.
+        assert_eq!(out.len(), 64);
+        assert_eq!(s.held(), 37);
+        out.clear();
+        s.poll(1000 + 10_000, &mut out);
+        assert_eq!(
+            out.len(),
+            10,
+            "10 us at 1 byte/ns: 10 packets of 1000 bytes"
+        );
+        out.clear();
+        s.poll(1000 + 1_000_000, &mut out);
+        assert_eq!(out.len(), 27);
+        assert_eq!(s.held(), 0);
+        // A downlink without a rate is not paced.
+        for p in 0..100 {
+            s.insert(1, pkt(1000), &meta(2, p, 1000), 2_000_000, &mut out);
+        }
+        assert_eq!(out.len(), 127);
+    }
+
+    #[test]
+    fn a_downlink_can_have_its_own_hold_timeout() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            hold_timeout_ns: 1_000_000,
+            ..ReorderConfig::default()
+        };
+        let mut s = ReorderEngine::new(cfg, &t, &[Some(10_000), None]);
+        let mut out = Vec::new();
+        for port in [0u16, 1] {
+            let q = u32::from(port) + 10;
+            s.insert(port, pkt(100), &meta(q, 0, 100), 0, &mut out);
+            s.insert(port, pkt(100), &meta(q, 2, 100), 0, &mut out);
+        }
+        out.clear();
+        s.poll(20_000, &mut out);
+        assert_eq!(out.len(), 1, "port 0's stream timed out after 10 us");
+        assert_eq!(out[0].0, 0);
+        s.poll(2_000_000, &mut out);
+        assert_eq!(out.len(), 2, "port 1's stream after the switch's 1 ms");
+        assert_eq!(s.totals().timeouts, 2);
+    }
+}
