@@ -76,10 +76,10 @@ fuzz_target!(|data: &[u8]| {
                         MetaKind::HostRead => {
                             core.observe_request(m.local, m.remote, m.sport, m.psn, m.span, now)
                         }
-                        MetaKind::HostNak => {
-                            core.observe_nak(m.local, m.remote, m.sport, m.psn, now, &mut out)
-                        }
-                        _ => core.observe_ack(m.local, m.remote, m.sport, m.psn, now, &mut out),
+                        MetaKind::HostNak => core
+                            .observe_nak(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
+                        _ => core
+                            .observe_ack(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
                     }
                 }
             }

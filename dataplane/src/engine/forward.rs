@@ -221,7 +221,8 @@ impl Engine {
         if let (FrameClass::Roce(r), Role::Downlink) = (&c.class, rx_info.role) {
             self.learn_pmtu(rx, r);
             let pmtu = self.pmtu_of(t, rx);
-            self.observed = host_observation(r, pmtu, pkt.len());
+            self.observed = host_observation(r, pmtu, pkt.len())
+                .or_else(|| cm_meta(r, pkt.data(), true, false));
         }
         let roce = c.roce().copied();
         let (ip, roce_transport) = match c.class {
@@ -323,6 +324,16 @@ impl Engine {
             f[l3 + 7] -= 1;
         }
         match (roce_transport, roce) {
+            (Some(Transport::Ud), Some(r)) if out.role == Role::Downlink => {
+                // RDMA CM towards a local host: the owner of the downlink learns from it.
+                match cm_meta(&r, pkt.data(), rx_info.role == Role::Downlink, true) {
+                    Some(m) => {
+                        self.meta = Some(m);
+                        Verdict::Reorder(egress)
+                    }
+                    None => Verdict::Forward(egress),
+                }
+            }
             (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
                 self.learn_pmtu(egress, &r);
                 let pmtu = self.pmtu_of(t, egress);
@@ -457,6 +468,36 @@ pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Roc
     }
 }
 
+/// The CM REQ or REP a UD packet to QP1 carries, as reorder facts (`local` = sender).
+pub fn cm_meta(
+    r: &RoceSummary,
+    frame: &[u8],
+    sender_local: bool,
+    receiver_local: bool,
+) -> Option<RoceMeta> {
+    if r.bth.opcode != Opcode::UdSendOnly || r.bth.dest_qp != 1 {
+        return None;
+    }
+    let mad = frame
+        .get(usize::from(r.payload_offset)..)?
+        .get(..usize::from(r.payload_len))?;
+    let msg = crate::wire::cm::parse(mad).ok()?;
+    Some(RoceMeta {
+        local: ip_key(r.ip.src),
+        remote: ip_key(r.ip.dst),
+        sport: 0,
+        qpn: 1,
+        psn: r.bth.psn,
+        span: 1,
+        len: frame.len() as u32,
+        kind: MetaKind::Cm {
+            sender_local,
+            receiver_local,
+            msg,
+        },
+    })
+}
+
 /// What the reorder stage learns from a RoCE packet a local host sent, if anything.
 pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Option<RoceMeta> {
     if r.transport != Transport::Rc {
@@ -564,6 +605,75 @@ mod tests {
         let mut p = Pkt::from_slice(&f);
         p.rx_port = 0;
         p
+    }
+
+    #[test]
+    fn cm_messages_reach_the_reorder_stage_in_both_directions() {
+        use crate::wire::cm::{self, CmMessage, GSI_QKEY, MAD_LEN};
+        use crate::wire::DethRepr;
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let status: Vec<CachePadded<PortStatus>> = (0..2)
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect();
+        let mut e = Engine::new(&t, 1);
+        let msg = CmMessage::Req {
+            local_comm_id: 5,
+            qpn: 0x44,
+            starting_psn: Psn::new(9),
+        };
+        let mut mad = [0u8; MAD_LEN];
+        cm::emit(&msg, &mut mad).unwrap();
+        let f = RoceFrameRepr {
+            src_mac: peer_mac(0),
+            dst_mac: port_mac(0),
+            vlan: None,
+            ip: IpRepr::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 2),
+                dst: Ipv4Addr::new(10, 0, 1, 2),
+                id: 0,
+            },
+            tos: 0,
+            hop_limit: 64,
+            udp_src_port: 49152,
+            bth: BthRepr {
+                opcode: Opcode::UdSendOnly,
+                solicited: false,
+                mig_req: false,
+                pad_count: 0,
+                tver: 0,
+                pkey: 0xFFFF,
+                fecn: false,
+                becn: false,
+                dest_qp: 1,
+                ack_req: false,
+                psn: Psn::new(1),
+            },
+            ext: ExtRepr {
+                deth: Some(DethRepr {
+                    qkey: GSI_QKEY,
+                    src_qp: 1,
+                }),
+                ..ExtRepr::default()
+            },
+            payload: &mad,
+        }
+        .to_vec()
+        .unwrap();
+        let mut p = Pkt::from_slice(&f);
+        p.rx_port = 0;
+        // From host d0 (local) to host d1 (local): observed on the way in, and handed to the
+        // stage of d1's owner on the way out.
+        assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));
+        let seen = e.observed.take().unwrap();
+        assert!(matches!(seen.kind, MetaKind::Cm { sender_local: true, msg: m, .. } if m == msg));
+        let out = e.meta.take().unwrap();
+        assert!(matches!(
+            out.kind,
+            MetaKind::Cm {
+                receiver_local: true,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -44,6 +44,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use crate::engine::IntMap;
+use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
 
 /// Limits and timers of a reorder core.
@@ -152,6 +153,32 @@ impl std::hash::Hash for PairKey {
     }
 }
 
+/// Two addresses and a 32-bit number (CM pairings and pending REQs), hashed as one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key3(u128, u128, u32);
+
+impl std::hash::Hash for Key3 {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
+        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 32);
+    }
+}
+
+/// An RDMA CM message seen by the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmEvent {
+    /// Sender's address (`ip_key`).
+    pub sender: u128,
+    /// Receiver's address.
+    pub receiver: u128,
+    /// The sender is a host of this rack.
+    pub sender_local: bool,
+    /// The receiver is a host of this rack.
+    pub receiver_local: bool,
+    /// What it says.
+    pub msg: CmMessage,
+}
+
 /// What a response-direction packet is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResponseKind {
@@ -214,6 +241,8 @@ pub struct ReorderTotals {
     pub no_room: u64,
     /// Streams that chose their starting PSN by learning.
     pub learned: u64,
+    /// QP pairings (and starting PSNs) learned from RDMA CM exchanges.
+    pub cm_learned: u64,
     /// Streams now.
     pub streams: u64,
 }
@@ -287,6 +316,10 @@ pub struct ReorderCore<T> {
     /// Streams that hold packets or are learning (their timers need checking).
     active: Vec<u32>,
     pairs: IntMap<PairKey, u32>,
+    cm_req: IntMap<Key3, (u32, Psn)>,
+    cm_pairs: IntMap<Key3, u32>,
+    cm_start: IntMap<StreamKey, Psn>,
+    pending_release: Vec<T>,
     held_bytes: usize,
     evict_hand: usize,
     next_timeout: Option<u64>,
@@ -323,6 +356,10 @@ impl<T> ReorderCore<T> {
             free_rings: (0..cfg.max_rings as u32).rev().collect(),
             active: Vec::with_capacity(cfg.max_rings + 64),
             pairs,
+            cm_req: IntMap::default(),
+            cm_pairs: IntMap::default(),
+            cm_start: IntMap::default(),
+            pending_release: Vec::new(),
             held_bytes: 0,
             evict_hand: 0,
             next_timeout: None,
@@ -417,7 +454,9 @@ impl<T> ReorderCore<T> {
             self.totals.table_full += 1;
             return None;
         }
+        let start = self.cm_start.get(&key).copied();
         let phase = match key {
+            StreamKey::Request { .. } if start.is_some() => Phase::Active,
             StreamKey::Request { .. } => Phase::Learning {
                 until: now.saturating_add(self.cfg.learn_ns),
                 min: Psn::new(0),
@@ -427,7 +466,7 @@ impl<T> ReorderCore<T> {
         };
         let s = Stream {
             key,
-            e: Psn::new(0),
+            e: start.unwrap_or(Psn::new(0)),
             phase,
             ring: NO_RING,
             held: 0,
@@ -849,6 +888,7 @@ impl<T> ReorderCore<T> {
     /// Checks timers at `now`: ends learning windows, declares timed-out gaps lost (releasing
     /// what is held, in order), and evicts a few idle streams.
     pub fn poll(&mut self, now: u64, out: &mut Vec<T>) {
+        self.flush_pending(out);
         let mut i = 0;
         while i < self.active.len() {
             let si = self.active[i];
@@ -934,9 +974,89 @@ impl<T> ReorderCore<T> {
         self.pairs.insert(k, qpn);
     }
 
-    fn request_stream_of_pair(&self, local: u128, remote: u128, sport: u16) -> Option<u32> {
-        let qpn = *self.pairs.get(&PairKey(local, remote, sport))?;
+    /// The request stream a packet from the local host on this QP pair concerns: by the pairing
+    /// a CM exchange taught (local, remote, remote QPN), else by the UDP source port.
+    fn request_stream_of_pair(
+        &self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        remote_qpn: u32,
+    ) -> Option<u32> {
+        let qpn = match self.cm_pairs.get(&Key3(local, remote, remote_qpn)) {
+            Some(q) => *q,
+            None => *self.pairs.get(&PairKey(local, remote, sport))?,
+        };
         self.index.get(&StreamKey::Request { local, qpn }).copied()
+    }
+
+    /// Learns from an RDMA CM REQ or REP passing the switch. `sender_local`/`receiver_local` say
+    /// which end is a local host. A REQ is remembered until its REP; the REP completes the
+    /// picture: both QPNs and the starting PSN the local host's responder will see first.
+    pub fn observe_cm(&mut self, ev: &CmEvent) {
+        if self.cm_req.len() >= self.cfg.max_streams {
+            self.cm_req.clear();
+        }
+        if self.cm_pairs.len() >= self.cfg.max_streams {
+            self.cm_pairs.clear();
+            self.cm_start.clear();
+        }
+        match ev.msg {
+            CmMessage::Req {
+                local_comm_id,
+                qpn,
+                starting_psn,
+            } => {
+                self.cm_req
+                    .insert(Key3(ev.sender, 0, local_comm_id), (qpn, starting_psn));
+            }
+            CmMessage::Rep {
+                remote_comm_id,
+                qpn: rep_qpn,
+                starting_psn: rep_psn,
+                ..
+            } => {
+                // The REP goes back to the requester: its receiver sent the REQ.
+                let requester = ev.receiver;
+                let Some((req_qpn, req_psn)) =
+                    self.cm_req.remove(&Key3(requester, 0, remote_comm_id))
+                else {
+                    return;
+                };
+                if ev.receiver_local {
+                    // Local requester: its responder sees the replier's PSNs first.
+                    self.learn_cm(requester, ev.sender, req_qpn, rep_qpn, rep_psn);
+                }
+                if ev.sender_local {
+                    self.learn_cm(ev.sender, requester, rep_qpn, req_qpn, req_psn);
+                }
+            }
+        }
+    }
+
+    fn learn_cm(&mut self, local: u128, remote: u128, local_qpn: u32, remote_qpn: u32, start: Psn) {
+        self.cm_pairs
+            .insert(Key3(local, remote, remote_qpn), local_qpn);
+        let key = StreamKey::Request {
+            local,
+            qpn: local_qpn,
+        };
+        self.cm_start.insert(key, start);
+        self.totals.cm_learned += 1;
+        // A stream already learning takes the PSN now.
+        if let Some(&si) = self.index.get(&key) {
+            if matches!(self.streams[si as usize].phase, Phase::Learning { .. }) {
+                let mut out = Vec::new();
+                self.resync(si, start, 0, &mut out);
+                self.pending_release.append(&mut out);
+            }
+        }
+    }
+
+    /// Packets released outside an insert or poll call (a CM reply that ended a learning
+    /// phase); the next `poll` hands them out.
+    fn flush_pending(&mut self, out: &mut Vec<T>) {
+        out.append(&mut self.pending_release);
     }
 
     /// The local host NAKed (PSN sequence error) with `psn`, the PSN it expects next, on the QP
@@ -947,11 +1067,12 @@ impl<T> ReorderCore<T> {
         local: u128,
         remote: u128,
         sport: u16,
+        remote_qpn: u32,
         psn: Psn,
         now: u64,
         out: &mut Vec<T>,
     ) {
-        let Some(si) = self.request_stream_of_pair(local, remote, sport) else {
+        let Some(si) = self.request_stream_of_pair(local, remote, sport, remote_qpn) else {
             return;
         };
         self.resync(si, psn, now, out);
@@ -966,11 +1087,12 @@ impl<T> ReorderCore<T> {
         local: u128,
         remote: u128,
         sport: u16,
+        remote_qpn: u32,
         psn: Psn,
         now: u64,
         out: &mut Vec<T>,
     ) {
-        let Some(si) = self.request_stream_of_pair(local, remote, sport) else {
+        let Some(si) = self.request_stream_of_pair(local, remote, sport, remote_qpn) else {
             return;
         };
         let next = psn.add(1);

@@ -10,7 +10,8 @@ pub mod core;
 pub mod stage;
 
 pub use self::core::{
-    Insert, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey, StreamStats,
+    CmEvent, Insert, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey,
+    StreamStats,
 };
 pub use self::stage::ReorderEngine;
 
@@ -33,6 +34,15 @@ pub enum MetaKind {
     HostNak,
     /// From a local responder: an ACK through `psn`.
     HostAck,
+    /// An RDMA CM REQ or REP (UD to QP1): `local`/`remote` are its sender/receiver.
+    Cm {
+        /// The sender is a host of this rack.
+        sender_local: bool,
+        /// The receiver is a host of this rack.
+        receiver_local: bool,
+        /// The message.
+        msg: crate::wire::cm::CmMessage,
+    },
 }
 
 /// The RoCE facts the engine hands to the reorder stage with a packet (or on their own, for

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
 
-use super::core::{ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey};
+use super::core::{CmEvent, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey};
 use super::{MetaKind, ReorderStage, RoceMeta, StreamRow};
 use crate::engine::{PortId, Tables};
 use crate::port::Pkt;
@@ -201,6 +201,20 @@ impl ReorderStage for ReorderEngine {
                     &mut self.released,
                 );
             }
+            MetaKind::Cm {
+                sender_local,
+                receiver_local,
+                msg,
+            } => {
+                self.core.observe_cm(&CmEvent {
+                    sender: meta.local,
+                    receiver: meta.remote,
+                    sender_local,
+                    receiver_local,
+                    msg,
+                });
+                self.released.push(item);
+            }
             _ => self.released.push(item),
         }
         self.emit(now, out);
@@ -220,6 +234,7 @@ impl ReorderStage for ReorderEngine {
                 meta.local,
                 meta.remote,
                 meta.sport,
+                meta.qpn,
                 meta.psn,
                 now,
                 &mut self.released,
@@ -228,10 +243,22 @@ impl ReorderStage for ReorderEngine {
                 meta.local,
                 meta.remote,
                 meta.sport,
+                meta.qpn,
                 meta.psn,
                 now,
                 &mut self.released,
             ),
+            MetaKind::Cm {
+                sender_local,
+                receiver_local,
+                msg,
+            } => self.core.observe_cm(&CmEvent {
+                sender: meta.local,
+                receiver: meta.remote,
+                sender_local,
+                receiver_local,
+                msg,
+            }),
             _ => {}
         }
         self.emit(now, out);

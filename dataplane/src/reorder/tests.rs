@@ -156,7 +156,7 @@ fn gap_timeout_releases_in_order_and_nak_resyncs() {
     // More arrive after the timeout and are held behind 4's gap... then the RNIC NAKs 1.
     h.ins(1, 5, 5, 1_200);
     h.core
-        .observe_nak(LOCAL, REMOTE, 49152, Psn::new(1), 1_300, &mut h.out);
+        .observe_nak(LOCAL, REMOTE, 49152, 0, Psn::new(1), 1_300, &mut h.out);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1)));
     assert_eq!(h.core.totals.resyncs, 1);
     // The go-back-N retransmission 1, 2, 3, 4 is now in order; 5 was kept and follows.
@@ -175,17 +175,17 @@ fn nak_ahead_releases_what_is_behind_it() {
     h.ins(1, 6, 6, 0);
     h.take();
     h.core
-        .observe_nak(LOCAL, REMOTE, 7, Psn::new(5), 0, &mut h.out);
+        .observe_nak(LOCAL, REMOTE, 7, 0, Psn::new(5), 0, &mut h.out);
     assert_eq!(h.take(), vec![3]);
     assert_eq!(h.ins(1, 5, 5, 0), Insert::Released);
     assert_eq!(h.take(), vec![5, 6]);
     // An ACK through 20 moves a lagging stream forward.
     h.core
-        .observe_ack(LOCAL, REMOTE, 7, Psn::new(20), 0, &mut h.out);
+        .observe_ack(LOCAL, REMOTE, 7, 0, Psn::new(20), 0, &mut h.out);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
     // Without a pairing, a NAK changes nothing.
     h.core
-        .observe_nak(LOCAL, REMOTE, 8, Psn::new(0), 0, &mut h.out);
+        .observe_nak(LOCAL, REMOTE, 8, 0, Psn::new(0), 0, &mut h.out);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
 }
 
@@ -555,7 +555,7 @@ proptest! {
                 Op::Nak { stream, back } => {
                     if let Some(e) = model.streams[stream].e {
                         let psn = e.sub(back).add(back / 2);
-                        core.observe_nak(LOCAL, REMOTE, stream as u16, psn, now, &mut got);
+                        core.observe_nak(LOCAL, REMOTE, stream as u16, 0, psn, now, &mut got);
                         model.nak(stream, psn, now, &mut want);
                     }
                 }
@@ -622,7 +622,7 @@ proptest! {
                 }
                 _ => {
                     core.learn_pair(LOCAL, REMOTE, stream as u16, stream);
-                    core.observe_nak(LOCAL, REMOTE, stream as u16, p, now, &mut out);
+                    core.observe_nak(LOCAL, REMOTE, stream as u16, 0, p, now, &mut out);
                     core.poll(now, &mut out);
                     None
                 }
@@ -644,4 +644,51 @@ proptest! {
         prop_assert_eq!(ids.len(), out.len(), "no packet out twice");
         prop_assert_eq!(out.len() as u64 + discarded, inserted);
     }
+}
+
+#[test]
+fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
+    use crate::wire::cm::CmMessage;
+    // Learning would hold the first packets for 1 ms; the CM exchange makes it unnecessary.
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000_000,
+        ..cfg()
+    });
+    // The remote host (REMOTE) connects to the local one (LOCAL): REQ in, REP out.
+    h.core.observe_cm(&CmEvent {
+        sender: REMOTE,
+        receiver: LOCAL,
+        sender_local: false,
+        receiver_local: true,
+        msg: CmMessage::Req {
+            local_comm_id: 77,
+            qpn: 0x500,
+            starting_psn: Psn::new(1000),
+        },
+    });
+    h.core.observe_cm(&CmEvent {
+        sender: LOCAL,
+        receiver: REMOTE,
+        sender_local: true,
+        receiver_local: false,
+        msg: CmMessage::Rep {
+            local_comm_id: 88,
+            remote_comm_id: 77,
+            qpn: 0x33,
+            starting_psn: Psn::new(5),
+        },
+    });
+    assert_eq!(h.core.totals.cm_learned, 1);
+    // The remote requester's first packets arrive out of order: no learning delay, PSN 1000 is
+    // known to come first.
+    assert_eq!(h.ins(0x33, 1001, 1, 0), Insert::Held);
+    assert_eq!(h.ins(0x33, 1000, 0, 0), Insert::Released);
+    assert_eq!(h.take(), vec![0, 1]);
+    // A NAK from the local host (to QPN 0x500 of the remote) finds the stream without any UDP
+    // source port pairing.
+    h.ins(0x33, 1003, 3, 0);
+    h.core
+        .observe_nak(LOCAL, REMOTE, 9999, 0x500, Psn::new(1003), 0, &mut h.out);
+    assert_eq!(h.core.totals.resyncs, 1);
+    assert_eq!(h.take(), vec![3]);
 }

@@ -16,6 +16,7 @@ mod macros;
 pub mod aeth;
 pub mod bth;
 pub mod classify;
+pub mod cm;
 pub mod cnp;
 pub mod ext;
 pub mod frame;
