@@ -3,6 +3,7 @@
 #
 # Installs what the tests need first, so it works on a fresh machine:
 #   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
+#   - tshark (Wireshark's dissectors check our RDMA CM parsing and read our pcap files)
 #   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, fuzz smoke run.
 #
@@ -17,6 +18,15 @@ if ! python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check scapy
 fi
 python3 -c 'import scapy.contrib.roce'
+if ! command -v tshark >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null
+  else
+    echo "tshark is missing: install it (apt-get install tshark) or run as root" >&2
+    exit 1
+  fi
+fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz
 fi

@@ -77,7 +77,7 @@ impl Default for ReorderConfig {
             max_rings: 1024,
             max_held_bytes: 64 << 20,
             hold_timeout_ns: 500_000,
-            learn_ns: 20_000,
+            learn_ns: 100_000,
             idle_evict_ns: 2_000_000_000,
             max_reads: 16,
         }
