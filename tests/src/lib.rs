@@ -301,3 +301,14 @@ pub fn wait_for<T>(secs: f64, mut f: impl FnMut() -> Option<T>) -> Option<T> {
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
+
+/// Reorder limits for tests on a shared 2-core machine: timers well above the 100 us path skew
+/// of the test fabrics *and* above how long the scheduler may keep a worker off the CPU, so that
+/// only real loss, never scheduling, ends a gap or a learning window.
+pub fn shared_cpu_reorder() -> sprayswitch::reorder::ReorderConfig {
+    sprayswitch::reorder::ReorderConfig {
+        hold_timeout_ns: 5_000_000,
+        learn_ns: 5_000_000,
+        ..sprayswitch::reorder::ReorderConfig::default()
+    }
+}

@@ -224,7 +224,7 @@ fn spray_delivers_every_packet_once(workers: usize, reorder: bool) {
     let spec = RackPairSpec {
         paths: [0, 20_000, 50_000, 100_000].map(PathSpec::delay).to_vec(),
         workers,
-        reorder: reorder.then(sprayswitch::reorder::ReorderConfig::default),
+        reorder: reorder.then(sprayswitch_tests::shared_cpu_reorder),
         ..RackPairSpec::default()
     };
     let mut rp = RackPair::start(&spec).unwrap();
