@@ -37,19 +37,7 @@ fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
         tos: 2,
         hop_limit: 64,
         udp_src_port: 49441,
-        bth: BthRepr {
-            opcode: op,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xFFFF,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x11,
-            ack_req: false,
-            psn: Psn::new(1000),
-        },
+        bth: BthRepr::new(op, 0x11, Psn::new(1000)),
         ext: ExtRepr {
             reth: Some(RethRepr {
                 virtual_address: 0x1000,

@@ -93,19 +93,7 @@ pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize)
         tos: 2,
         hop_limit: 64,
         udp_src_port: 49152 + (qp & 0x3FFF) as u16,
-        bth: BthRepr {
-            opcode: Opcode::RcWriteOnly,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xFFFF,
-            fecn: false,
-            becn: false,
-            dest_qp: qp,
-            ack_req: false,
-            psn: Psn::new(psn),
-        },
+        bth: BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn)),
         ext: ExtRepr {
             reth: Some(RethRepr {
                 virtual_address: 0,

@@ -129,17 +129,8 @@ pub mod frames {
             hop_limit: 64,
             udp_src_port: sport,
             bth: BthRepr {
-                opcode: Opcode::RcWriteOnly,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: qp,
                 ack_req: true,
-                psn: Psn::new(psn),
+                ..BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn))
             },
             ext: ExtRepr {
                 reth: Some(RethRepr {

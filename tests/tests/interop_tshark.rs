@@ -40,19 +40,7 @@ fn cm_frame(m: &CmMessage, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
         tos: 0,
         hop_limit: 64,
         udp_src_port: 49152,
-        bth: BthRepr {
-            opcode: Opcode::UdSendOnly,
-            solicited: false,
-            mig_req: false,
-            pad_count: 0,
-            tver: 0,
-            pkey: 0xFFFF,
-            fecn: false,
-            becn: false,
-            dest_qp: 1,
-            ack_req: false,
-            psn: Psn::new(5),
-        },
+        bth: BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(5)),
         ext: ExtRepr {
             deth: Some(DethRepr {
                 qkey: GSI_QKEY,

@@ -67,17 +67,8 @@ impl Endpoint {
             hop_limit: 64,
             udp_src_port: self.sport,
             bth: BthRepr {
-                opcode,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: self.peer_qpn,
                 ack_req,
-                psn,
+                ..BthRepr::new(opcode, self.peer_qpn, psn)
             },
             ext,
             payload,

@@ -577,19 +577,7 @@ mod tests {
             tos: 0,
             hop_limit: 64,
             udp_src_port: 49152,
-            bth: BthRepr {
-                opcode: op,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: 9,
-                ack_req: false,
-                psn: Psn::new(psn),
-            },
+            bth: BthRepr::new(op, 9, Psn::new(psn)),
             ext: ExtRepr {
                 reth: Some(RethRepr {
                     virtual_address: 0,
@@ -635,19 +623,7 @@ mod tests {
             tos: 0,
             hop_limit: 64,
             udp_src_port: 49152,
-            bth: BthRepr {
-                opcode: Opcode::UdSendOnly,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: 1,
-                ack_req: false,
-                psn: Psn::new(1),
-            },
+            bth: BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(1)),
             ext: ExtRepr {
                 deth: Some(DethRepr {
                     qkey: GSI_QKEY,

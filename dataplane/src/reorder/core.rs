@@ -35,9 +35,9 @@
 //! that cannot be held (no stream or ring left, byte cap) passes through and is counted. Idle
 //! streams are evicted a few at a time by [`ReorderCore::poll`].
 //!
-//! Single-owner and lock-free by construction: a `ReorderCore` is owned by one worker (it is
-//! `Send`, neither `Sync` nor `Clone`); other workers hand packets to that worker through
-//! lock-free rings.
+//! Single-owner and lock-free by construction: a `ReorderCore` is owned by one worker, every
+//! change needs `&mut self`, and it is not `Clone`; other workers hand packets to that worker
+//! through lock-free rings whose consuming end only the owner holds (`worker::HandoffRx`).
 
 // The insert paths pass a packet's PSN, span, length and item separately down to the slot
 // that stores them, so that the item is moved exactly once.
@@ -124,11 +124,16 @@ pub enum StreamKey {
     },
 }
 
+/// Folds an address to 64 bits for the one-word hashes below.
+#[inline]
+fn fold(a: u128) -> u64 {
+    (a as u64) ^ ((a >> 64) as u64).rotate_left(17)
+}
+
 impl std::hash::Hash for StreamKey {
     /// One 64-bit word per key: the integer hasher mixes it once (a derived `Hash` would feed
     /// the enum discriminant byte by byte).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
         match *self {
             StreamKey::Request { local, qpn } => state.write_u64(fold(local) ^ u64::from(qpn) << 8),
             StreamKey::Response {
@@ -148,7 +153,6 @@ struct PairKey(u128, u128, u16);
 
 impl std::hash::Hash for PairKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
         state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 40);
     }
 }
@@ -159,7 +163,6 @@ struct Key3(u128, u128, u32);
 
 impl std::hash::Hash for Key3 {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
         state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 32);
     }
 }

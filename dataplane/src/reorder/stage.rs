@@ -105,6 +105,23 @@ impl ReorderEngine {
         self.core.set_hold_timeout(ns);
     }
 
+    fn observe_cm(&mut self, meta: &RoceMeta) {
+        if let MetaKind::Cm {
+            sender_local,
+            receiver_local,
+            msg,
+        } = meta.kind
+        {
+            self.core.observe_cm(&CmEvent {
+                sender: meta.local,
+                receiver: meta.remote,
+                sender_local,
+                receiver_local,
+                msg,
+            });
+        }
+    }
+
     fn emit(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         for (port, pkt) in self.released.drain(..) {
             match self
@@ -201,18 +218,8 @@ impl ReorderStage for ReorderEngine {
                     &mut self.released,
                 );
             }
-            MetaKind::Cm {
-                sender_local,
-                receiver_local,
-                msg,
-            } => {
-                self.core.observe_cm(&CmEvent {
-                    sender: meta.local,
-                    receiver: meta.remote,
-                    sender_local,
-                    receiver_local,
-                    msg,
-                });
+            MetaKind::Cm { .. } => {
+                self.observe_cm(meta);
                 self.released.push(item);
             }
             _ => self.released.push(item),
@@ -248,17 +255,7 @@ impl ReorderStage for ReorderEngine {
                 now,
                 &mut self.released,
             ),
-            MetaKind::Cm {
-                sender_local,
-                receiver_local,
-                msg,
-            } => self.core.observe_cm(&CmEvent {
-                sender: meta.local,
-                receiver: meta.remote,
-                sender_local,
-                receiver_local,
-                msg,
-            }),
+            MetaKind::Cm { .. } => self.observe_cm(meta),
             _ => {}
         }
         self.emit(now, out);

@@ -194,6 +194,24 @@ pub struct BthRepr {
 }
 
 impl BthRepr {
+    /// A BTH with the given opcode, destination QP and PSN, the default partition key (0xFFFF)
+    /// and every flag clear; set others with struct update syntax.
+    pub const fn new(opcode: Opcode, dest_qp: u32, psn: Psn) -> BthRepr {
+        BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_count: 0,
+            tver: 0,
+            pkey: 0xFFFF,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        }
+    }
+
     /// Reads every field of a checked view.
     pub fn parse<T: AsRef<[u8]>>(bth: &Bth<T>) -> BthRepr {
         BthRepr {

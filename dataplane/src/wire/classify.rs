@@ -678,17 +678,8 @@ mod tests {
             hop_limit: 64,
             udp_src_port: 49441,
             bth: BthRepr {
-                opcode: op,
-                solicited: false,
-                mig_req: false,
-                pad_count: 0,
-                tver: 0,
-                pkey: 0xFFFF,
-                fecn: false,
-                becn: false,
-                dest_qp: 0x11,
                 ack_req: true,
-                psn: Psn::new(0xFF_FFFE),
+                ..BthRepr::new(op, 0x11, Psn::new(0xFF_FFFE))
             },
             ext: all_ext(),
             payload,
