@@ -86,6 +86,8 @@ pub enum Work {
     Write(u32),
     /// RDMA READ of this many bytes.
     Read(u32),
+    /// SEND of this many bytes.
+    Send(u32),
 }
 
 /// READs a requester keeps outstanding at once (`max_rd_atomic`; ConnectX and rxe allow 16).
@@ -98,6 +100,8 @@ struct Outstanding {
     span: u32,
     /// READ: response packets received in order so far.
     got: u32,
+    /// When it was first sent (0: not yet).
+    sent_ns: u64,
 }
 
 /// What a requester did.
@@ -137,14 +141,30 @@ pub struct Requester {
     payload: Vec<u8>,
     high: Psn,
     retrying: Option<Psn>,
+    retransmit: Retransmit,
+    resend: VecDeque<Psn>,
+    now: u64,
+    /// Completion time (ns from first transmission) of every finished work request.
+    pub completion_ns: Vec<u64>,
+    /// Bytes of finished work requests.
+    pub bytes_done: u64,
     /// Counters.
     pub stats: RequesterStats,
 }
 
 fn segments(work: Work, pmtu: Pmtu) -> u32 {
     match work {
-        Work::Write(len) | Work::Read(len) => pmtu.read_span(len),
+        Work::Write(len) | Work::Read(len) | Work::Send(len) => pmtu.read_span(len),
     }
+}
+
+/// How a requester retransmits after a NAK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retransmit {
+    /// Everything from the NAKed PSN on (against Go-Back-N responders).
+    GoBackN,
+    /// Only the NAKed packet (against selective-repeat responders).
+    Selective,
 }
 
 impl Requester {
@@ -165,16 +185,26 @@ impl Requester {
             payload: vec![0x3C; pmtu.bytes() as usize],
             high: psn,
             retrying: None,
+            retransmit: Retransmit::GoBackN,
+            resend: VecDeque::new(),
+            now: 0,
+            completion_ns: Vec::new(),
+            bytes_done: 0,
             stats: RequesterStats::default(),
         }
     }
 
+    /// Retransmits only NAKed packets (for selective-repeat responders).
+    pub fn set_retransmit(&mut self, r: Retransmit) {
+        self.retransmit = r;
+    }
+
     /// Queues work.
     pub fn post(&mut self, w: Work) {
-        if let Work::Write(_) = w {
-            self.stats.packets_needed += u64::from(segments(w, self.pmtu));
-        } else {
+        if let Work::Read(_) = w {
             self.stats.packets_needed += 1;
+        } else {
+            self.stats.packets_needed += u64::from(segments(w, self.pmtu));
         }
         self.pending.push_back(w);
     }
@@ -192,9 +222,16 @@ impl Requester {
     }
 
     fn complete_front(&mut self) {
-        if self.out.pop_front().is_some() {
+        if let Some(o) = self.out.pop_front() {
             self.stats.completed += 1;
             self.cursor = self.cursor.saturating_sub(1);
+            let len = match o.work {
+                Work::Write(l) | Work::Read(l) | Work::Send(l) => l,
+            };
+            self.bytes_done += u64::from(len);
+            if o.sent_ns > 0 {
+                self.completion_ns.push(self.now.saturating_sub(o.sent_ns));
+            }
         }
     }
 
@@ -257,35 +294,38 @@ impl Requester {
                 psn: self.next_psn,
                 span,
                 got: 0,
+                sent_ns: 0,
             });
             self.next_psn = self.next_psn.add(span);
+        }
+        // Single packets a selective-repeat responder NAKed.
+        while let Some(psn) = self.resend.pop_front() {
+            let at = self.out.iter().position(|o| {
+                let d = psn.distance(o.psn);
+                d >= 0 && (d as u32) < o.span
+            });
+            if let Some(i) = at {
+                let o = self.out[i];
+                if !matches!(o.work, Work::Read(_)) {
+                    let k = psn.forward_from(o.psn);
+                    let pkt = self.segment_packet(&o, k);
+                    self.tx.push(pkt);
+                    self.count_send(psn);
+                }
+            }
         }
         // (Re)send from the cursor.
         while self.cursor < self.out.len() && self.tx.len() < 32 {
             let o = self.out[self.cursor];
+            if o.sent_ns == 0 {
+                self.out[self.cursor].sent_ns = now;
+            }
             match o.work {
-                Work::Write(len) => {
+                Work::Write(_) | Work::Send(_) => {
                     let k = self.segment;
                     let psn = o.psn.add(k);
-                    let opcode = match (o.span, k) {
-                        (1, _) => Opcode::RcWriteOnly,
-                        (_, 0) => Opcode::RcWriteFirst,
-                        (s, k) if k + 1 == s => Opcode::RcWriteLast,
-                        _ => Opcode::RcWriteMiddle,
-                    };
-                    let bytes = (len - k * self.pmtu.bytes()).min(self.pmtu.bytes()) as usize;
-                    let ext = ExtRepr {
-                        reth: matches!(opcode, Opcode::RcWriteOnly | Opcode::RcWriteFirst)
-                            .then_some(RethRepr {
-                                virtual_address: 0x1000,
-                                rkey: 5,
-                                dma_len: len,
-                            }),
-                        ..ExtRepr::default()
-                    };
+                    let pkt = self.segment_packet(&o, k);
                     let last = k + 1 == o.span;
-                    let payload = &self.payload[..bytes];
-                    let pkt = self.ep.frame(opcode, psn, last, ext, payload);
                     self.tx.push(pkt);
                     self.count_send(psn);
                     if last {
@@ -319,6 +359,38 @@ impl Requester {
         }
     }
 
+    /// Packet `k` of a WRITE or SEND.
+    fn segment_packet(&self, o: &Outstanding, k: u32) -> Pkt {
+        let (len, write) = match o.work {
+            Work::Write(len) => (len, true),
+            Work::Send(len) | Work::Read(len) => (len, false),
+        };
+        let psn = o.psn.add(k);
+        let opcode = match (write, o.span, k) {
+            (true, 1, _) => Opcode::RcWriteOnly,
+            (true, _, 0) => Opcode::RcWriteFirst,
+            (true, s, k) if k + 1 == s => Opcode::RcWriteLast,
+            (true, _, _) => Opcode::RcWriteMiddle,
+            (false, 1, _) => Opcode::RcSendOnly,
+            (false, _, 0) => Opcode::RcSendFirst,
+            (false, s, k) if k + 1 == s => Opcode::RcSendLast,
+            (false, _, _) => Opcode::RcSendMiddle,
+        };
+        let bytes = (len.saturating_sub(k * self.pmtu.bytes())).min(self.pmtu.bytes()) as usize;
+        let ext = ExtRepr {
+            reth: matches!(opcode, Opcode::RcWriteOnly | Opcode::RcWriteFirst).then_some(
+                RethRepr {
+                    virtual_address: 0x1000,
+                    rkey: 5,
+                    dma_len: len,
+                },
+            ),
+            ..ExtRepr::default()
+        };
+        self.ep
+            .frame(opcode, psn, k + 1 == o.span, ext, &self.payload[..bytes])
+    }
+
     fn count_send(&mut self, psn: Psn) {
         self.stats.packets_sent += 1;
         if psn.is_before(self.high) {
@@ -330,6 +402,7 @@ impl Requester {
 
     /// Handles a response frame.
     pub fn handle(&mut self, frame: &[u8], now: u64) {
+        self.now = now;
         let Ok(c) = classify(frame, self.pmtu) else {
             return;
         };
@@ -399,7 +472,10 @@ impl Requester {
                     self.complete_front();
                 }
                 self.last_progress = now;
-                self.go_back_to(psn);
+                match self.retransmit {
+                    Retransmit::GoBackN => self.go_back_to(psn),
+                    Retransmit::Selective => self.resend.push_back(psn),
+                }
             }
             _ => {}
         }
@@ -423,7 +499,25 @@ pub struct ResponderStats {
     pub read_responses: u64,
 }
 
-/// A Go-Back-N RC responder.
+/// How a responder treats packets beyond the expected PSN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiverMode {
+    /// Go-Back-N (ConnectX-5, Soft-RoCE): drop them, NAK the expected PSN once.
+    Gbn,
+    /// Selective repeat (ConnectX-6/7 lossy mode): keep them, but NAK the expected PSN at once.
+    Sr,
+    /// Keep them and never NAK.
+    Ideal,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    read_len: Option<u32>,
+    ends_message: bool,
+    ack_req: bool,
+}
+
+/// An RC responder (Go-Back-N by default).
 pub struct Responder {
     ep: Endpoint,
     pmtu: Pmtu,
@@ -432,6 +526,8 @@ pub struct Responder {
     msn: u32,
     since_ack: u32,
     ack_every: u32,
+    mode: ReceiverMode,
+    ooo: std::collections::BTreeMap<u32, Stored>,
     tx: Vec<Pkt>,
     payload: Vec<u8>,
     /// Counters.
@@ -449,6 +545,8 @@ impl Responder {
             msn: 0,
             since_ack: 0,
             ack_every: ack_every.max(1),
+            mode: ReceiverMode::Gbn,
+            ooo: std::collections::BTreeMap::new(),
             tx: Vec::with_capacity(64),
             payload: vec![0x7E; pmtu.bytes() as usize],
             stats: ResponderStats::default(),
@@ -492,6 +590,36 @@ impl Responder {
         }
     }
 
+    /// Sets how packets beyond the expected PSN are treated.
+    pub fn set_mode(&mut self, mode: ReceiverMode) {
+        self.mode = mode;
+    }
+
+    /// Executes the request at `epsn` and advances past it.
+    fn accept(&mut self, psn: Psn, st: Stored) {
+        self.stats.accepted += 1;
+        match st.read_len {
+            Some(len) => {
+                self.msn += 1;
+                self.epsn = self.epsn.add(self.pmtu.read_span(len));
+                self.since_ack = 0;
+                self.read_responses(psn, len);
+            }
+            None => {
+                self.epsn = self.epsn.add(1);
+                if st.ends_message {
+                    self.msn += 1;
+                }
+                self.since_ack += 1;
+                if st.ack_req || self.since_ack >= self.ack_every {
+                    self.since_ack = 0;
+                    self.stats.acks += 1;
+                    self.ack(Syndrome::Ack { credits: 31 }, self.epsn.sub(1));
+                }
+            }
+        }
+    }
+
     /// Handles a request frame; replies go out through `port`.
     pub fn handle(&mut self, frame: &[u8], now: u64, port: &mut dyn Port) {
         let Ok(c) = classify(frame, self.pmtu) else {
@@ -500,34 +628,29 @@ impl Responder {
         let Some(r) = c.roce() else { return };
         let psn = r.bth.psn;
         let op = r.bth.opcode;
+        let st = Stored {
+            read_len: (op == Opcode::RcReadRequest).then(|| r.reth.map_or(0, |x| x.dma_len)),
+            ends_message: matches!(
+                op.segment(),
+                sprayswitch::wire::Segment::Last | sprayswitch::wire::Segment::Only
+            ),
+            ack_req: r.bth.ack_req,
+        };
         let d = psn.distance(self.epsn);
         if d == 0 {
-            self.stats.accepted += 1;
             self.nak_sent = false;
-            if op == Opcode::RcReadRequest {
-                let len = r.reth.map_or(0, |x| x.dma_len);
-                self.msn += 1;
-                self.epsn = self.epsn.add(self.pmtu.read_span(len));
-                self.since_ack = 0;
-                self.read_responses(psn, len);
-            } else {
-                self.epsn = self.epsn.add(1);
-                if matches!(
-                    op.segment(),
-                    sprayswitch::wire::Segment::Last | sprayswitch::wire::Segment::Only
-                ) {
-                    self.msn += 1;
-                }
-                self.since_ack += 1;
-                if r.bth.ack_req || self.since_ack >= self.ack_every {
-                    self.since_ack = 0;
-                    self.stats.acks += 1;
-                    self.ack(Syndrome::Ack { credits: 31 }, psn);
-                }
+            self.accept(psn, st);
+            // Selective repeat and ideal receivers kept what came early: take it now.
+            while let Some(next) = self.ooo.remove(&self.epsn.value()) {
+                let at = self.epsn;
+                self.accept(at, next);
             }
         } else if d > 0 {
             self.stats.out_of_sequence += 1;
-            if !self.nak_sent {
+            if self.mode != ReceiverMode::Gbn && d < 4096 {
+                self.ooo.insert(psn.value(), st);
+            }
+            if self.mode != ReceiverMode::Ideal && !self.nak_sent {
                 self.nak_sent = true;
                 self.stats.naks += 1;
                 let e = self.epsn;
@@ -535,8 +658,7 @@ impl Responder {
             }
         } else {
             self.stats.duplicates += 1;
-            if op == Opcode::RcReadRequest {
-                let len = r.reth.map_or(0, |x| x.dma_len);
+            if let Some(len) = st.read_len {
                 self.read_responses(psn, len);
             } else {
                 self.stats.acks += 1;
@@ -549,5 +671,104 @@ impl Responder {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sprayswitch::port::mem;
+    use std::net::Ipv4Addr;
+
+    fn endpoints() -> (Endpoint, Endpoint) {
+        let a = Endpoint {
+            mac: [2, 0, 0, 0, 0, 1],
+            gw_mac: [2, 0, 0, 0, 0, 9],
+            ip: IpAddr::V4(Ipv4Addr::new(10, 1, 1, 2)),
+            peer_ip: IpAddr::V4(Ipv4Addr::new(10, 2, 1, 2)),
+            peer_qpn: 0x22,
+            sport: 49152,
+        };
+        let b = Endpoint {
+            mac: [2, 0, 0, 0, 0, 2],
+            ip: a.peer_ip,
+            peer_ip: a.ip,
+            peer_qpn: 0x11,
+            ..a
+        };
+        (a, b)
+    }
+
+    /// Sends 4 single-packet WRITEs, delivers them as 0, 1, 3, 2 (one reorder), and runs the
+    /// exchange to completion. Returns (requester, responder) stats.
+    fn one_reorder(mode: ReceiverMode) -> (RequesterStats, ResponderStats) {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        let mut req = Requester::new(ea, Psn::new(0xFF_FFFE), Pmtu::DEFAULT, 64, u64::MAX / 4);
+        if mode == ReceiverMode::Sr {
+            req.set_retransmit(Retransmit::Selective);
+        }
+        let mut resp = Responder::new(eb, Psn::new(0xFF_FFFE), Pmtu::DEFAULT, 1);
+        resp.set_mode(mode);
+        for _ in 0..4 {
+            req.post(Work::Write(1024));
+        }
+        req.poll(1, &mut req_port);
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 64);
+        assert_eq!(sent.len(), 4);
+        sent.swap(2, 3);
+        for round in 0..10 {
+            for p in sent.drain(..) {
+                resp.handle(p.data(), 2, &mut resp_port);
+            }
+            // Replies one at a time, the requester acting on each at once (as an RNIC does).
+            let mut back = Vec::new();
+            wire_b.rx_burst(0, &mut back, 64);
+            for p in back {
+                req.handle(p.data(), 3);
+                req.poll(4, &mut req_port);
+            }
+            req.poll(4, &mut req_port);
+            wire_a.rx_burst(0, &mut sent, 64);
+            if req.done() && sent.is_empty() {
+                break;
+            }
+            assert!(round < 9, "did not finish");
+        }
+        (req.stats, resp.stats)
+    }
+
+    #[test]
+    fn one_reorder_under_go_back_n_is_one_nak_and_a_go_back() {
+        let (req, resp) = one_reorder(ReceiverMode::Gbn);
+        assert_eq!((resp.naks, req.naks), (1, 1));
+        assert_eq!(resp.out_of_sequence, 1, "PSN 3 dropped");
+        // Go back to the NAKed PSN (2): 2 and 3 again; the original 2 had arrived meanwhile.
+        assert_eq!(req.retransmitted, 2);
+        assert_eq!(resp.duplicates, 1);
+        assert_eq!(req.completed, 4);
+        assert_eq!(req.packets_sent, 6);
+    }
+
+    #[test]
+    fn one_reorder_under_selective_repeat_is_a_spurious_nak() {
+        let (req, resp) = one_reorder(ReceiverMode::Sr);
+        assert_eq!(resp.naks, 1, "NAKed at once although nothing was lost");
+        assert_eq!(resp.accepted, 4, "3 was kept, not dropped");
+        assert_eq!(
+            req.retransmitted, 1,
+            "only the NAKed packet again: a needless retransmission"
+        );
+        assert_eq!(resp.duplicates, 1);
+        assert_eq!(req.completed, 4);
+    }
+
+    #[test]
+    fn one_reorder_under_an_ideal_receiver_costs_nothing() {
+        let (req, resp) = one_reorder(ReceiverMode::Ideal);
+        assert_eq!((resp.naks, req.retransmitted, resp.duplicates), (0, 0, 0));
+        assert_eq!(req.completed, 4);
     }
 }
