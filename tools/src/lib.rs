@@ -5,5 +5,6 @@
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 
 pub mod decode;
+pub mod demo;
 pub mod rnic;
 pub mod topo;

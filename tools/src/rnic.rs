@@ -35,6 +35,28 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// An RDMA CM REQ or REP from this end to its peer (UD SEND ONLY to QP1 with the GSI Q_Key),
+    /// as an RDMA CM application exchanges before its QPs carry data.
+    pub fn cm_frame(&self, msg: &sprayswitch::wire::cm::CmMessage) -> Pkt {
+        use sprayswitch::wire::cm::{self, GSI_QKEY, MAD_LEN};
+        let mut mad = [0u8; MAD_LEN];
+        if cm::emit(msg, &mut mad).is_err() {
+            return Pkt::with_capacity(0);
+        }
+        let gsi = Endpoint {
+            peer_qpn: 1,
+            ..*self
+        };
+        let ext = ExtRepr {
+            deth: Some(sprayswitch::wire::DethRepr {
+                qkey: GSI_QKEY,
+                src_qp: 1,
+            }),
+            ..ExtRepr::default()
+        };
+        gsi.frame(Opcode::UdSendOnly, Psn::new(0), false, ext, &mad)
+    }
+
     fn frame(&self, opcode: Opcode, psn: Psn, ack_req: bool, ext: ExtRepr, payload: &[u8]) -> Pkt {
         let ip = match (self.ip, self.peer_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4 {
@@ -277,7 +299,8 @@ impl Requester {
         // New work into the window; at most `MAX_RD_ATOMIC` READs outstanding, as RNICs limit.
         while let Some(w) = self.pending.front().copied() {
             let span = segments(w, self.pmtu);
-            if self.outstanding_psns() + span > self.window {
+            // A message larger than the window still goes, alone.
+            if !self.out.is_empty() && self.outstanding_psns() + span > self.window {
                 break;
             }
             let reads = self

@@ -23,6 +23,23 @@ use sprayswitch::switch::{Stopped, Switch};
 use sprayswitch::worker::IdlePolicy;
 use sprayswitch_control::Config;
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_shape_is_the_embedded_default_configuration() {
+        let spec = RackPairSpec::default();
+        let generated = Config::parse(&tor_config(&spec, 1), "generated").unwrap();
+        let mut embedded = Config::default_config();
+        embedded.switch.seed = spec.seed + 1;
+        assert_eq!(generated.ports, embedded.ports);
+        assert_eq!(generated.groups, embedded.groups);
+        assert_eq!(generated.routes, embedded.routes);
+        assert_eq!(generated.switch.spray_policy, embedded.switch.spray_policy);
+    }
+}
+
 /// One fabric path (both directions get the same impairments, with different seeds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSpec {
@@ -219,10 +236,20 @@ impl RackPair {
             switch_ports[1].push(Box::new(fb));
         }
         for (rack, ports) in [1u8, 2].into_iter().zip(switch_ports) {
-            let text = tor_config(spec, rack);
-            let mut v = Config::parse(&text, &format!("tor{rack}"))?
+            // ToR A of the default shape runs the embedded default configuration itself.
+            let mut cfg = if rack == 1 && spec.hosts == 2 && spec.paths.len() == 4 {
+                let mut c = Config::default_config();
+                c.switch.spray_policy = spec.policy.name().to_string();
+                c.switch.workers = spec.workers;
+                c.switch.seed = spec.seed + 1;
+                c
+            } else {
+                Config::parse(&tor_config(spec, rack), &format!("tor{rack}"))?
+            };
+            cfg.switch.workers = spec.workers;
+            let mut v = cfg
                 .validate()
-                .with_context(|| format!("generated configuration of ToR {rack}"))?;
+                .with_context(|| format!("configuration of ToR {rack}"))?;
             v.run.worker.idle = spec.idle;
             if spec.static_neighbors {
                 for (i, h) in hosts[usize::from(rack - 1)].iter().enumerate() {

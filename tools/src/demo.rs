@@ -1,0 +1,553 @@
+//! The demo: one rack pair in one process, the same workloads under ECMP, spraying without
+//! reordering, and spraying with sprayswitch's reordering, against Go-Back-N and selective-repeat
+//! receivers; a table and an SVG plot of the results.
+//!
+//! Paths are rate-limited (the fabric's capacity) and have skewed delays, so that spraying can
+//! use all of them and reorders packets while doing so.
+
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use sprayswitch::engine::spray::flow_hash;
+use sprayswitch::engine::SprayPolicy;
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::rng::Rng;
+use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
+
+use crate::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
+use crate::topo::{PathSpec, RackPair, RackPairSpec};
+
+/// What the fabric does with a QP's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Per-flow hashing: every packet of a QP on one path.
+    Ecmp,
+    /// Per-packet round robin, no reordering at the destination ToR.
+    Spray,
+    /// Per-packet round robin with sprayswitch's reorder engine.
+    SprayReorder,
+}
+
+impl Mode {
+    /// Every mode, in table order.
+    pub const ALL: [Mode; 3] = [Mode::Ecmp, Mode::Spray, Mode::SprayReorder];
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Ecmp => "ecmp",
+            Mode::Spray => "spray",
+            Mode::SprayReorder => "spray+reorder",
+        }
+    }
+}
+
+/// A workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Name.
+    pub name: &'static str,
+    /// QPs per host (2 hosts per rack, host i of rack A writes to host i of rack B).
+    pub qps_per_host: usize,
+    /// Bytes per message (RDMA WRITE).
+    pub message: u32,
+    /// Messages per QP.
+    pub messages: u32,
+    /// Pick UDP source ports whose ECMP hashes all land on one path (the collision spraying
+    /// exists for); otherwise random.
+    pub colliding: bool,
+}
+
+/// Demo settings (see `sprayswitch-demo --help`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoOpts {
+    /// One-way delay of each fabric path, microseconds.
+    pub path_delays_us: Vec<u64>,
+    /// Rate of each fabric path, Mbit/s.
+    pub path_rate_mbps: u64,
+    /// Longest a scenario may run, seconds.
+    pub deadline_s: f64,
+    /// Requester window per QP, packets.
+    pub window: u32,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for DemoOpts {
+    fn default() -> Self {
+        DemoOpts {
+            path_delays_us: vec![2, 10, 25, 50],
+            path_rate_mbps: 250,
+            deadline_s: 3.0,
+            window: 64,
+            seed: 7,
+        }
+    }
+}
+
+/// One scenario's result.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Workload name.
+    pub workload: &'static str,
+    /// Fabric mode.
+    pub mode: Mode,
+    /// Receiver model.
+    pub receiver: ReceiverMode,
+    /// Goodput, bits per second (completed message bytes over the time taken).
+    pub goodput_bps: f64,
+    /// Fraction of the fabric's capacity.
+    pub of_capacity: f64,
+    /// Messages completed and posted.
+    pub completed: u64,
+    /// Messages posted.
+    pub posted: u64,
+    /// Seconds until the last completion (or the deadline).
+    pub seconds: f64,
+    /// Message completion times, ns, sorted.
+    pub completion_ns: Vec<u64>,
+    /// NAKs received by requesters.
+    pub naks: u64,
+    /// Packets retransmitted.
+    pub retransmitted: u64,
+    /// Packets sent / packets needed.
+    pub sent_ratio: f64,
+    /// Out-of-sequence arrivals at responders.
+    pub out_of_sequence: u64,
+    /// Gaps the destination ToR declared lost.
+    pub reorder_timeouts: u64,
+}
+
+impl Outcome {
+    /// A completion-time percentile in milliseconds.
+    pub fn percentile_ms(&self, q: f64) -> f64 {
+        if self.completion_ns.is_empty() {
+            return f64::NAN;
+        }
+        let mut h = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3).expect("bounds");
+        for v in &self.completion_ns {
+            let _ = h.record((*v).max(1));
+        }
+        h.value_at_quantile(q) as f64 / 1e6
+    }
+}
+
+fn summary(src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> IpSummary {
+    IpSummary {
+        src: IpAddr::V4(src),
+        dst: IpAddr::V4(dst),
+        hop_limit: 64,
+        tos: 0,
+        protocol: 17,
+        l4_offset: 34,
+        end_offset: 0,
+        l4: L4Summary::Udp {
+            src_port: sport,
+            dst_port: 4791,
+        },
+    }
+}
+
+/// UDP source ports for the QPs of one host pair: colliding ones hash onto uplink 0 of 4.
+fn sports(src: Ipv4Addr, dst: Ipv4Addr, n: usize, colliding: bool, rng: &mut Rng) -> Vec<u16> {
+    let mut out = Vec::new();
+    let mut p = 0xC000u16 | (rng.below(0x3000) as u16);
+    while out.len() < n {
+        p = 0xC000 | (p.wrapping_add(1) & 0x3FFF);
+        if !colliding || flow_hash(&summary(src, dst, p)) % 4 == 0 {
+            out.push(p);
+        }
+    }
+    out
+}
+
+struct Qp {
+    req: Requester,
+    resp: Responder,
+    host: usize,
+    qpn_a: u32,
+    qpn_b: u32,
+}
+
+type Start = (usize, u32, u32, Psn, Endpoint, Endpoint);
+
+/// RDMA CM handshake of every QP (REQ from rack A, REP from rack B) before any data, as an
+/// RDMA CM application does: the ToRs learn each QP pair and its starting PSNs from it.
+fn connect(rp: &mut RackPair, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<()> {
+    use sprayswitch::wire::cm::{self, CmMessage};
+    let mut pending = std::collections::HashMap::new();
+    for (i, (host, qpn_a, _, start, ea, _)) in starts.iter().enumerate() {
+        let comm = 0x1000 + i as u32;
+        let req = CmMessage::Req {
+            local_comm_id: comm,
+            qpn: *qpn_a,
+            starting_psn: *start,
+        };
+        let mut v = vec![ea.cm_frame(&req)];
+        while !v.is_empty() {
+            rp.hosts_a[*host].port.tx_burst(0, &mut v);
+        }
+        pending.insert(comm, i);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut rx = Vec::with_capacity(256);
+    let mut connected = 0;
+    while connected < starts.len() {
+        anyhow::ensure!(Instant::now() < deadline, "CM handshake did not complete");
+        for host in 0..2 {
+            rp.hosts_b[host].port.rx_burst(0, &mut rx, 256);
+            for p in rx.drain(..) {
+                let Ok(c) = sprayswitch::wire::classify(p.data(), Pmtu::DEFAULT) else {
+                    continue;
+                };
+                let Some(r) = c.roce() else { continue };
+                let mad = &p.data()[usize::from(r.payload_offset)..][..usize::from(r.payload_len)];
+                if let Ok(CmMessage::Req { local_comm_id, .. }) = cm::parse(mad) {
+                    if let Some(&i) = pending.get(&local_comm_id) {
+                        let (_, _, qpn_b, start, _, eb) = starts[i];
+                        let rep = CmMessage::Rep {
+                            local_comm_id: 0x2000 + i as u32,
+                            remote_comm_id: local_comm_id,
+                            qpn: qpn_b,
+                            starting_psn: start,
+                        };
+                        let mut v = vec![eb.cm_frame(&rep)];
+                        while !v.is_empty() {
+                            rp.hosts_b[host].port.tx_burst(0, &mut v);
+                        }
+                    }
+                }
+            }
+            rp.hosts_a[host].port.rx_burst(0, &mut rx, 256);
+            connected += rx.len();
+            rx.clear();
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    Ok(())
+}
+
+/// Runs one scenario.
+///
+/// # Errors
+/// When the rack pair cannot be built.
+pub fn run(
+    opts: &DemoOpts,
+    w: &Workload,
+    mode: Mode,
+    receiver: ReceiverMode,
+) -> anyhow::Result<Outcome> {
+    let rate = opts.path_rate_mbps * 1_000_000;
+    let paths: Vec<PathSpec> = opts
+        .path_delays_us
+        .iter()
+        .map(|d| PathSpec {
+            delay_ns: d * 1000,
+            jitter_ns: 0,
+            loss: 0.0,
+            rate_bps: Some(rate),
+        })
+        .collect();
+    let spec = RackPairSpec {
+        paths,
+        policy: if mode == Mode::Ecmp {
+            SprayPolicy::Ecmp
+        } else {
+            SprayPolicy::RoundRobin
+        },
+        reorder: (mode == Mode::SprayReorder).then(|| ReorderConfig {
+            // Timers above the path skew and above scheduling stalls of a shared 2-core box.
+            hold_timeout_ns: 5_000_000,
+            learn_ns: 5_000_000,
+            ..ReorderConfig::default()
+        }),
+        seed: opts.seed,
+        ..RackPairSpec::default()
+    };
+    let mut rp = RackPair::start(&spec)?;
+    let mut rng = Rng::new(opts.seed ^ u64::from(w.colliding));
+    let pmtu = Pmtu::DEFAULT;
+    let mut qps: Vec<Qp> = Vec::new();
+    let mut starts = Vec::new();
+    for host in 0..2 {
+        let (a, b) = (&rp.hosts_a[host], &rp.hosts_b[host]);
+        for (k, sport) in sports(a.ip4, b.ip4, w.qps_per_host, w.colliding, &mut rng)
+            .into_iter()
+            .enumerate()
+        {
+            let qpn_a = 0x100 + (host * 64 + k) as u32;
+            let qpn_b = 0x800 + (host * 64 + k) as u32;
+            let ea = Endpoint {
+                mac: a.mac,
+                gw_mac: a.gw_mac,
+                ip: IpAddr::V4(a.ip4),
+                peer_ip: IpAddr::V4(b.ip4),
+                peer_qpn: qpn_b,
+                sport,
+            };
+            let eb = Endpoint {
+                mac: b.mac,
+                gw_mac: b.gw_mac,
+                ip: IpAddr::V4(b.ip4),
+                peer_ip: IpAddr::V4(a.ip4),
+                peer_qpn: qpn_a,
+                sport,
+            };
+            let start = Psn::new(rng.next_u64() as u32);
+            starts.push((host, qpn_a, qpn_b, start, ea, eb));
+            // Retransmission timeout 67 ms, perftest's default.
+            let mut req = Requester::new(ea, start, pmtu, opts.window, 67_000_000);
+            let mut resp = Responder::new(eb, start, pmtu, 8);
+            resp.set_mode(receiver);
+            if receiver == ReceiverMode::Sr {
+                req.set_retransmit(Retransmit::Selective);
+            }
+            for _ in 0..w.messages {
+                req.post(Work::Write(w.message));
+            }
+            qps.push(Qp {
+                req,
+                resp,
+                host,
+                qpn_a,
+                qpn_b,
+            });
+        }
+    }
+    let posted = qps.len() as u64 * u64::from(w.messages);
+    connect(&mut rp, &qps, &starts)?;
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs_f64(opts.deadline_s);
+    let mut rx: Vec<Pkt> = Vec::with_capacity(512);
+    let mut finished_at = None;
+    while Instant::now() < deadline {
+        let now = t0.elapsed().as_nanos() as u64 + 1;
+        let mut work = 0;
+        for q in qps.iter_mut() {
+            q.req.poll(now, &mut rp.hosts_a[q.host].port);
+        }
+        for host in 0..2 {
+            rp.hosts_a[host].port.rx_burst(now, &mut rx, 512);
+            work += rx.len();
+            for p in rx.drain(..) {
+                let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+                if let Some(q) = qps.iter_mut().find(|q| q.qpn_a == qpn) {
+                    q.req.handle(p.data(), now);
+                }
+            }
+            rp.hosts_b[host].port.rx_burst(now, &mut rx, 512);
+            work += rx.len();
+            for p in rx.drain(..) {
+                let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+                if let Some(q) = qps.iter_mut().find(|q| q.qpn_b == qpn) {
+                    q.resp.handle(p.data(), now, &mut rp.hosts_b[host].port);
+                }
+            }
+        }
+        if qps.iter().all(|q| q.req.done()) {
+            finished_at = Some(t0.elapsed());
+            break;
+        }
+        if work == 0 {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    let seconds = finished_at.unwrap_or_else(|| t0.elapsed()).as_secs_f64();
+    let tor_b = rp.tor_b.stats();
+    rp.stop();
+    let bytes: u64 = qps.iter().map(|q| q.req.bytes_done).sum();
+    let mut completion_ns: Vec<u64> = qps
+        .iter()
+        .flat_map(|q| q.req.completion_ns.iter().copied())
+        .collect();
+    completion_ns.sort_unstable();
+    let sent: u64 = qps.iter().map(|q| q.req.stats.packets_sent).sum();
+    let needed: u64 = qps.iter().map(|q| q.req.stats.packets_needed).sum();
+    let goodput_bps = bytes as f64 * 8.0 / seconds.max(1e-9);
+    Ok(Outcome {
+        workload: w.name,
+        mode,
+        receiver,
+        goodput_bps,
+        of_capacity: goodput_bps / (rate as f64 * opts.path_delays_us.len() as f64),
+        completed: qps.iter().map(|q| q.req.stats.completed).sum(),
+        posted,
+        seconds,
+        completion_ns,
+        naks: qps.iter().map(|q| q.req.stats.naks).sum(),
+        retransmitted: qps.iter().map(|q| q.req.stats.retransmitted).sum(),
+        sent_ratio: sent as f64 / needed.max(1) as f64,
+        out_of_sequence: qps.iter().map(|q| q.resp.stats.out_of_sequence).sum(),
+        reorder_timeouts: tor_b.reorder.timeouts,
+    })
+}
+
+/// The two workloads of the demo.
+pub fn workloads(scale: f64) -> Vec<Workload> {
+    let s = |n: f64| ((n * scale).round() as u32).max(1);
+    vec![
+        Workload {
+            name: "few-large-qps",
+            qps_per_host: 2,
+            message: 64 * 1024,
+            messages: s(128.0),
+            colliding: true,
+        },
+        Workload {
+            name: "many-qps",
+            qps_per_host: 16,
+            message: 16 * 1024,
+            messages: s(64.0),
+            colliding: false,
+        },
+    ]
+}
+
+/// The results as a text table.
+pub fn table(rows: &[Outcome]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<14} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>6}",
+        "workload",
+        "fabric",
+        "rnic",
+        "goodput",
+        "of cap",
+        "p50 ms",
+        "p99 ms",
+        "NAKs",
+        "retrans",
+        "sent/ne",
+        "done"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<14} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>5.0}%",
+            r.workload,
+            r.mode.name(),
+            receiver_name(r.receiver),
+            r.goodput_bps / 1e6,
+            r.of_capacity * 100.0,
+            r.percentile_ms(0.5),
+            r.percentile_ms(0.99),
+            r.naks,
+            r.retransmitted,
+            r.sent_ratio,
+            100.0 * r.completed as f64 / r.posted.max(1) as f64
+        );
+    }
+    s
+}
+
+/// Short name of a receiver model.
+pub fn receiver_name(r: ReceiverMode) -> &'static str {
+    match r {
+        ReceiverMode::Gbn => "gbn",
+        ReceiverMode::Sr => "sr",
+        ReceiverMode::Ideal => "ideal",
+    }
+}
+
+/// An SVG with goodput bars and completion-time CDFs.
+pub fn svg(rows: &[Outcome]) -> String {
+    let (w, h) = (1100.0, 480.0);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    // ecmp red, spray orange, spray+reorder green; selective-repeat receivers dashed.
+    let colors = ["#888888", "#d62728", "#ff7f0e", "#2ca02c"];
+    // Left: goodput bars.
+    let _ = writeln!(
+        s,
+        "<text x=\"20\" y=\"20\" font-size=\"14\">Goodput (Mbit/s)</text>"
+    );
+    let max = rows.iter().map(|r| r.goodput_bps).fold(1.0, f64::max);
+    for (i, r) in rows.iter().enumerate() {
+        let y = 35.0 + i as f64 * 34.0;
+        let len = 300.0 * r.goodput_bps / max;
+        let c = colors[Mode::ALL.iter().position(|m| *m == r.mode).unwrap_or(0) + 1];
+        let _ = writeln!(
+            s,
+            "<text x=\"20\" y=\"{}\">{} {} {}</text><rect x=\"240\" y=\"{}\" width=\"{len:.1}\" height=\"18\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{}\">{:.0}</text>",
+            y + 13.0,
+            r.workload,
+            r.mode.name(),
+            receiver_name(r.receiver),
+            y,
+            245.0 + len,
+            y + 13.0,
+            r.goodput_bps / 1e6
+        );
+    }
+    // Right: completion-time CDFs (log x).
+    let (x0, y0, pw, ph) = (620.0, 40.0, 440.0, 380.0);
+    let _ = writeln!(s, "<text x=\"{x0}\" y=\"20\" font-size=\"14\">Message completion time CDF (ms, log scale)</text>");
+    let _ = writeln!(s, "<rect x=\"{x0}\" y=\"{y0}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"black\"/>");
+    let all: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| r.completion_ns.iter().map(|v| (*v).max(1) as f64))
+        .collect();
+    let lo = all
+        .iter()
+        .copied()
+        .fold(f64::MAX, f64::min)
+        .max(1e3)
+        .log10();
+    let hi = all
+        .iter()
+        .copied()
+        .fold(1.0, f64::max)
+        .log10()
+        .max(lo + 1.0);
+    for decade in (lo.floor() as i32)..=(hi.ceil() as i32) {
+        let x = x0 + pw * (f64::from(decade) - lo) / (hi - lo);
+        if x >= x0 && x <= x0 + pw {
+            let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{y0}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{}\">{}</text>", y0 + ph, y0 + ph + 14.0, 10f64.powi(decade) / 1e6);
+        }
+    }
+    for (i, r) in rows.iter().enumerate() {
+        if r.completion_ns.is_empty() {
+            continue;
+        }
+        let n = r.completion_ns.len() as f64;
+        let step = (r.completion_ns.len() / 200).max(1);
+        let pts: Vec<String> = r
+            .completion_ns
+            .iter()
+            .enumerate()
+            .step_by(step)
+            .map(|(k, v)| {
+                let x = x0 + pw * (((*v).max(1) as f64).log10() - lo) / (hi - lo);
+                let y = y0 + ph - ph * (k as f64 + 1.0) / n;
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        let c = colors[Mode::ALL.iter().position(|m| *m == r.mode).unwrap_or(0) + 1];
+        let dash = if r.receiver == ReceiverMode::Sr {
+            " stroke-dasharray=\"5,3\""
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\"{dash} points=\"{}\"/>",
+            pts.join(" ")
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{} {} {}</text>",
+            x0 + 8.0,
+            y0 + 14.0 + 13.0 * i as f64,
+            r.workload,
+            r.mode.name(),
+            receiver_name(r.receiver)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
