@@ -4,6 +4,7 @@
 //! - [`decode`]: one record per captured frame, human-readable or JSON (`rocecap decode`).
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 
+pub mod analyze;
 pub mod decode;
 pub mod demo;
 pub mod rnic;

@@ -167,3 +167,33 @@ fn rejects_a_bad_pmtu() {
         .unwrap()
         .contains("not a path MTU"));
 }
+
+#[test]
+fn analyze_reports_reordering_retransmissions_and_naks_per_qp() {
+    let path = data("rxe-reorder-nak-ipv6.pcap");
+    let out = rocecap(&["analyze", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let reports: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(reports.len(), 4, "request and response streams of two QPs");
+    let find = |dir: &str, src: &str| {
+        reports
+            .iter()
+            .find(|r| r["direction"] == dir && r["src"] == src)
+            .unwrap()
+    };
+    // The netem-reordered WRITE stream of Soft-RoCE: reordered packets, go-back-N resends.
+    let req = find("request", "10.99.0.2");
+    assert_eq!(req["packets"], 113);
+    assert!(req["reordered"].as_u64().unwrap() > 0 && req["retransmitted"].as_u64().unwrap() > 0);
+    assert!(req["max_depth"].as_u64().unwrap() > 1);
+    // Its responder's NAKs travel in the response stream.
+    assert_eq!(find("response", "10.99.0.1")["naks"], 4);
+    // The IPv6 QP was not reordered.
+    assert_eq!(find("request", "fd99::2")["reordered"], 0);
+    let text = rocecap(&["analyze", path.to_str().unwrap()]);
+    assert!(String::from_utf8(text.stdout).unwrap().contains("naks 4"));
+}

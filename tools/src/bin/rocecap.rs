@@ -1,6 +1,8 @@
 //! `rocecap`: reads pcap/pcapng captures of RoCEv2 traffic.
 //!
-//! `rocecap decode FILE [--json]` prints one line (or JSON object) per frame.
+//! `rocecap decode FILE [--json]` prints one line (or JSON object) per frame;
+//! `rocecap analyze FILE [--json]` prints one report per QP stream: PSN gaps, reordering depth,
+//! retransmissions, NAKs, out-of-order fraction.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -37,6 +39,44 @@ enum Cmd {
         #[arg(long, default_value_t = 1024, value_parser = parse_pmtu)]
         pmtu: u32,
     },
+    /// Print one report per QP stream (source, destination, DestQP, direction): packets, PSN
+    /// range, gaps, packets that arrived reordered and how deep, retransmissions, NAKs, and the
+    /// out-of-order fraction.
+    Analyze {
+        /// A pcap or pcapng file with Ethernet frames.
+        file: PathBuf,
+        /// One JSON object per stream instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn run_analyze(file: &PathBuf, json: bool) -> anyhow::Result<()> {
+    let mut reader =
+        CaptureReader::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut a = sprayswitch_tools::analyze::Analyzer::default();
+    while reader
+        .next_frame(|f| a.add(f.data))
+        .with_context(|| format!("{}", file.display()))?
+        .is_some()
+    {}
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    for r in a.reports() {
+        let line = if json {
+            serde_json::to_string(&r)?
+        } else {
+            sprayswitch_tools::analyze::human(&r)
+        };
+        if writeln!(out, "{line}").is_err() {
+            return Ok(());
+        }
+    }
+    if !json {
+        let _ = writeln!(out, "{} frames were not RoCEv2", a.other_frames);
+    }
+    out.flush().ok();
+    Ok(())
 }
 
 fn parse_pmtu(s: &str) -> Result<u32, String> {
@@ -78,6 +118,7 @@ fn main() -> ExitCode {
         Cmd::Decode { file, json, pmtu } => {
             run_decode(file, *json, Pmtu::new(*pmtu).unwrap_or_default())
         }
+        Cmd::Analyze { file, json } => run_analyze(file, *json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
