@@ -7,5 +7,6 @@
 pub mod analyze;
 pub mod decode;
 pub mod demo;
+pub mod lat;
 pub mod rnic;
 pub mod topo;

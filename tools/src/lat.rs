@@ -1,0 +1,180 @@
+//! The latency meter: timestamped RoCEv2 probes (UD SEND ONLY carrying their send time) from a
+//! host of rack A to a host of rack B, through the two ToRs and the fabric, and, in the same run,
+//! over a direct link with the same one-way delay as the fastest fabric path: the cost of the
+//! switches, side by side. `rocelat`.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use sprayswitch::port::fault::{FaultConfig, FaultInjector};
+use sprayswitch::port::mem;
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::wire::BthRepr;
+use sprayswitch::wire::{classify, DethRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RoceFrameRepr};
+
+use crate::topo::{PathSpec, RackPair, RackPairSpec};
+
+/// Meter settings. `probe`'s `src`/`dst` are (address, MAC) of the sender and of the next hop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LatOpts {
+    /// Probes per path.
+    pub probes: u32,
+    /// Gap between probes, microseconds.
+    pub interval_us: u64,
+    /// Probe payload bytes (at least 16).
+    pub size: usize,
+    /// One-way delays of the fabric paths, microseconds.
+    pub path_delays_us: Vec<u64>,
+}
+
+impl Default for LatOpts {
+    fn default() -> Self {
+        LatOpts {
+            probes: 2000,
+            interval_us: 200,
+            size: 64,
+            path_delays_us: vec![2, 10, 25, 50],
+        }
+    }
+}
+
+fn probe(src: (IpAddr, [u8; 6]), dst: (IpAddr, [u8; 6]), seq: u32, t: u64, size: usize) -> Pkt {
+    let mut payload = vec![0u8; size.max(16)];
+    payload[..8].copy_from_slice(&t.to_be_bytes());
+    payload[8..12].copy_from_slice(&seq.to_be_bytes());
+    let ip = match (src.0, dst.0) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4 {
+            src: s,
+            dst: d,
+            id: 0,
+        },
+        (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6 {
+            src: s,
+            dst: d,
+            flow_label: 0,
+        },
+        _ => unreachable!("one family"),
+    };
+    let f = RoceFrameRepr {
+        src_mac: src.1,
+        dst_mac: dst.1,
+        vlan: None,
+        ip,
+        tos: 0,
+        hop_limit: 64,
+        udp_src_port: 0xC000 | (seq as u16 & 0x3FFF),
+        bth: BthRepr::new(Opcode::UdSendOnly, 0x77, Psn::new(seq)),
+        ext: ExtRepr {
+            deth: Some(DethRepr {
+                qkey: 0x1111,
+                src_qp: 0x66,
+            }),
+            ..ExtRepr::default()
+        },
+        payload: &payload,
+    }
+    .to_vec()
+    .unwrap_or_default();
+    Pkt::from_slice(&f)
+}
+
+fn stamp_of(frame: &[u8]) -> Option<u64> {
+    let c = classify(frame, Pmtu::DEFAULT).ok()?;
+    let r = c.roce()?;
+    let p = usize::from(r.payload_offset);
+    Some(u64::from_be_bytes(frame.get(p..p + 8)?.try_into().ok()?))
+}
+
+fn run_probes(
+    opts: &LatOpts,
+    tx: &mut dyn Port,
+    rx: &mut dyn Port,
+    src: (IpAddr, [u8; 6]),
+    dst: (IpAddr, [u8; 6]),
+) -> Histogram<u64> {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
+    let t0 = Instant::now();
+    let mut next = 0u64;
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    let mut buf = Vec::with_capacity(64);
+    let deadline = t0
+        + Duration::from_micros(opts.interval_us * u64::from(opts.probes))
+        + Duration::from_secs(2);
+    while got < opts.probes && Instant::now() < deadline {
+        let now = t0.elapsed().as_nanos() as u64 + 1;
+        if sent < opts.probes && now >= next {
+            let mut v = vec![probe(src, dst, sent, now, opts.size)];
+            tx.tx_burst(now, &mut v);
+            sent += 1;
+            next = now + opts.interval_us * 1000;
+        }
+        // Moves time-driven work of the sending end (the direct link's delay).
+        tx.poll(now);
+        rx.rx_burst(now, &mut buf, 64);
+        let at = t0.elapsed().as_nanos() as u64 + 1;
+        for p in buf.drain(..) {
+            if let Some(t) = stamp_of(p.data()) {
+                let _ = h.record(at.saturating_sub(t).max(1));
+                got += 1;
+            }
+        }
+        // Two cores shared by two ToR workers and this thread: yield rather than spin.
+        std::thread::yield_now();
+    }
+    h
+}
+
+/// Measures through the rack pair (spray + reorder at the ToRs; UD probes pass the reorder
+/// stage untouched) and, in the same run, over a direct link. Returns (switched, direct).
+///
+/// # Errors
+/// When the rack pair cannot be built.
+pub fn measure(opts: &LatOpts) -> anyhow::Result<(Histogram<u64>, Histogram<u64>)> {
+    let spec = RackPairSpec {
+        paths: opts
+            .path_delays_us
+            .iter()
+            .map(|d| PathSpec::delay(d * 1000))
+            .collect(),
+        ..RackPairSpec::default()
+    };
+    let mut rp = RackPair::start(&spec)?;
+    let (a, b) = (&rp.hosts_a[0], &rp.hosts_b[0]);
+    // (address, MAC): the probe leaves a1 towards its gateway.
+    let src = (IpAddr::V4(a.ip4), a.mac);
+    let dst = (IpAddr::V4(b.ip4), a.gw_mac);
+    let b_mac = b.mac;
+    // Split borrows: hosts of two vectors.
+    let (ha, hb) = (&mut rp.hosts_a, &mut rp.hosts_b);
+    let switched = run_probes(opts, &mut ha[0].port, &mut hb[0].port, src, dst);
+    rp.stop();
+
+    // Direct: the same two hosts back to back over the fastest path's delay.
+    let min_delay = opts.path_delays_us.iter().copied().min().unwrap_or(0) * 1000;
+    let (x, mut y) = mem::link("a", "b", 8192);
+    let mut x = FaultInjector::new(
+        x,
+        FaultConfig {
+            delay_ns: min_delay,
+            ..FaultConfig::default()
+        },
+    );
+    let direct = run_probes(opts, &mut x, &mut y, src, (dst.0, b_mac));
+    Ok((switched, direct))
+}
+
+/// Percentile line of a histogram, microseconds.
+pub fn line(label: &str, h: &Histogram<u64>) -> String {
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    format!(
+        "{label:<10} {:>8} probes  p50 {:>8.1} us  p90 {:>8.1}  p99 {:>8.1}  p99.9 {:>8.1}  max {:>8.1}",
+        h.len(),
+        us(0.5),
+        us(0.9),
+        us(0.99),
+        us(0.999),
+        h.max() as f64 / 1000.0
+    )
+}
