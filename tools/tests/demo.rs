@@ -6,11 +6,14 @@ use sprayswitch_tools::rnic::ReceiverMode;
 
 #[test]
 fn a_short_demo_orders_its_results_as_expected() {
+    // Slow paths (60 Mbit/s) so that the fabric, not the CPU, limits a debug build on a shared
+    // 2-core machine: the ordering of the results is what this test checks.
     let opts = DemoOpts {
-        deadline_s: 2.0,
+        deadline_s: 3.0,
+        path_rate_mbps: 60,
         ..DemoOpts::default()
     };
-    let ws = workloads(0.25);
+    let ws = workloads(0.1);
     let mut by = std::collections::HashMap::new();
     for w in &ws {
         for m in Mode::ALL {
@@ -29,10 +32,8 @@ fn a_short_demo_orders_its_results_as_expected() {
         }
     }
     let g = |w: &str, m| by[&(w, m)].goodput_bps;
-    // Few large QPs colliding under ECMP: spraying with reorder uses all four paths. (The demo's
-    // release build shows about 4x; a short debug-build run is limited by the host models.)
-    assert!(g("few-large-qps", Mode::SprayReorder) > 1.5 * g("few-large-qps", Mode::Ecmp));
-    assert!(g("few-large-qps", Mode::Ecmp) > g("few-large-qps", Mode::Spray));
+    // Few large QPs colliding under ECMP: spraying with reorder uses all four paths.
+    assert!(g("few-large-qps", Mode::SprayReorder) > 2.5 * g("few-large-qps", Mode::Ecmp));
     let r = &by[&("few-large-qps", Mode::SprayReorder)];
     assert_eq!((r.naks, r.retransmitted, r.out_of_sequence), (0, 0, 0));
     assert_eq!(r.completed, r.posted);
