@@ -23,23 +23,6 @@ use sprayswitch::switch::{Stopped, Switch};
 use sprayswitch::worker::IdlePolicy;
 use sprayswitch_control::Config;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_shape_is_the_embedded_default_configuration() {
-        let spec = RackPairSpec::default();
-        let generated = Config::parse(&tor_config(&spec, 1), "generated").unwrap();
-        let mut embedded = Config::default_config();
-        embedded.switch.seed = spec.seed + 1;
-        assert_eq!(generated.ports, embedded.ports);
-        assert_eq!(generated.groups, embedded.groups);
-        assert_eq!(generated.routes, embedded.routes);
-        assert_eq!(generated.switch.spray_policy, embedded.switch.spray_policy);
-    }
-}
-
 /// One fabric path (both directions get the same impairments, with different seeds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PathSpec {
@@ -280,5 +263,22 @@ impl RackPair {
     /// Stops both ToRs.
     pub fn stop(self) -> (Stopped, Stopped) {
         (self.tor_a.stop(), self.tor_b.stop())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_shape_is_the_embedded_default_configuration() {
+        let spec = RackPairSpec::default();
+        let generated = Config::parse(&tor_config(&spec, 1), "generated").unwrap();
+        let mut embedded = Config::default_config();
+        embedded.switch.seed = spec.seed + 1;
+        assert_eq!(generated.ports, embedded.ports);
+        assert_eq!(generated.groups, embedded.groups);
+        assert_eq!(generated.routes, embedded.routes);
+        assert_eq!(generated.switch.spray_policy, embedded.switch.spray_policy);
     }
 }
