@@ -803,7 +803,13 @@ mod tests {
     fn errors_name_the_field_and_reason() {
         let cases: Vec<(ConfigError, &str, &str)> =
             vec![
-            (check("[reorder]\nwindow = 100"), "reorder.window", "power of two"),
+            (
+                Config::parse(&DEFAULT_CONFIG.replace("window = 256", "window = 100"), "t.toml")
+                    .and_then(|c| c.validate())
+                    .unwrap_err(),
+                "reorder.window",
+                "power of two",
+            ),
             (with_port("hold_timeout_us = 0"), "port[6].hold_timeout_us", "at least 1"),
             (
                 check("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"u9\""),
