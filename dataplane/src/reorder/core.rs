@@ -703,9 +703,7 @@ impl<T> ReorderCore<T> {
             return self.insert_active(si, psn, span, len, item, now, out);
         }
         if exact {
-            self.streams[si as usize].stats.duplicates += 1;
-            self.totals.duplicates += 1;
-            return Insert::Duplicate;
+            return self.duplicate(si);
         }
         self.put(si, item, psn, span, len, now, false);
         self.streams[si as usize].phase = Phase::Learning {
@@ -775,10 +773,38 @@ impl<T> ReorderCore<T> {
             }
         }
         if self.occupied(si, psn).is_some() {
-            self.streams[si as usize].stats.duplicates += 1;
-            self.totals.duplicates += 1;
-            return Insert::Duplicate;
+            return self.duplicate(si);
         }
+        if !self.hold_or_pass(si, item, psn, span, len, now, false, out) {
+            return Insert::Passthrough;
+        }
+        if overflow {
+            Insert::Overflowed { released }
+        } else {
+            Insert::Held
+        }
+    }
+
+    /// Counts a copy of a held packet, which is discarded.
+    fn duplicate(&mut self, si: u32) -> Insert {
+        self.streams[si as usize].stats.duplicates += 1;
+        self.totals.duplicates += 1;
+        Insert::Duplicate
+    }
+
+    /// Holds `item` in its slot; when it cannot (the slot holds a PSN a window away, no ring is
+    /// left, the byte cap is reached) releases it at once, counts it, and returns false.
+    fn hold_or_pass(
+        &mut self,
+        si: u32,
+        item: T,
+        psn: Psn,
+        span: u32,
+        len: u32,
+        now: u64,
+        ack: bool,
+        out: &mut Vec<T>,
+    ) -> bool {
         if self.slot_of(si, psn).is_some()
             || !self.ensure_ring(si)
             || self.held_bytes + len as usize > self.cfg.max_held_bytes
@@ -786,14 +812,10 @@ impl<T> ReorderCore<T> {
             out.push(item);
             self.totals.no_room += 1;
             self.totals.passthrough += 1;
-            return Insert::Passthrough;
+            return false;
         }
-        self.put(si, item, psn, span, len, now, false);
-        if overflow {
-            Insert::Overflowed { released }
-        } else {
-            Insert::Held
-        }
+        self.put(si, item, psn, span, len, now, ack);
+        true
     }
 
     fn count_in_order(&mut self, si: u32) {
@@ -1321,20 +1343,11 @@ impl<T> ReorderCore<T> {
                 self.totals.passthrough += 1;
                 return Insert::Passthrough;
             }
-            self.streams[si as usize].stats.duplicates += 1;
-            self.totals.duplicates += 1;
-            return Insert::Duplicate;
+            return self.duplicate(si);
         }
-        if self.slot_of(si, psn).is_some()
-            || !self.ensure_ring(si)
-            || self.held_bytes + len as usize > self.cfg.max_held_bytes
-        {
-            out.push(item);
-            self.totals.no_room += 1;
-            self.totals.passthrough += 1;
+        if !self.hold_or_pass(si, item, psn, 1, len, now, ack, out) {
             return Insert::Passthrough;
         }
-        self.put(si, item, psn, 1, len, now, ack);
         Insert::Held
     }
 
