@@ -166,6 +166,9 @@ pub struct Requester {
     retransmit: Retransmit,
     resend: VecDeque<Psn>,
     now: u64,
+    rate_bps: Option<u64>,
+    /// Earliest time the next packet may leave under `rate_bps`.
+    next_send_ns: u64,
     /// Completion time (ns from first transmission) of every finished work request.
     pub completion_ns: Vec<u64>,
     /// Bytes of finished work requests.
@@ -210,6 +213,8 @@ impl Requester {
             retransmit: Retransmit::GoBackN,
             resend: VecDeque::new(),
             now: 0,
+            rate_bps: None,
+            next_send_ns: 0,
             completion_ns: Vec::new(),
             bytes_done: 0,
             stats: RequesterStats::default(),
@@ -219,6 +224,12 @@ impl Requester {
     /// Retransmits only NAKed packets (for selective-repeat responders).
     pub fn set_retransmit(&mut self, r: Retransmit) {
         self.retransmit = r;
+    }
+
+    /// Sends at most `bps` bits per second (open loop; the window still bounds what is
+    /// outstanding). `None`: as fast as the window allows.
+    pub fn set_rate(&mut self, bps: Option<u64>) {
+        self.rate_bps = bps;
     }
 
     /// Queues work.
@@ -285,8 +296,9 @@ impl Requester {
         }
     }
 
-    /// Sends what the window allows; retransmits after a timeout.
+    /// Sends what the window (and the rate, if set) allows; retransmits after a timeout.
     pub fn poll(&mut self, now: u64, port: &mut dyn Port) {
+        self.now = now;
         if self.last_progress == 0 {
             self.last_progress = now;
         }
@@ -339,6 +351,9 @@ impl Requester {
         }
         // (Re)send from the cursor.
         while self.cursor < self.out.len() && self.tx.len() < 32 {
+            if self.rate_bps.is_some() && now < self.next_send_ns {
+                break;
+            }
             let o = self.out[self.cursor];
             if o.sent_ns == 0 {
                 self.out[self.cursor].sent_ns = now;
@@ -415,6 +430,10 @@ impl Requester {
     }
 
     fn count_send(&mut self, psn: Psn) {
+        if let (Some(bps), Some(p)) = (self.rate_bps, self.tx.last()) {
+            let wire_ns = (p.len() as u128 * 8 * 1_000_000_000 / u128::from(bps.max(1))) as u64;
+            self.next_send_ns = self.next_send_ns.max(self.now) + wire_ns;
+        }
         self.stats.packets_sent += 1;
         if psn.is_before(self.high) {
             self.stats.retransmitted += 1;
@@ -786,6 +805,34 @@ mod tests {
         );
         assert_eq!(resp.duplicates, 1);
         assert_eq!(req.completed, 4);
+    }
+
+    #[test]
+    fn a_rate_spaces_transmissions() {
+        let (ea, _) = endpoints();
+        let (mut port, mut wire) = mem::link("a", "wire", 1024);
+        let mut req = Requester::new(ea, Psn::new(0), Pmtu::DEFAULT, 1000, u64::MAX / 4);
+        // About 1.1 KB frames at 88 Mbit/s: one every ~100 us.
+        req.set_rate(Some(88_000_000));
+        for _ in 0..100 {
+            req.post(Work::Write(1024));
+        }
+        let mut got = Vec::new();
+        for t in 0..=10u64 {
+            req.poll(1 + t * 100_000, &mut port);
+        }
+        wire.rx_burst(0, &mut got, 1024);
+        assert!(
+            (10..=12).contains(&got.len()),
+            "{} packets in 1 ms",
+            got.len()
+        );
+        req.set_rate(None);
+        for t in 0..5 {
+            req.poll(2_000_000 + t, &mut port);
+        }
+        wire.rx_burst(0, &mut got, 1024);
+        assert_eq!(got.len(), 100, "the window alone lets the rest go");
     }
 
     #[test]
