@@ -224,8 +224,10 @@ impl Engine {
             self.observed = host_observation(r, pmtu, pkt.len())
                 .or_else(|| cm_meta(r, pkt.data(), true, false));
         }
-        let roce = c.roce().copied();
-        let (ip, roce_transport) = match c.class {
+        // Borrow from `c` rather than copy: the summaries are large and copying them per packet
+        // showed up in profiles (store-forwarding stalls).
+        let roce = c.roce();
+        let (ip, roce_transport) = match &c.class {
             FrameClass::Arp(a) => {
                 self.learn(t, IpAddr::V4(a.sender_ip), a.sender_mac, rx);
                 let ours = t.local.get(&ip_key(IpAddr::V4(a.target_ip))) == Some(&rx);
@@ -238,16 +240,16 @@ impl Engine {
             }
             FrameClass::OtherL2 => return Verdict::Drop(DropReason::UnsupportedEthertype),
             FrameClass::Ip(ip) => (ip, None),
-            FrameClass::Roce(r) => (r.ip, Some(r.transport)),
+            FrameClass::Roce(r) => (&r.ip, Some(r.transport)),
         };
 
         if let L4Summary::Icmpv6 { icmp_type, .. } = ip.l4 {
-            if let Some(v) = self.handle_nd(t, pkt, &ip, icmp_type, l3, now) {
+            if let Some(v) = self.handle_nd(t, pkt, ip, icmp_type, l3, now) {
                 return v;
             }
         }
         if t.local.contains_key(&ip_key(ip.dst)) {
-            return self.handle_local(pkt, &ip, l3, rx_info.mac);
+            return self.handle_local(pkt, ip, l3, rx_info.mac);
         }
         if !to_us || !is_unicast_ip(ip.dst) {
             return Verdict::Drop(DropReason::NotRoutable);
@@ -286,7 +288,7 @@ impl Engine {
                 }
             }
             RouteTarget::Group(g) => {
-                let hash = flow_hash(&ip);
+                let hash = flow_hash(ip);
                 let policy = if roce_transport.is_some() {
                     t.policy
                 } else {
@@ -326,7 +328,7 @@ impl Engine {
         match (roce_transport, roce) {
             (Some(Transport::Ud), Some(r)) if out.role == Role::Downlink => {
                 // RDMA CM towards a local host: the owner of the downlink learns from it.
-                match cm_meta(&r, pkt.data(), rx_info.role == Role::Downlink, true) {
+                match cm_meta(r, pkt.data(), rx_info.role == Role::Downlink, true) {
                     Some(m) => {
                         self.meta = Some(m);
                         Verdict::Reorder(egress)
@@ -335,9 +337,9 @@ impl Engine {
                 }
             }
             (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
-                self.learn_pmtu(egress, &r);
+                self.learn_pmtu(egress, r);
                 let pmtu = self.pmtu_of(t, egress);
-                self.meta = Some(towards_host(&r, pmtu, pkt.len()));
+                self.meta = Some(towards_host(r, pmtu, pkt.len()));
                 Verdict::Reorder(egress)
             }
             _ => Verdict::Forward(egress),
