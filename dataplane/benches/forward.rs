@@ -14,7 +14,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sprayswitch::engine::SprayPolicy;
+use sprayswitch::engine::{SprayPolicy, Tables};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::reorder::Passthrough;
@@ -63,26 +63,8 @@ impl Gen {
     }
 }
 
-fn worker_setup(policy: SprayPolicy, uplinks: usize) -> (Worker, Vec<MemPort>) {
-    let tables = tor_tables(2, uplinks, policy);
-    let mut far = Vec::new();
-    let mut near: Vec<Box<dyn Port>> = Vec::new();
-    for p in &tables.ports {
-        let (a, b) = mem::link("far", &p.name, 1024);
-        far.push(a);
-        near.push(Box::new(b));
-    }
-    let cfg = WorkerConfig {
-        burst: BURST,
-        ..WorkerConfig::default()
-    };
-    let (w, _) = Worker::standalone(tables, near, cfg, Box::new(Passthrough));
-    (w, far)
-}
-
-fn worker_setup_patched() -> (Worker, Vec<MemPort>) {
-    let mut tables = tor_tables(2, 0, SprayPolicy::Ecmp);
-    tables.patch = vec![Some(1), Some(0)];
+/// A lone worker over `tables`, each port linked to a far end the bench drives.
+fn worker_setup(tables: Tables) -> (Worker, Vec<MemPort>) {
     let mut far = Vec::new();
     let mut near: Vec<Box<dyn Port>> = Vec::new();
     for p in &tables.ports {
@@ -122,7 +104,9 @@ fn bench(c: &mut Criterion) {
         // The same worker loop with a cross-connect instead of routing: the fair baseline for the
         // cost of the engine itself.
         {
-            let (mut w, mut far) = worker_setup_patched();
+            let mut tables = tor_tables(2, 0, SprayPolicy::Ecmp);
+            tables.patch = vec![Some(1), Some(0)];
+            let (mut w, mut far) = worker_setup(tables);
             let mut gen = Gen::new(Ipv4Addr::new(10, 0, 1, 2), payload);
             let mut now = 0u64;
             g.bench_function("worker_patch", |b| {
@@ -144,7 +128,7 @@ fn bench(c: &mut Criterion) {
                 Ipv4Addr::new(10, 9, 1, 2),
             ),
         ] {
-            let (mut w, mut far) = worker_setup(policy, uplinks);
+            let (mut w, mut far) = worker_setup(tor_tables(2, uplinks, policy));
             let mut gen = Gen::new(dst, payload);
             let mut now = 0u64;
             g.bench_function(name, |b| {

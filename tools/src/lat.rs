@@ -43,18 +43,8 @@ fn probe(src: (IpAddr, [u8; 6]), dst: (IpAddr, [u8; 6]), seq: u32, t: u64, size:
     let mut payload = vec![0u8; size.max(16)];
     payload[..8].copy_from_slice(&t.to_be_bytes());
     payload[8..12].copy_from_slice(&seq.to_be_bytes());
-    let ip = match (src.0, dst.0) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4 {
-            src: s,
-            dst: d,
-            id: 0,
-        },
-        (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6 {
-            src: s,
-            dst: d,
-            flow_label: 0,
-        },
-        _ => unreachable!("one family"),
+    let Some(ip) = IpRepr::between(src.0, dst.0) else {
+        return Pkt::with_capacity(0);
     };
     let f = RoceFrameRepr {
         src_mac: src.1,

@@ -58,27 +58,9 @@ impl Endpoint {
     }
 
     fn frame(&self, opcode: Opcode, psn: Psn, ack_req: bool, ext: ExtRepr, payload: &[u8]) -> Pkt {
-        let ip = match (self.ip, self.peer_ip) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4 {
-                src: s,
-                dst: d,
-                id: 0,
-            },
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6 {
-                src: s,
-                dst: d,
-                flow_label: 0,
-            },
-            (IpAddr::V4(s), IpAddr::V6(_)) => IpRepr::V4 {
-                src: s,
-                dst: s,
-                id: 0,
-            },
-            (IpAddr::V6(s), IpAddr::V4(_)) => IpRepr::V6 {
-                src: s,
-                dst: s,
-                flow_label: 0,
-            },
+        // Both ends of a QP pair use one address family; a mixed pair builds nothing.
+        let Some(ip) = IpRepr::between(self.ip, self.peer_ip) else {
+            return Pkt::with_capacity(0);
         };
         let f = RoceFrameRepr {
             src_mac: self.mac,

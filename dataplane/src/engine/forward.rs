@@ -565,8 +565,8 @@ mod tests {
     use crossbeam::utils::CachePadded;
     use std::net::Ipv4Addr;
 
-    fn frame(op: Opcode, psn: u32, payload: usize, dma_len: u32) -> Pkt {
-        let body = vec![1u8; payload];
+    /// A frame from the host behind d0 to the host behind d1, received on d0.
+    fn d0_to_d1(bth: BthRepr, ext: ExtRepr, payload: &[u8]) -> Pkt {
         let f = RoceFrameRepr {
             src_mac: peer_mac(0),
             dst_mac: port_mac(0),
@@ -579,22 +579,28 @@ mod tests {
             tos: 0,
             hop_limit: 64,
             udp_src_port: 49152,
-            bth: BthRepr::new(op, 9, Psn::new(psn)),
-            ext: ExtRepr {
-                reth: Some(RethRepr {
-                    virtual_address: 0,
-                    rkey: 1,
-                    dma_len,
-                }),
-                ..ExtRepr::default()
-            },
-            payload: &body,
+            bth,
+            ext,
+            payload,
         }
         .to_vec()
         .unwrap();
         let mut p = Pkt::from_slice(&f);
         p.rx_port = 0;
         p
+    }
+
+    fn frame(op: Opcode, psn: u32, payload: usize, dma_len: u32) -> Pkt {
+        let reth = RethRepr {
+            virtual_address: 0,
+            rkey: 1,
+            dma_len,
+        };
+        let ext = ExtRepr {
+            reth: Some(reth),
+            ..ExtRepr::default()
+        };
+        d0_to_d1(BthRepr::new(op, 9, Psn::new(psn)), ext, &vec![1u8; payload])
     }
 
     #[test]
@@ -613,32 +619,15 @@ mod tests {
         };
         let mut mad = [0u8; MAD_LEN];
         cm::emit(&msg, &mut mad).unwrap();
-        let f = RoceFrameRepr {
-            src_mac: peer_mac(0),
-            dst_mac: port_mac(0),
-            vlan: None,
-            ip: IpRepr::V4 {
-                src: Ipv4Addr::new(10, 0, 0, 2),
-                dst: Ipv4Addr::new(10, 0, 1, 2),
-                id: 0,
-            },
-            tos: 0,
-            hop_limit: 64,
-            udp_src_port: 49152,
-            bth: BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(1)),
-            ext: ExtRepr {
-                deth: Some(DethRepr {
-                    qkey: GSI_QKEY,
-                    src_qp: 1,
-                }),
-                ..ExtRepr::default()
-            },
-            payload: &mad,
-        }
-        .to_vec()
-        .unwrap();
-        let mut p = Pkt::from_slice(&f);
-        p.rx_port = 0;
+        let gsi = DethRepr {
+            qkey: GSI_QKEY,
+            src_qp: 1,
+        };
+        let ext = ExtRepr {
+            deth: Some(gsi),
+            ..ExtRepr::default()
+        };
+        let mut p = d0_to_d1(BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(1)), ext, &mad);
         // From host d0 (local) to host d1 (local): observed on the way in, and handed to the
         // stage of d1's owner on the way out.
         assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));

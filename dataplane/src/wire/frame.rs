@@ -39,6 +39,21 @@ pub enum IpRepr {
 }
 
 impl IpRepr {
+    /// The IP layer between two addresses (IPv4 identification and IPv6 flow label zero), or
+    /// `None` when they are of different families.
+    pub fn between(src: core::net::IpAddr, dst: core::net::IpAddr) -> Option<IpRepr> {
+        use core::net::IpAddr;
+        match (src, dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => Some(IpRepr::V4 { src, dst, id: 0 }),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => Some(IpRepr::V6 {
+                src,
+                dst,
+                flow_label: 0,
+            }),
+            _ => None,
+        }
+    }
+
     /// Header length in bytes.
     pub const fn header_len(&self) -> usize {
         match self {
