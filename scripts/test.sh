@@ -5,6 +5,8 @@
 #   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
 #   - tshark (Wireshark's dissectors check our RDMA CM parsing and read our pcap files)
 #   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
+#   - iproute2 and ping (the real-port tests build veth topologies in their own network
+#     namespaces; as root they are required, otherwise they report themselves skipped)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, fuzz smoke run.
 #
 # Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
@@ -18,14 +20,22 @@ if ! python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check scapy
 fi
 python3 -c 'import scapy.contrib.roce'
-if ! command -v tshark >/dev/null 2>&1; then
+missing=()
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "tshark is missing: install it (apt-get install tshark) or run as root" >&2
+    echo "missing: ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root" >&2
     exit 1
   fi
+fi
+# As root the network-namespace tests must run; elsewhere they say they were skipped.
+if [ "$(id -u)" = 0 ]; then
+  export SPRAYSWITCH_REQUIRE_NETNS=1
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz

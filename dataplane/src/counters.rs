@@ -158,4 +158,7 @@ pub struct PortCounters {
     pub tx_busy: Counter,
     /// Packets dropped because the port's transmit queue in the switch was full.
     pub tx_queue_drops: Counter,
+    /// Frames the port backend lost (kernel receive drops, frames too large), as the backend
+    /// reports them.
+    pub backend_drops: Counter,
 }

@@ -134,6 +134,8 @@ pub struct PortStats {
     pub tx_busy: u64,
     /// Dropped because the switch's queue for it was full.
     pub tx_queue_drops: u64,
+    /// Lost inside the port backend (kernel receive drops, oversize frames).
+    pub backend_drops: u64,
 }
 
 impl Stats {
@@ -463,6 +465,7 @@ impl Switch {
                 tx_bytes: pc.tx_bytes.get(),
                 tx_busy: pc.tx_busy.get(),
                 tx_queue_drops: pc.tx_queue_drops.get(),
+                backend_drops: pc.backend_drops.get(),
             })
             .collect();
         s

@@ -468,6 +468,9 @@ impl Worker {
             st.set_up(op.port.link_state() == LinkState::Up);
             st.set_backlog(op.port.tx_backlog() + op.txq.len());
             st.set_rx_done(op.port.rx_finished());
+            self.sh.port_counters[usize::from(op.id)]
+                .backend_drops
+                .set(op.port.dropped());
         }
         work
     }

@@ -6,15 +6,25 @@
 //! full ring) for the caller to retry: nothing is dropped silently. Packets ([`Pkt`]) own
 //! their buffer and move between ports without copying; in steady state nothing allocates.
 //!
-//! Backends: [`mem`] (a pair of bounded lock-free rings: tests, benchmarks, the demo) and
-//! [`pcap`] (replays a capture, writes what it sends). Middleware that wraps any port:
+//! Backends: [`mem`] (a pair of bounded lock-free rings: tests, benchmarks, the demo),
+//! [`pcap`] (replays a capture, writes what it sends), and on Linux the real ports [`xdp`]
+//! (AF_XDP, the fast path) and [`afpacket`] (AF_PACKET, the portable fallback). Middleware that wraps any port:
 //! [`fault::FaultInjector`] (seeded drop, delay with jitter, reorder, duplicate, corrupt, rate
 //! limit) and [`tap::PcapTap`] (writes what passes to a pcap file).
 
+#[cfg(target_os = "linux")]
+pub mod afpacket;
+pub mod area;
 pub mod fault;
 pub mod mem;
 pub mod pcap;
+#[cfg(target_os = "linux")]
+pub mod sys;
 pub mod tap;
+#[cfg(target_os = "linux")]
+pub mod xdp;
+
+pub use area::FrameArea;
 
 /// Largest frame a [`Pkt`] holds: a 9000-byte jumbo MTU plus Ethernet and two VLAN tags.
 pub const MAX_FRAME: usize = 9216;
@@ -23,10 +33,14 @@ pub const MAX_FRAME: usize = 9216;
 /// every header fits.
 pub const DEFAULT_BUF: usize = 4608;
 
-/// A packet: an owned buffer, the frame's length, and where and when it was received.
-#[derive(Debug, Clone)]
+/// A packet: a buffer it owns, the frame's length, and where and when it was received.
+///
+/// The buffer is either on the heap or a frame of an AF_XDP UMEM ([`FrameArea`]); a UMEM
+/// packet goes back to its area's free list when dropped, and an AF_XDP port sharing that
+/// area transmits it as a descriptor, without a copy. Everything else sees the same slice.
+#[derive(Debug)]
 pub struct Pkt {
-    buf: Box<[u8]>,
+    buf: Buf,
     len: usize,
     /// Index of the port it was received on (in the switch's port table).
     pub rx_port: u16,
@@ -34,12 +48,40 @@ pub struct Pkt {
     pub rx_ns: u64,
 }
 
+#[derive(Debug)]
+enum Buf {
+    Heap(Box<[u8]>),
+    Frame(area::Frame),
+}
+
+impl Clone for Pkt {
+    /// A clone always lives on the heap (a UMEM frame has one owner).
+    fn clone(&self) -> Pkt {
+        let mut p = Pkt::with_capacity(self.capacity());
+        p.set_data(self.data());
+        p.rx_port = self.rx_port;
+        p.rx_ns = self.rx_ns;
+        p
+    }
+}
+
 impl Pkt {
     /// An empty packet with room for `cap` bytes (at most [`MAX_FRAME`]).
     pub fn with_capacity(cap: usize) -> Pkt {
         Pkt {
-            buf: vec![0u8; cap.min(MAX_FRAME)].into_boxed_slice(),
+            buf: Buf::Heap(vec![0u8; cap.min(MAX_FRAME)].into_boxed_slice()),
             len: 0,
+            rx_port: 0,
+            rx_ns: 0,
+        }
+    }
+
+    /// A packet in a frame of a [`FrameArea`], `len` bytes long.
+    pub(crate) fn in_frame(frame: area::Frame, len: usize) -> Pkt {
+        let len = len.min(frame.capacity());
+        Pkt {
+            buf: Buf::Frame(frame),
+            len,
             rx_port: 0,
             rx_ns: 0,
         }
@@ -52,16 +94,33 @@ impl Pkt {
         p
     }
 
+    #[inline]
+    fn buf(&self) -> &[u8] {
+        match &self.buf {
+            Buf::Heap(b) => b,
+            Buf::Frame(f) => f.bytes(),
+        }
+    }
+
+    #[inline]
+    fn buf_mut(&mut self) -> &mut [u8] {
+        match &mut self.buf {
+            Buf::Heap(b) => b,
+            Buf::Frame(f) => f.bytes_mut(),
+        }
+    }
+
     /// The frame.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buf[..self.len]
+        &self.buf()[..self.len]
     }
 
     /// The frame, writable.
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[..self.len]
+        let len = self.len;
+        &mut self.buf_mut()[..len]
     }
 
     /// Frame length.
@@ -79,22 +138,52 @@ impl Pkt {
     /// Buffer size.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.buf.len()
+        match &self.buf {
+            Buf::Heap(b) => b.len(),
+            Buf::Frame(f) => f.capacity(),
+        }
     }
 
     /// Sets the frame length (cut to the capacity) and returns the new frame, writable. Bytes
     /// past the old length keep whatever the buffer held.
     #[inline]
     pub fn resize(&mut self, len: usize) -> &mut [u8] {
-        self.len = len.min(self.buf.len());
-        &mut self.buf[..self.len]
+        self.len = len.min(self.capacity());
+        let len = self.len;
+        &mut self.buf_mut()[..len]
     }
 
     /// Replaces the frame with a copy of `frame` (cut to the capacity).
     pub fn set_data(&mut self, frame: &[u8]) {
-        let n = frame.len().min(self.buf.len());
-        self.buf[..n].copy_from_slice(&frame[..n]);
+        let n = frame.len().min(self.capacity());
+        self.buf_mut()[..n].copy_from_slice(&frame[..n]);
         self.len = n;
+    }
+
+    /// True when the packet lives in a frame of `area`.
+    pub fn in_frame_of(&self, area: &FrameArea) -> bool {
+        matches!(&self.buf, Buf::Frame(f) if f.belongs_to(area))
+    }
+
+    /// When the packet lives in a frame of `area`: gives the frame up and returns its UMEM
+    /// address and the frame's length, for an AF_XDP transmit descriptor (the kernel owns the
+    /// frame until the completion ring hands it back). Otherwise returns the packet.
+    pub(crate) fn into_frame_of(self, area: &FrameArea) -> Result<(u64, u32), Pkt> {
+        let Pkt {
+            buf,
+            len,
+            rx_port,
+            rx_ns,
+        } = self;
+        match buf {
+            Buf::Frame(f) if f.belongs_to(area) => Ok((f.into_addr(), len as u32)),
+            buf => Err(Pkt {
+                buf,
+                len,
+                rx_port,
+                rx_ns,
+            }),
+        }
     }
 }
 
@@ -137,6 +226,12 @@ pub trait Port: Send {
 
     /// Flushes buffered output (capture files); called at shutdown.
     fn flush(&mut self) {}
+
+    /// Frames the backend itself lost so far (kernel-side receive drops, frames too large for
+    /// it). Cheap: a cached value, read every loop iteration.
+    fn dropped(&self) -> u64 {
+        0
+    }
 }
 
 impl<P: Port + ?Sized> Port for Box<P> {
@@ -163,6 +258,9 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn flush(&mut self) {
         (**self).flush()
+    }
+    fn dropped(&self) -> u64 {
+        (**self).dropped()
     }
 }
 

@@ -1,0 +1,236 @@
+//! Small Linux helpers shared by the real-port backends: interface lookups, socket errors with
+//! a hint, and the setup error every backend returns.
+//!
+//! Setup errors name the port and say what to do; packet-path errors never come here (they are
+//! counters).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// A port could not be set up. Returned before any worker starts.
+#[derive(Debug, thiserror::Error)]
+#[error("port {port}: {what}: {source}{hint}")]
+pub struct SetupError {
+    /// The port's name.
+    pub port: String,
+    /// The step that failed.
+    pub what: String,
+    /// The system's error.
+    #[source]
+    pub source: io::Error,
+    /// What to do about it (empty, or starting with " (").
+    pub hint: String,
+}
+
+impl SetupError {
+    /// An error for `port` at step `what`, with a hint chosen from the errno (and `extra`, for
+    /// causes only the caller knows).
+    pub fn new(port: &str, what: &str, source: io::Error, extra: Option<&str>) -> SetupError {
+        let hint = extra
+            .map(str::to_string)
+            .or_else(|| generic_hint(&source))
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default();
+        SetupError {
+            port: port.to_string(),
+            what: what.to_string(),
+            source,
+            hint,
+        }
+    }
+
+    /// The raw errno, when there is one.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+}
+
+fn generic_hint(e: &io::Error) -> Option<String> {
+    Some(
+        match e.raw_os_error()? {
+            libc::EPERM | libc::EACCES => {
+                "needs root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run it with sudo"
+            }
+            libc::ENODEV | libc::ENXIO => "no such interface in this network namespace",
+            libc::EAFNOSUPPORT => "the kernel was built without this socket family",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+/// The last OS error.
+pub fn errno() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// The index of interface `ifname`.
+///
+/// # Errors
+/// `ENODEV` when there is no such interface, or a name with a NUL byte.
+pub fn ifindex(ifname: &str) -> io::Result<u32> {
+    let c = CString::new(ifname)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::from_raw_os_error(libc::ENODEV))
+    } else {
+        Ok(i)
+    }
+}
+
+fn ifreq(ifname: &str) -> libc::ifreq {
+    // SAFETY: `ifreq` is plain old data; all-zero is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r
+        .ifr_name
+        .iter_mut()
+        .zip(ifname.bytes().take(libc::IFNAMSIZ - 1))
+    {
+        *d = s as libc::c_char;
+    }
+    r
+}
+
+/// A socket good for interface ioctls (any family works; a UDP socket needs no privilege).
+pub fn ioctl_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked and owned.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Interface flags (`IFF_UP`, `IFF_RUNNING`, ...), through `sock`.
+pub fn ifflags(sock: RawFd, ifname: &str) -> io::Result<u32> {
+    let mut r = ifreq(ifname);
+    // SAFETY: SIOCGIFFLAGS reads the name and writes the flags of the `ifreq` we own.
+    let rc = unsafe { libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut r) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    // SAFETY: after SIOCGIFFLAGS the union holds `ifru_flags`.
+    Ok(u32::from(unsafe { r.ifr_ifru.ifru_flags } as u16))
+}
+
+/// True when `flags` say the carrier is up (administratively up and running).
+pub fn carrier_up(flags: u32) -> bool {
+    let want = (libc::IFF_UP | libc::IFF_RUNNING) as u32;
+    flags & want == want
+}
+
+/// The interface's MTU.
+pub fn ifmtu(sock: RawFd, ifname: &str) -> io::Result<u32> {
+    let mut r = ifreq(ifname);
+    // SAFETY: SIOCGIFMTU reads the name and writes the MTU of the `ifreq` we own.
+    let rc = unsafe { libc::ioctl(sock, libc::SIOCGIFMTU, &mut r) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    // SAFETY: after SIOCGIFMTU the union holds `ifru_mtu`.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// `setsockopt` with a plain value.
+pub fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points at a live `T` of the size we pass.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        Err(errno())
+    } else {
+        Ok(())
+    }
+}
+
+/// Link state cache: ioctls are a system call, so the state is read at most every
+/// `REFRESH_NS`, from the worker's clock.
+#[derive(Debug)]
+pub struct LinkWatch {
+    sock: OwnedFd,
+    ifname: String,
+    up: bool,
+    next_ns: u64,
+}
+
+impl LinkWatch {
+    const REFRESH_NS: u64 = 50_000_000;
+
+    /// Watches `ifname`.
+    pub fn new(ifname: &str) -> io::Result<LinkWatch> {
+        let sock = ioctl_socket()?;
+        let up = carrier_up(ifflags(sock.as_raw_fd(), ifname)?);
+        Ok(LinkWatch {
+            sock,
+            ifname: ifname.to_string(),
+            up,
+            next_ns: 0,
+        })
+    }
+
+    /// Re-reads the state when it is due.
+    pub fn poll(&mut self, now: u64) {
+        if now >= self.next_ns {
+            self.next_ns = now + Self::REFRESH_NS;
+            // An interface that vanished is down.
+            self.up = ifflags(self.sock.as_raw_fd(), &self.ifname)
+                .map(carrier_up)
+                .unwrap_or(false);
+        }
+    }
+
+    /// Last state read.
+    pub fn up(&self) -> bool {
+        self.up
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_found_and_up() {
+        let i = ifindex("lo").unwrap();
+        assert!(i > 0);
+        let s = ioctl_socket().unwrap();
+        assert!(carrier_up(ifflags(s.as_raw_fd(), "lo").unwrap()));
+        assert_eq!(ifmtu(s.as_raw_fd(), "lo").unwrap(), 65536);
+        assert!(ifindex("no-such-if0").is_err());
+        let mut w = LinkWatch::new("lo").unwrap();
+        w.poll(0);
+        assert!(w.up());
+    }
+
+    #[test]
+    fn errors_name_the_port_and_hint() {
+        let e = SetupError::new(
+            "up0",
+            "opening",
+            io::Error::from_raw_os_error(libc::EPERM),
+            None,
+        );
+        let s = e.to_string();
+        assert!(s.starts_with("port up0: opening: "), "{s}");
+        assert!(s.contains("needs root"), "{s}");
+        let e = SetupError::new(
+            "up0",
+            "attach",
+            io::Error::from_raw_os_error(libc::EBUSY),
+            Some("detach it"),
+        );
+        assert!(e.to_string().ends_with("(detach it)"));
+        assert_eq!(e.errno(), Some(libc::EBUSY));
+    }
+}

@@ -1,0 +1,631 @@
+//! AF_XDP port backend, on our own ring layer over libc (no libxdp, libbpf, clang or bpffs).
+//!
+//! All ports of one worker share one UMEM ([`XdpUmem`], a [`FrameArea`]): a frame received
+//! on one port is transmitted on another as the same descriptor, never copied in userspace. A
+//! packet from elsewhere (a heap packet, another worker's UMEM) is copied into a free frame.
+//! Each port has one socket per receive queue, each with its own fill and completion rings;
+//! the port transmits through its first queue's socket. The redirect program
+//! ([`bpf::XdpProgram`]) is attached per interface, native mode first and generic (skb) mode
+//! as the fallback unless a mode is forced; the mode in use is reported.
+//!
+//! What it is not: zero-copy on veth (veth has no zero-copy mode; the kernel copies into the
+//! UMEM) nor multi-buffer: a frame must fit one UMEM frame minus the kernel's 256-byte
+//! headroom, so RoCE MTU 4096 (frames of ~4.2 KB) needs the AF_PACKET backend. Setup refuses an
+//! interface whose MTU does not fit, naming the port.
+
+pub mod abi;
+pub mod bpf;
+pub mod ring;
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::abi::*;
+pub use self::bpf::XdpMode;
+use self::bpf::XdpProgram;
+use self::ring::{Consumer, Producer};
+use super::sys::{self, LinkWatch, SetupError};
+use super::{FrameArea, LinkState, Pkt, Port};
+
+/// Settings of one AF_XDP port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XdpOptions {
+    /// Interface to open.
+    pub ifname: String,
+    /// Receive queues to open (0..queues).
+    pub queues: u32,
+    /// Forced mode, or `None`: native, falling back to skb.
+    pub mode: Option<XdpMode>,
+    /// Entries of each ring (power of two).
+    pub ring_size: u32,
+}
+
+impl XdpOptions {
+    /// Defaults for `ifname`: one queue, mode chosen automatically, 1024-entry rings.
+    pub fn new(ifname: &str) -> XdpOptions {
+        XdpOptions {
+            ifname: ifname.to_string(),
+            queues: 1,
+            mode: None,
+            ring_size: 1024,
+        }
+    }
+}
+
+/// One UMEM shared by the AF_XDP ports of one worker: the frame area and the socket that
+/// registered it (the first port opened).
+#[derive(Debug)]
+pub struct XdpUmem {
+    area: Arc<FrameArea>,
+    owner_fd: Option<i32>,
+}
+
+impl XdpUmem {
+    /// A UMEM of `frames` frames of `frame_size` bytes (2048 or 4096).
+    ///
+    /// # Errors
+    /// The mmap error.
+    pub fn new(frames: u32, frame_size: u32) -> io::Result<XdpUmem> {
+        Ok(XdpUmem {
+            area: FrameArea::new(frames, frame_size)?,
+            owner_fd: None,
+        })
+    }
+
+    /// Frames for `ports` ports with rings of `ring_size`: each port's fill and transmit rings
+    /// full, plus the same again for packets inside the switch.
+    pub fn frames_for(ports: usize, ring_size: u32) -> u32 {
+        (ports as u32 * ring_size * 2 + 4096).next_power_of_two()
+    }
+
+    /// The frame area.
+    pub fn area(&self) -> &Arc<FrameArea> {
+        &self.area
+    }
+
+    /// Opens port `name` on `opts.ifname`.
+    ///
+    /// # Errors
+    /// A [`SetupError`] naming the port, the step and what to do.
+    pub fn open(&mut self, name: &str, opts: &XdpOptions) -> Result<XdpPort, SetupError> {
+        let err =
+            |what: &str, e: io::Error, hint: Option<&str>| SetupError::new(name, what, e, hint);
+        let ifindex = sys::ifindex(&opts.ifname).map_err(|e| {
+            err(
+                &format!("interface {}", opts.ifname),
+                e,
+                Some("no such interface in this network namespace: check the name, or run the switch in the interface's namespace (ip netns exec)"),
+            )
+        })?;
+        if !opts.ring_size.is_power_of_two() || opts.ring_size < 64 {
+            return Err(err(
+                "ring size",
+                io::Error::from(io::ErrorKind::InvalidInput),
+                Some("rings need a power-of-two size of at least 64"),
+            ));
+        }
+        let ctl = sys::ioctl_socket().map_err(|e| err("opening a control socket", e, None))?;
+        let mtu = sys::ifmtu(ctl.as_raw_fd(), &opts.ifname)
+            .map_err(|e| err("reading the MTU", e, None))?;
+        let room = self.area.frame_size() - XDP_PACKET_HEADROOM;
+        // Ethernet header and one VLAN tag on top of the MTU.
+        if mtu + 18 > room {
+            return Err(err(
+                &format!("MTU {mtu} of {}", opts.ifname),
+                io::Error::from_raw_os_error(libc::EMSGSIZE),
+                Some(&format!(
+                    "AF_XDP frames here hold {room} bytes (frame size {} minus the kernel's headroom); \
+                     lower the MTU to {} or use backend = \"af_packet\" for larger frames",
+                    self.area.frame_size(),
+                    room - 18
+                )),
+            ));
+        }
+        let mut queues = Vec::new();
+        for q in 0..opts.queues.max(1) {
+            queues.push(self.open_queue(name, ifindex, q, opts.ring_size)?);
+        }
+        let (prog, fallback) = attach(name, ifindex, opts)?;
+        for (q, s) in queues.iter().enumerate() {
+            prog.set_socket(q as u32, &s.fd)
+                .map_err(|e| err(&format!("adding queue {q}'s socket to the XSKMAP"), e, None))?;
+        }
+        let zero_copy = queues
+            .first()
+            .map(|s| options(&s.fd) & XDP_OPTIONS_ZEROCOPY != 0)
+            .unwrap_or(false);
+        let link = LinkWatch::new(&opts.ifname).map_err(|e| err("reading link state", e, None))?;
+        log::info!(
+            "port {name}: AF_XDP on {} ({} queue(s)), XDP {} mode{}, {} copy, {} frames of {} bytes",
+            opts.ifname,
+            queues.len(),
+            prog.mode.name(),
+            fallback
+                .map(|r| format!(" (native refused: {r})"))
+                .unwrap_or_default(),
+            if zero_copy { "zero" } else { "kernel" },
+            self.area.frames(),
+            self.area.frame_size()
+        );
+        let mut port = XdpPort {
+            name: name.to_string(),
+            area: self.area.clone(),
+            queues,
+            _prog: prog,
+            link,
+            fill_target: opts.ring_size,
+            tx_outstanding: 0,
+            next_rx: 0,
+            tx_lost: 0,
+            kernel_drops: 0,
+            stats_due: 0,
+            zero_copy,
+        };
+        port.refill();
+        Ok(port)
+    }
+
+    fn open_queue(
+        &mut self,
+        name: &str,
+        ifindex: u32,
+        queue: u32,
+        ring: u32,
+    ) -> Result<Xsk, SetupError> {
+        let err = |what: &str, e: io::Error, hint: Option<&str>| {
+            SetupError::new(name, &format!("queue {queue}: {what}"), e, hint)
+        };
+        // SAFETY: plain socket(2); the result is checked and owned below.
+        let raw = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(err("creating the AF_XDP socket", sys::errno(), None));
+        }
+        // SAFETY: `raw` is a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let first = self.owner_fd.is_none();
+        if first {
+            let reg = UmemReg {
+                addr: self.area.as_ptr() as u64,
+                len: self.area.len_bytes() as u64,
+                chunk_size: self.area.frame_size(),
+                ..UmemReg::default()
+            };
+            sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg).map_err(|e| {
+                let hint = matches!(
+                    e.raw_os_error(),
+                    Some(libc::ENOBUFS | libc::ENOMEM | libc::EPERM)
+                )
+                .then_some(
+                    "the UMEM counts against RLIMIT_MEMLOCK unless the process has CAP_IPC_LOCK: \
+                         run as root, raise the limit (ulimit -l), or use fewer/smaller frames",
+                );
+                err(
+                    &format!("registering a {} MiB UMEM", self.area.len_bytes() >> 20),
+                    e,
+                    hint,
+                )
+            })?;
+        }
+        for (opt, what) in [
+            (XDP_UMEM_FILL_RING, "sizing the fill ring"),
+            (XDP_UMEM_COMPLETION_RING, "sizing the completion ring"),
+            (XDP_RX_RING, "sizing the RX ring"),
+            (XDP_TX_RING, "sizing the TX ring"),
+        ] {
+            sys::setsockopt(&fd, SOL_XDP, opt, &ring).map_err(|e| err(what, e, None))?;
+        }
+        let mut off = MmapOffsets::default();
+        let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `off`, which we own.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                SOL_XDP,
+                XDP_MMAP_OFFSETS,
+                (&mut off as *mut MmapOffsets).cast(),
+                &mut len,
+            )
+        };
+        if rc < 0 {
+            return Err(err("reading ring offsets", sys::errno(), None));
+        }
+        let map_err = |e| err("mapping the rings", e, None);
+        let fill = Producer::map(&fd, XDP_UMEM_PGOFF_FILL_RING, ring, &off.fr).map_err(map_err)?;
+        let comp =
+            Consumer::map(&fd, XDP_UMEM_PGOFF_COMPLETION_RING, ring, &off.cr).map_err(map_err)?;
+        let rx = Consumer::map(&fd, XDP_PGOFF_RX_RING, ring, &off.rx).map_err(map_err)?;
+        let tx = Producer::map(&fd, XDP_PGOFF_TX_RING, ring, &off.tx).map_err(map_err)?;
+        let addr = SockaddrXdp {
+            family: AF_XDP as u16,
+            // The UMEM owner chooses copy/zero-copy and wakeup; sharers must pass only
+            // XDP_SHARED_UMEM (anything else is EINVAL: they inherit the owner's flags).
+            flags: if first {
+                XDP_USE_NEED_WAKEUP
+            } else {
+                XDP_SHARED_UMEM
+            },
+            ifindex,
+            queue_id: queue,
+            shared_umem_fd: self.owner_fd.unwrap_or(0) as u32,
+        };
+        bind_retrying(&fd, &addr).map_err(|e| {
+            let hint = match e.raw_os_error() {
+                Some(libc::EBUSY) => Some(
+                    "the queue is still owned by another AF_XDP socket (retried for 2 s): \
+                     stop the other program, or wait for the previous switch to finish exiting",
+                ),
+                Some(libc::EINVAL) => Some("no such queue on this interface (see ethtool -l)"),
+                _ => None,
+            };
+            err("binding", e, hint)
+        })?;
+        // Lets one sendto move more than the default 32 descriptors (kernel 6.x). Older kernels
+        // refuse the option; the TX kick then loops instead.
+        let _ = sys::setsockopt(&fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &256u32);
+        if first {
+            self.owner_fd = Some(fd.as_raw_fd());
+        }
+        Ok(Xsk {
+            fd,
+            rx,
+            tx,
+            fill,
+            comp,
+        })
+    }
+}
+
+fn bind_retrying(fd: &OwnedFd, addr: &SockaddrXdp) -> io::Result<()> {
+    let mut tries = 0;
+    loop {
+        // SAFETY: `addr` is a valid sockaddr_xdp of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (addr as *const SockaddrXdp).cast(),
+                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = sys::errno();
+        // The kernel frees a previous owner's buffer pool lazily (~200 ms after it exits).
+        if e.raw_os_error() == Some(libc::EBUSY) && tries < 20 {
+            tries += 1;
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        return Err(e);
+    }
+}
+
+/// Attaches the redirect program: the forced mode, or native then skb. Returns the program
+/// and, after a fallback, why native mode was refused.
+fn attach(
+    name: &str,
+    ifindex: u32,
+    opts: &XdpOptions,
+) -> Result<(XdpProgram, Option<String>), SetupError> {
+    let hint = |e: &io::Error, mode: XdpMode| -> Option<String> {
+        match e.raw_os_error() {
+            Some(libc::EBUSY) | Some(libc::EEXIST) => Some(format!(
+                "another XDP program is attached to {}: remove it (ip link set dev {} xdp off) or stop its owner",
+                opts.ifname, opts.ifname
+            )),
+            Some(libc::ERANGE) if mode == XdpMode::Native => Some(
+                "native XDP refuses this MTU (on veth: the peer's MTU must be at most 3506): use xdp_mode = \"skb\" or a smaller MTU".into(),
+            ),
+            Some(libc::EOPNOTSUPP) => Some(format!("the driver of {} has no {} XDP", opts.ifname, mode.name())),
+            _ => None,
+        }
+    };
+    let queues = opts.queues.max(1);
+    let fail = |e: bpf::AttachError, mode| {
+        let h = hint(&e.source, mode);
+        SetupError::new(name, &e.what, e.source, h.as_deref())
+    };
+    match opts.mode {
+        Some(m) => XdpProgram::attach(ifindex, queues, m)
+            .map(|p| (p, None))
+            .map_err(|e| fail(e, m)),
+        None => match XdpProgram::attach(ifindex, queues, XdpMode::Native) {
+            Ok(p) => Ok((p, None)),
+            // Another program on the interface: falling back would not help.
+            Err(e) if matches!(e.source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
+                Err(fail(e, XdpMode::Native))
+            }
+            Err(native) => {
+                let why = format!("{}: {}", native.what, native.source);
+                XdpProgram::attach(ifindex, queues, XdpMode::Skb)
+                    .map(|p| (p, Some(why)))
+                    .map_err(|e| fail(e, XdpMode::Skb))
+            }
+        },
+    }
+}
+
+fn options(fd: &OwnedFd) -> u32 {
+    let mut v = 0u32;
+    let mut len = 4 as libc::socklen_t;
+    // SAFETY: getsockopt writes at most 4 bytes into `v`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            SOL_XDP,
+            XDP_OPTIONS,
+            (&mut v as *mut u32).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        0
+    } else {
+        v
+    }
+}
+
+/// One AF_XDP socket (one queue of a port) and its four rings.
+#[derive(Debug)]
+struct Xsk {
+    // Field order matters for drop: rings unmap before the socket closes.
+    rx: Consumer<XdpDesc>,
+    tx: Producer<XdpDesc>,
+    fill: Producer<u64>,
+    comp: Consumer<u64>,
+    fd: OwnedFd,
+}
+
+impl Xsk {
+    fn stats(&self) -> XdpStatistics {
+        let mut s = XdpStatistics::default();
+        let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `s`.
+        unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                SOL_XDP,
+                XDP_STATISTICS,
+                (&mut s as *mut XdpStatistics).cast(),
+                &mut len,
+            );
+        }
+        s
+    }
+
+    /// Wakes the kernel to send what the TX ring holds: `sendto` until the ring is empty or
+    /// the kernel says "later". Returns false when the interface is down.
+    fn kick_tx(&mut self) -> bool {
+        for _ in 0..16 {
+            if self.tx.pending() == 0 || !self.tx.needs_wakeup() {
+                return true;
+            }
+            // SAFETY: a zero-length sendto on our socket is the documented TX wakeup.
+            let rc = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if rc < 0 {
+                return match sys::errno().raw_os_error() {
+                    Some(libc::ENETDOWN | libc::ENXIO) => false,
+                    // EAGAIN/EBUSY/ENOBUFS: the kernel is busy; the next poll retries.
+                    _ => true,
+                };
+            }
+        }
+        true
+    }
+}
+
+/// An AF_XDP port.
+#[derive(Debug)]
+pub struct XdpPort {
+    name: String,
+    // Sockets close (and rings unmap) before the program detaches and the area is released.
+    queues: Vec<Xsk>,
+    _prog: XdpProgram,
+    area: Arc<FrameArea>,
+    link: LinkWatch,
+    fill_target: u32,
+    tx_outstanding: usize,
+    next_rx: usize,
+    /// Frames refused as larger than a UMEM frame (or with no frame to copy into).
+    tx_lost: u64,
+    kernel_drops: u64,
+    stats_due: u64,
+    zero_copy: bool,
+}
+
+impl XdpPort {
+    /// The XDP hook in use.
+    pub fn mode(&self) -> XdpMode {
+        self._prog.mode
+    }
+
+    /// True when the kernel bound the sockets in zero-copy mode.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Kernel drop statistics summed over the port's sockets.
+    pub fn kernel_stats(&self) -> XdpStatistics {
+        let mut t = XdpStatistics::default();
+        for q in &self.queues {
+            let s = q.stats();
+            t.rx_dropped += s.rx_dropped;
+            t.rx_invalid_descs += s.rx_invalid_descs;
+            t.tx_invalid_descs += s.tx_invalid_descs;
+            t.rx_ring_full += s.rx_ring_full;
+            t.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+            t.tx_ring_empty_descs += s.tx_ring_empty_descs;
+        }
+        t
+    }
+
+    /// Tops every fill ring up from the free list.
+    fn refill(&mut self) {
+        for q in &mut self.queues {
+            let want = self.fill_target.saturating_sub(q.fill.pending());
+            if want == 0 {
+                continue;
+            }
+            let mut r = q.fill.reserve(want);
+            while r.remaining() > 0 {
+                match self.area.take() {
+                    Some(a) => {
+                        r.push(a);
+                    }
+                    None => break,
+                }
+            }
+            r.commit();
+        }
+    }
+
+    /// Returns completed transmit frames to the free list.
+    fn reclaim(&mut self) {
+        let area = &self.area;
+        let done = self.queues[0].comp.consume(u32::MAX, |a| area.give_back(a));
+        self.tx_outstanding = self.tx_outstanding.saturating_sub(done as usize);
+    }
+}
+
+impl Port for XdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn rx_burst(&mut self, now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
+        let mut got = 0;
+        let n = self.queues.len();
+        for i in 0..n {
+            if got >= max {
+                break;
+            }
+            let qi = (self.next_rx + i) % n;
+            let q = &mut self.queues[qi];
+            let area = &self.area;
+            let took = q.rx.consume((max - got) as u32, |d| {
+                if let Some(f) = area.claim(d.addr) {
+                    let mut p = Pkt::in_frame(f, d.len as usize);
+                    p.rx_ns = now;
+                    out.push(p);
+                }
+            });
+            got += took as usize;
+            if took == 0 && q.fill.needs_wakeup() {
+                // SAFETY: a zero-length non-blocking recvfrom on our socket is the documented
+                // fill-ring wakeup; no buffer is written.
+                unsafe {
+                    libc::recvfrom(
+                        q.fd.as_raw_fd(),
+                        std::ptr::null_mut(),
+                        0,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    );
+                }
+            }
+        }
+        self.next_rx = self.next_rx.wrapping_add(1);
+        if got > 0 {
+            self.refill();
+        }
+        got
+    }
+
+    fn tx_burst(&mut self, _now: u64, pkts: &mut Vec<Pkt>) -> usize {
+        self.reclaim();
+        let area = self.area.clone();
+        let room = self.queues[0].tx.free(pkts.len() as u32) as usize;
+        // Decide how many fit: ring slots, and free frames for those needing a copy.
+        let mut take = 0;
+        let mut free = area.free_frames();
+        for p in pkts.iter().take(room) {
+            if !p.in_frame_of(&area) && p.len() <= area.frame_size() as usize {
+                if free == 0 {
+                    break;
+                }
+                free -= 1;
+            }
+            take += 1;
+        }
+        if take == 0 {
+            return 0;
+        }
+        let q = &mut self.queues[0];
+        let mut r = q.tx.reserve(take as u32);
+        let mut sent = 0;
+        let mut lost = 0;
+        for p in pkts.drain(..take) {
+            let desc = match p.into_frame_of(&area) {
+                Ok((addr, len)) => Some(XdpDesc {
+                    addr,
+                    len,
+                    options: 0,
+                }),
+                // Larger than a frame: it can never be sent here (counted, not retried).
+                Err(p) if p.len() > area.frame_size() as usize => None,
+                Err(p) => area.alloc().map(|mut f| {
+                    f.bytes_mut()[..p.len()].copy_from_slice(p.data());
+                    XdpDesc {
+                        addr: f.into_addr(),
+                        len: p.len() as u32,
+                        options: 0,
+                    }
+                }),
+            };
+            match desc {
+                Some(d) => {
+                    r.push(d);
+                    sent += 1;
+                }
+                None => lost += 1,
+            }
+        }
+        r.commit();
+        self.tx_outstanding += sent;
+        self.tx_lost += lost;
+        q.kick_tx();
+        take
+    }
+
+    fn poll(&mut self, now: u64) {
+        self.reclaim();
+        if self.tx_outstanding > 0 {
+            self.queues[0].kick_tx();
+        }
+        self.refill();
+        self.link.poll(now);
+        if now >= self.stats_due {
+            self.stats_due = now + 100_000_000;
+            let s = self.kernel_stats();
+            self.kernel_drops = s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs;
+        }
+    }
+
+    fn link_state(&self) -> LinkState {
+        if self.link.up() {
+            LinkState::Up
+        } else {
+            LinkState::Down
+        }
+    }
+
+    fn tx_backlog(&self) -> usize {
+        self.tx_outstanding
+    }
+
+    fn dropped(&self) -> u64 {
+        self.tx_lost + self.kernel_drops
+    }
+}
