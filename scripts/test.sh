@@ -5,7 +5,7 @@
 #   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
 #   - tshark (Wireshark's dissectors check our RDMA CM parsing and read our pcap files)
 #   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
-#   - iproute2 and ping (the real-port tests build veth topologies in their own network
+#   - iproute2, ping, ethtool and tcpdump (the real-port tests build veth topologies in their own network
 #     namespaces; as root they are required, otherwise they report themselves skipped)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, fuzz smoke run.
 #
@@ -24,6 +24,8 @@ missing=()
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
+command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
+command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq

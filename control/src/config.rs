@@ -130,9 +130,16 @@ impl Default for ReorderSection {
 pub struct PortSection {
     /// Unique name.
     pub name: String,
-    /// `mem`, `pcap` (`af_xdp`, `af_packet`, `auto` arrive with the real-ports work).
+    /// `mem`, `pcap`, `af_xdp`, `af_packet`, or `auto` (AF_XDP, falling back to AF_PACKET
+    /// with a logged reason).
     #[serde(default = "default_backend")]
     pub backend: String,
+    /// Real ports: the interface to open; default: the port's name.
+    pub interface: Option<String>,
+    /// AF_XDP: receive queues to open (0..queues); default 1.
+    pub queues: Option<u32>,
+    /// AF_XDP: `auto` (native, falling back to skb), `native` or `skb`.
+    pub xdp_mode: Option<String>,
     /// `downlink` or `uplink`.
     pub role: String,
     /// The port's MAC.
@@ -230,6 +237,28 @@ pub struct Config {
     pub neighbors: Vec<NeighborSection>,
 }
 
+/// Which kernel interface a real port uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RealKind {
+    /// AF_XDP only.
+    AfXdp,
+    /// AF_PACKET only.
+    AfPacket,
+    /// AF_XDP, falling back to AF_PACKET.
+    Auto,
+}
+
+/// The XDP hook an AF_XDP port asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpModeChoice {
+    /// Native, falling back to skb.
+    Auto,
+    /// Native (driver) only.
+    Native,
+    /// Generic (skb) only.
+    Skb,
+}
+
 /// How a port is realised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
@@ -243,6 +272,17 @@ pub enum Backend {
         output: Option<PathBuf>,
         /// Replay pace.
         pace: Pace,
+    },
+    /// A Linux interface through AF_XDP or AF_PACKET.
+    Real {
+        /// Socket family.
+        kind: RealKind,
+        /// Interface name.
+        interface: String,
+        /// AF_XDP receive queues.
+        queues: u32,
+        /// AF_XDP hook.
+        xdp_mode: XdpModeChoice,
     },
 }
 
@@ -478,17 +518,72 @@ impl Config {
                         pace,
                     }
                 }
-                "af_xdp" | "af_packet" | "auto" => {
+                kind @ ("af_xdp" | "af_packet" | "auto") => {
+                    let interface = p.interface.clone().unwrap_or_else(|| p.name.clone());
+                    if interface.is_empty()
+                        || interface.len() > 15
+                        || interface.contains(['/', ' ', '\0'])
+                    {
+                        return err(
+                            f("interface"),
+                            format!("'{interface}' is not an interface name (1-15 characters, no '/' or spaces)"),
+                        );
+                    }
+                    if let Some(j) = backends.iter().position(|b| {
+                        matches!(b, Backend::Real { interface: other, .. } if *other == interface)
+                    }) {
+                        return err(
+                            f("interface"),
+                            format!("{interface} is already used by port '{}'", self.ports[j].name),
+                        );
+                    }
+                    let queues = p.queues.unwrap_or(1);
+                    if !(1..=64).contains(&queues) {
+                        return err(f("queues"), format!("{queues} queues: use 1 to 64"));
+                    }
+                    let xdp_mode = match p.xdp_mode.as_deref() {
+                        None | Some("auto") => XdpModeChoice::Auto,
+                        Some("native") => XdpModeChoice::Native,
+                        Some("skb") => XdpModeChoice::Skb,
+                        Some(o) => {
+                            return err(
+                                f("xdp_mode"),
+                                format!("'{o}': use 'auto', 'native' or 'skb'"),
+                            )
+                        }
+                    };
+                    if kind == "af_packet" && (p.queues.is_some() || p.xdp_mode.is_some()) {
+                        return err(
+                            f("backend"),
+                            "queues and xdp_mode apply to AF_XDP (backend 'af_xdp' or 'auto')",
+                        );
+                    }
+                    Backend::Real {
+                        kind: match kind {
+                            "af_xdp" => RealKind::AfXdp,
+                            "af_packet" => RealKind::AfPacket,
+                            _ => RealKind::Auto,
+                        },
+                        interface,
+                        queues,
+                        xdp_mode,
+                    }
+                }
+                other => {
                     return err(
                         f("backend"),
-                        format!(
-                            "'{}' is not available in this build yet (use 'mem' or 'pcap')",
-                            p.backend
-                        ),
+                        format!("'{other}': use 'mem', 'pcap', 'af_xdp', 'af_packet' or 'auto'"),
                     )
                 }
-                other => return err(f("backend"), format!("'{other}': use 'mem' or 'pcap'")),
             });
+            if (p.interface.is_some() || p.queues.is_some() || p.xdp_mode.is_some())
+                && !matches!(p.backend.as_str(), "af_xdp" | "af_packet" | "auto")
+            {
+                return err(
+                    f("interface"),
+                    "interface, queues and xdp_mode need a real backend (af_xdp, af_packet or auto)",
+                );
+            }
             if (p.pcap_in.is_some() || p.pcap_out.is_some() || p.pace.is_some())
                 && p.backend != "pcap"
             {

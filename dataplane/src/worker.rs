@@ -58,6 +58,28 @@ impl Default for IdlePolicy {
     }
 }
 
+impl IdlePolicy {
+    /// Waits as the policy says after `idle` consecutive loop iterations without work.
+    pub fn back_off(&self, idle: u64) {
+        match *self {
+            IdlePolicy::Spin => std::hint::spin_loop(),
+            IdlePolicy::Backoff {
+                spins,
+                yields,
+                sleep_us,
+            } => {
+                if idle <= u64::from(spins) {
+                    std::hint::spin_loop();
+                } else if idle <= u64::from(spins) + u64::from(yields) {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
+                }
+            }
+        }
+    }
+}
+
 /// Worker settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -303,29 +325,10 @@ impl Worker {
                     // stopper did before asking (last publications) is visible here.
                     break;
                 }
-                self.back_off(idle_iters);
+                self.cfg.idle.back_off(idle_iters);
             }
         }
         self.finish()
-    }
-
-    fn back_off(&self, idle: u64) {
-        match self.cfg.idle {
-            IdlePolicy::Spin => std::hint::spin_loop(),
-            IdlePolicy::Backoff {
-                spins,
-                yields,
-                sleep_us,
-            } => {
-                if idle <= u64::from(spins) {
-                    std::hint::spin_loop();
-                } else if idle <= u64::from(spins) + u64::from(yields) {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
-                }
-            }
-        }
     }
 
     /// One loop iteration at time `now`; true when it found work. Public for tests that drive a

@@ -3,10 +3,12 @@
 //!
 //! - [`decode`]: one record per captured frame, human-readable or JSON (`rocecap decode`).
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
+//! - [`fabric`]: the fabric emulator over any ports (`sprayfabric` runs it on real interfaces).
 
 pub mod analyze;
 pub mod decode;
 pub mod demo;
+pub mod fabric;
 pub mod lat;
 pub mod rnic;
 pub mod topo;

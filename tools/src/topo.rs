@@ -125,19 +125,27 @@ pub struct RackPair {
     pub path_links: Vec<LinkControl>,
 }
 
-fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
+/// MAC of a rack-pair element: `kind` 1 = ToR downlink, 2 = ToR uplink, 3 = host.
+pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
     [0x02, 0x5a, rack, kind, 0, i as u8]
 }
 
-fn fmt_mac(m: [u8; 6]) -> String {
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn fmt_mac(m: [u8; 6]) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
 }
 
-/// The configuration text of ToR `rack` (1 or 2) in a rack pair.
+/// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
 pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
+    tor_config_with(spec, rack, "mem")
+}
+
+/// The configuration text of ToR `rack` (1 or 2) with every port on `backend` (`mem`, or a
+/// real backend whose interfaces carry the ports' names: `h1`.., `u0`..).
+pub fn tor_config_with(spec: &RackPairSpec, rack: u8, backend: &str) -> String {
     let other = 3 - rack;
     let mut s = format!(
         "[switch]\nname = \"tor-{}\"\nworkers = {}\nspray_policy = \"{}\"\nseed = {}\n",
@@ -148,14 +156,14 @@ pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
     );
     for i in 1..=spec.hosts {
         s += &format!(
-            "[[port]]\nname = \"h{i}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
+            "[[port]]\nname = \"h{i}\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
             fmt_mac(mac(rack, 1, i))
         );
     }
     let mut members = Vec::new();
     for (p, _) in spec.paths.iter().enumerate() {
         s += &format!(
-            "[[port]]\nname = \"u{p}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
+            "[[port]]\nname = \"u{p}\"\nbackend = \"{backend}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
             fmt_mac(mac(rack, 2, p)),
             fmt_mac(mac(other, 2, p))
         );

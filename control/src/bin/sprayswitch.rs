@@ -10,12 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Parser, Subcommand};
-use sprayswitch::engine::{DropReason, PortId};
-use sprayswitch::port::pcap::PcapPort;
-use sprayswitch::port::Port;
+use sprayswitch::engine::DropReason;
 use sprayswitch::switch::Stats;
+use sprayswitch_control::ports::open_ports;
 use sprayswitch_control::{Backend, Config, Validated, DEFAULT_CONFIG};
 
 #[derive(Parser)]
@@ -76,6 +75,12 @@ fn describe(v: &Validated) {
             .collect();
         let backend = match b {
             Backend::Mem => "mem".to_string(),
+            Backend::Real {
+                kind,
+                interface,
+                queues,
+                xdp_mode,
+            } => format!("{kind:?} on {interface} (queues {queues}, xdp mode {xdp_mode:?})"),
             Backend::Pcap { input, output, .. } => format!(
                 "pcap in={} out={}",
                 input
@@ -127,32 +132,18 @@ fn print_stats(s: &Stats) {
     }
     for p in &s.ports {
         println!(
-            "  port {:<8} rx {:>10} tx {:>10} tx_busy {} tx_queue_drops {}",
-            p.name, p.rx_pkts, p.tx_pkts, p.tx_busy, p.tx_queue_drops
+            "  port {:<8} rx {:>10} tx {:>10} tx_busy {} tx_queue_drops {} backend_drops {}",
+            p.name, p.rx_pkts, p.tx_pkts, p.tx_busy, p.tx_queue_drops, p.backend_drops
         );
     }
 }
 
 fn run(v: Validated, duration: Option<f64>, interval: f64) -> anyhow::Result<()> {
-    let mut ports: Vec<Box<dyn Port>> = Vec::new();
-    let mut replaying: Vec<PortId> = Vec::new();
-    for (i, (info, b)) in v.tables.ports.iter().zip(&v.backends).enumerate() {
-        match b {
-            Backend::Mem => bail!(
-                "port {}: backend 'mem' ports exist only inside one process (the tests and the demo build them); \
-                 to run this binary give each port backend = \"pcap\"",
-                info.name
-            ),
-            Backend::Pcap { input, output, pace } => {
-                let p = PcapPort::new(&info.name, input.as_deref(), output.as_deref(), *pace)
-                    .with_context(|| format!("port {}", info.name))?;
-                if input.is_some() {
-                    replaying.push(i as PortId);
-                }
-                ports.push(Box::new(p));
-            }
-        }
+    let opened = open_ports(&v)?;
+    for (info, what) in v.tables.ports.iter().zip(&opened.report) {
+        log::info!("port {}: {what}", info.name);
     }
+    let (ports, replaying) = (opened.ports, opened.replaying);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;

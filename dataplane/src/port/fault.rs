@@ -275,6 +275,10 @@ impl<P: Port> Port for FaultInjector<P> {
     fn flush(&mut self) {
         self.inner.flush()
     }
+
+    fn dropped(&self) -> u64 {
+        self.inner.dropped()
+    }
 }
 
 #[cfg(test)]

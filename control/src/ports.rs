@@ -1,0 +1,184 @@
+//! Opens the ports a validated configuration describes, before any worker starts: capture
+//! replays, AF_XDP and AF_PACKET interfaces. The AF_XDP ports of one worker share one UMEM
+//! (frames move between them as descriptors). `auto` ports try AF_XDP and fall back to
+//! AF_PACKET with the reason logged. Any failure is an error naming the port.
+
+use anyhow::{bail, Context};
+use sprayswitch::engine::PortId;
+use sprayswitch::port::pcap::PcapPort;
+use sprayswitch::port::Port;
+
+use crate::config::{Backend, Validated};
+#[cfg(target_os = "linux")]
+use crate::config::{RealKind, XdpModeChoice};
+
+/// The opened ports, in table order, and which of them replay a capture.
+pub struct Opened {
+    /// Ports in table order.
+    pub ports: Vec<Box<dyn Port>>,
+    /// Ports that replay a capture (the run ends when all of them have).
+    pub replaying: Vec<PortId>,
+    /// One line per port: what it ended up as.
+    pub report: Vec<String>,
+}
+
+/// Opens every port of `v`.
+///
+/// # Errors
+/// The first port that cannot be opened, with what to do about it.
+pub fn open_ports(v: &Validated) -> anyhow::Result<Opened> {
+    let n = v.tables.ports.len();
+    let mut slots: Vec<Option<Box<dyn Port>>> = (0..n).map(|_| None).collect();
+    let mut replaying = Vec::new();
+    let mut report = vec![String::new(); n];
+    let owner = |i: usize| {
+        v.run
+            .assignment
+            .as_ref()
+            .map_or(i % v.run.workers.max(1), |a| a[i])
+    };
+    for (i, (info, b)) in v.tables.ports.iter().zip(&v.backends).enumerate() {
+        match b {
+            Backend::Mem => bail!(
+                "port {}: backend 'mem' ports exist only inside one process (the tests and the demo build them); \
+                 to run this binary give each port a real backend (af_xdp, af_packet, auto) or pcap",
+                info.name
+            ),
+            Backend::Pcap {
+                input,
+                output,
+                pace,
+            } => {
+                let p = PcapPort::new(&info.name, input.as_deref(), output.as_deref(), *pace)
+                    .with_context(|| format!("port {}", info.name))?;
+                if input.is_some() {
+                    replaying.push(i as PortId);
+                }
+                report[i] = "pcap".into();
+                slots[i] = Some(Box::new(p));
+            }
+            Backend::Real { .. } => {}
+        }
+    }
+    #[cfg(target_os = "linux")]
+    open_real(v, &owner, &mut slots, &mut report)?;
+    #[cfg(not(target_os = "linux"))]
+    if let Some(i) = v
+        .backends
+        .iter()
+        .position(|b| matches!(b, Backend::Real { .. }))
+    {
+        let _ = owner;
+        bail!(
+            "port {}: real ports (AF_XDP, AF_PACKET) need Linux",
+            v.tables.ports[i].name
+        );
+    }
+    let ports = slots
+        .into_iter()
+        .map(|p| p.expect("every backend kind is opened above"))
+        .collect();
+    Ok(Opened {
+        ports,
+        replaying,
+        report,
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn open_real(
+    v: &Validated,
+    owner: &dyn Fn(usize) -> usize,
+    slots: &mut [Option<Box<dyn Port>>],
+    report: &mut [String],
+) -> anyhow::Result<()> {
+    use sprayswitch::port::afpacket::AfPacketPort;
+    use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
+
+    const RING: u32 = 1024;
+    for w in 0..v.run.workers.max(1) {
+        // This worker's AF_XDP candidates, sharing one UMEM sized for all of them.
+        let mine: Vec<usize> = (0..slots.len())
+            .filter(|&i| owner(i) == w)
+            .filter(|&i| {
+                matches!(
+                    &v.backends[i],
+                    Backend::Real {
+                        kind: RealKind::AfXdp | RealKind::Auto,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        let mut umem = if mine.is_empty() {
+            None
+        } else {
+            let biggest = mine
+                .iter()
+                .map(|&i| u32::from(v.tables.ports[i].mtu))
+                .max()
+                .unwrap_or(1500);
+            // A frame holds the kernel's 256-byte headroom, Ethernet, a VLAN tag and the MTU.
+            let frame = if biggest + 18 + 256 <= 2048 { 2048 } else { 4096 };
+            let frames = XdpUmem::frames_for(mine.len(), RING);
+            Some(XdpUmem::new(frames, frame).with_context(|| {
+                format!(
+                    "worker {w}: allocating a {} MiB UMEM",
+                    (u64::from(frames) * u64::from(frame)) >> 20
+                )
+            })?)
+        };
+        for i in 0..slots.len() {
+            if owner(i) != w {
+                continue;
+            }
+            let Backend::Real {
+                kind,
+                interface,
+                queues,
+                xdp_mode,
+            } = &v.backends[i]
+            else {
+                continue;
+            };
+            let name = &v.tables.ports[i].name;
+            let xdp = |umem: &mut Option<XdpUmem>| {
+                let mut o = XdpOptions::new(interface);
+                o.queues = *queues;
+                o.ring_size = RING;
+                o.mode = match xdp_mode {
+                    XdpModeChoice::Auto => None,
+                    XdpModeChoice::Native => Some(XdpMode::Native),
+                    XdpModeChoice::Skb => Some(XdpMode::Skb),
+                };
+                umem.as_mut()
+                    .expect("a UMEM exists for every AF_XDP candidate")
+                    .open(name, &o)
+            };
+            let port: Box<dyn Port> = match kind {
+                RealKind::AfXdp => {
+                    let p = xdp(&mut umem)?;
+                    report[i] = format!("af_xdp {} mode on {interface}", p.mode().name());
+                    Box::new(p)
+                }
+                RealKind::AfPacket => {
+                    report[i] = format!("af_packet on {interface}");
+                    Box::new(AfPacketPort::open(name, interface)?)
+                }
+                RealKind::Auto => match xdp(&mut umem) {
+                    Ok(p) => {
+                        report[i] = format!("af_xdp {} mode on {interface}", p.mode().name());
+                        Box::new(p)
+                    }
+                    Err(e) => {
+                        log::warn!("{e}; falling back to AF_PACKET");
+                        report[i] = format!("af_packet on {interface} (AF_XDP refused: {e})");
+                        Box::new(AfPacketPort::open(name, interface)?)
+                    }
+                },
+            };
+            slots[i] = Some(port);
+        }
+    }
+    Ok(())
+}

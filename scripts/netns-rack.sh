@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# A rack pair on real Linux network stacks, in network namespaces joined by veth pairs:
+#
+#   host a1 ─ h1 ┐                                         ┌ h1 ─ host b1
+#   host a2 ─ h2 ┤ tor-a  u0..uN-1 ═══ sprayfabric ═══ u0..uN-1  tor-b ├ h2 ─ host b2
+#
+# Two sprayswitch ToRs (AF_XDP, falling back to AF_PACKET), the fabric emulator with N paths of
+# skewed delays between them, and HOSTS Linux hosts per rack whose only route is a default
+# route via their ToR. Every name starts with "ssr-<NAME>-", every address lives inside those
+# namespaces, and nothing is created in the root namespace.
+#
+# Usage: scripts/netns-rack.sh up|down|status [NAME]
+#   up      builds the topology and starts the switches and the fabric (idempotent: tears down
+#           a previous one of the same NAME first); on any failure everything is removed.
+#   down    stops the processes it started (by PID) and deletes the namespaces. Idempotent.
+#   status  lists the namespaces and processes.
+#
+# Environment (defaults in brackets):
+#   HOSTS [2]  PATHS [4]  DELAYS_US ["0 20 40 60"] (one per path)  LOSS [""] (e.g. "0 0.01 0 0")
+#   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
+#   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]
+#   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
+# Processes' logs and configurations are in /run/sprayswitch-rack/<NAME>/.
+set -euo pipefail
+
+cmd=${1:-}
+NAME=${2:-rack}
+P="ssr-$NAME"
+STATE="/run/sprayswitch-rack/$NAME"
+HOSTS=${HOSTS:-2}
+PATHS=${PATHS:-4}
+DELAYS_US=${DELAYS_US:-"0 20 40 60"}
+LOSS=${LOSS:-}
+BACKEND=${BACKEND:-auto}
+POLICY=${POLICY:-round_robin}
+REORDER=${REORDER:-1}
+HOLD_US=${HOLD_US:-5000}
+LEARN_US=${LEARN_US:-5000}
+BIN=${BIN:-target/release}
+CORES=${CORES:-}
+
+mac() { printf '02:5a:%02x:%02x:00:%02x' "$1" "$2" "$3"; }
+nsx() { ip netns exec "$@"; }
+
+namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-" || true
+}
+
+down() {
+  if [ -d "$STATE" ]; then
+    for f in "$STATE"/*.pid; do
+      [ -e "$f" ] || continue
+      pid=$(cat "$f")
+      # Only a process we started: its PID file is ours and it still runs our binary.
+      if kill -0 "$pid" 2>/dev/null && grep -qE 'sprayswitch|sprayfabric' "/proc/$pid/cmdline" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+      fi
+      rm -f "$f"
+    done
+  fi
+  for ns in $(namespaces); do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$STATE"
+}
+
+status() {
+  echo "namespaces:"; namespaces | sed 's/^/  /'
+  if [ -d "$STATE" ]; then
+    for f in "$STATE"/*.pid; do
+      [ -e "$f" ] || continue
+      pid=$(cat "$f")
+      state=$(kill -0 "$pid" 2>/dev/null && echo running || echo gone)
+      echo "  $(basename "$f" .pid): pid $pid $state"
+    done
+  fi
+}
+
+newns() {
+  ip netns add "$1"
+  ip -n "$1" link set lo up
+  # No IPv6 on these links: no router solicitations, DAD or MLD noise in the captures.
+  nsx "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+}
+
+# veth NS_A IF_A MAC_A NS_B IF_B MAC_B
+veth() {
+  ip -n "$1" link add "$2" address "$3" type veth peer name "$5" address "$6" netns "$4"
+  ip -n "$1" link set "$2" up
+  ip -n "$4" link set "$5" up
+}
+
+wait_ready() { # name logfile
+  for _ in $(seq 200); do
+    if grep -q "$2" "$STATE/$1.log" 2>/dev/null; then return 0; fi
+    if ! kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; then
+      echo "$1 exited during start:" >&2; cat "$STATE/$1.log" >&2; return 1
+    fi
+    sleep 0.1
+  done
+  echo "$1 did not become ready:" >&2; cat "$STATE/$1.log" >&2; return 1
+}
+
+up() {
+  command -v ethtool >/dev/null || { echo "ethtool is missing (apt-get install ethtool)" >&2; exit 1; }
+  for b in sprayswitch sprayfabric sprayrack; do
+    [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run cargo build --release (or set BIN)" >&2; exit 1; }
+  done
+  down
+  mkdir -p "$STATE"
+  trap 'echo "netns-rack: setup failed, removing everything" >&2; down' ERR
+  read -r -a delays <<<"$DELAYS_US"
+  read -r -a loss <<<"$LOSS"
+  read -r -a cores <<<"$CORES"
+  newns "$P-tora"; newns "$P-torb"; newns "$P-fab"
+  for r in 1 2; do
+    tor=$([ $r = 1 ] && echo "$P-tora" || echo "$P-torb")
+    letter=$([ $r = 1 ] && echo a || echo b)
+    for i in $(seq "$HOSTS"); do
+      h="$P-$letter$i"
+      newns "$h"
+      veth "$tor" "h$i" "$(mac $r 1 "$i")" "$h" eth0 "$(mac $r 3 "$i")"
+      # veth leaves TCP/UDP checksums to "hardware" (CHECKSUM_PARTIAL) that never runs when
+      # a frame leaves through AF_XDP or AF_PACKET: make the hosts' stacks compute them.
+      nsx "$h" ethtool -K eth0 tx off >/dev/null
+      ip -n "$h" addr add "10.$r.$i.2/24" dev eth0
+      ip -n "$h" route add default via "10.$r.$i.1"
+    done
+    for p in $(seq 0 $((PATHS - 1))); do
+      veth "$tor" "u$p" "$(mac $r 2 "$p")" "$P-fab" "$letter$p" "$(mac $r 4 "$p")"
+    done
+  done
+  fabric_args=()
+  for p in $(seq 0 $((PATHS - 1))); do
+    spec="a$p:b$p,delay_us=${delays[$p]:-0}"
+    [ -n "${loss[$p]:-}" ] && spec+=",loss=${loss[$p]}"
+    fabric_args+=(--path "$spec")
+  done
+  [ -n "${cores[0]:-}" ] && fabric_args+=(--core "${cores[0]}")
+  reorder_flag=()
+  [ "$REORDER" = 1 ] || reorder_flag=(--no-reorder)
+  for r in a b; do
+    core=()
+    if [ ${#cores[@]} -ge 2 ]; then
+      core=(--core "$([ $r = a ] && echo "${cores[0]}" || echo "${cores[1]}")")
+    fi
+    "$BIN/sprayrack" --rack $r --hosts "$HOSTS" --paths "$PATHS" --backend "$BACKEND" \
+      --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" "${reorder_flag[@]}" \
+      "${core[@]}" >"$STATE/tor-$r.toml"
+  done
+  # `ip netns exec` replaces itself with the program, so $! is the program's PID.
+  ip netns exec "$P-fab" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
+    >"$STATE/fabric.log" 2>&1 &
+  echo $! >"$STATE/fabric.pid"
+  for r in a b; do
+    RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
+      run --stats-interval 0 >"$STATE/tor-$r.log" 2>&1 &
+    echo $! >"$STATE/tor-$r.pid"
+  done
+  wait_ready fabric "path a$((PATHS - 1)) <->"
+  wait_ready tor-a "running"
+  wait_ready tor-b "running"
+  trap - ERR
+  echo "rack $NAME up: hosts $P-a1..$HOSTS and $P-b1..$HOSTS (10.1.i.2, 10.2.i.2), state in $STATE"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,393 @@
+//! End to end on real Linux network stacks: `scripts/netns-rack.sh` builds a rack pair in
+//! network namespaces (four Linux hosts, two sprayswitch ToRs on AF_XDP, the fabric emulator
+//! with four paths of 0/20/40/60 us), and the hosts talk through it.
+//!
+//! - Linux hosts with nothing but a default route ping each other and move data over TCP.
+//! - RoCEv2 RDMA WRITEs from the traffic generator's requester (on host a1, over AF_PACKET) to a
+//!   Go-Back-N responder (host b1) cross the sprayed fabric. A capture taken at b1 by tcpdump,
+//!   read by the capture analyser, shows every request in PSN order with the reorder stage, and
+//!   out of order without it.
+//! - Taking one fabric path down in the middle of a transfer stalls no QP.
+//!
+//! Needs root; reported as skipped otherwise (required in CI, see scripts/test.sh). The rack
+//! processes and namespaces are removed by a guard, also when an assertion fails.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sprayswitch::port::afpacket::AfPacketPort;
+use sprayswitch::port::Port;
+use sprayswitch::wire::{Pmtu, Psn};
+use sprayswitch_tests::netns::{available, ChildGuard};
+use sprayswitch_tests::read_capture;
+use sprayswitch_tools::analyze::Analyzer;
+use sprayswitch_tools::rnic::{Endpoint, ReceiverMode, Requester, Responder, Work};
+use sprayswitch_tools::topo::mac;
+
+/// One rack at a time: the tests share the machine's two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The directory of the workspace's binaries (built by `cargo test --workspace`; built here
+/// when this test runs alone).
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let want = ["sprayswitch", "sprayfabric", "sprayrack"];
+    if want.iter().any(|b| !dir.join(b).exists()) {
+        let release = dir.ends_with("release");
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.current_dir(repo()).args([
+            "build",
+            "--bins",
+            "-p",
+            "sprayswitch-control",
+            "-p",
+            "sprayswitch-tools",
+        ]);
+        if release {
+            c.arg("--release");
+        }
+        assert!(c.status().expect("cargo build").success());
+    }
+    dir
+}
+
+/// A running rack; torn down on drop.
+struct Rack {
+    name: String,
+}
+
+impl Rack {
+    fn up(tag: &str, env: &[(&str, &str)]) -> Rack {
+        let name = format!("{tag}{}", std::process::id());
+        let rack = Rack { name };
+        let out = Command::new(repo().join("scripts/netns-rack.sh"))
+            .args(["up", &rack.name])
+            .env("BIN", bin_dir())
+            .envs(env.iter().copied())
+            .output()
+            .expect("netns-rack.sh");
+        assert!(
+            out.status.success(),
+            "rack up failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        rack
+    }
+
+    fn ns(&self, n: &str) -> String {
+        format!("ssr-{}-{n}", self.name)
+    }
+
+    fn exec(&self, n: &str, args: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns(n)])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
+    }
+
+    /// Runs `f` on a thread inside namespace `n`.
+    fn run<T: Send>(&self, n: &str, f: impl FnOnce() -> T + Send) -> T {
+        let path = format!("/var/run/netns/{}", self.ns(n));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                enter(&path);
+                f()
+            })
+            .join()
+            .expect("thread in namespace")
+        })
+    }
+
+    fn log(&self, which: &str) -> String {
+        std::fs::read_to_string(format!("/run/sprayswitch-rack/{}/{which}.log", self.name))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Rack {
+    fn drop(&mut self) {
+        let _ = Command::new(repo().join("scripts/netns-rack.sh"))
+            .args(["down", &self.name])
+            .output();
+    }
+}
+
+fn enter(path: &str) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).expect("netns file");
+    // SAFETY: setns on a namespace fd we hold; affects only this thread.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns {path}");
+}
+
+fn ping(rack: &Rack, from: &str, to: &str, count: u32) -> u32 {
+    let out = rack.exec(
+        from,
+        &[
+            "ping",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.05",
+            "-W",
+            "2",
+            "-q",
+            to,
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(',')
+        .find_map(|p| p.trim().strip_suffix(" received"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
+    if !available("linux_hosts_ping_and_talk_tcp_through_the_rack") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rack = Rack::up("tcp", &[]);
+    // The first packet towards a host not yet resolved is dropped (counted) while the ToR asks
+    // for its MAC; warm the neighbour tables up, then expect no loss.
+    for (a, b) in [("a1", "10.2.1.2"), ("b1", "10.1.1.2"), ("a2", "10.2.2.2"), ("a1", "10.1.2.2")]
+    {
+        ping(&rack, a, b, 2);
+    }
+    assert_eq!(ping(&rack, "a1", "10.2.1.2", 20), 20, "a1 -> b1 across the fabric");
+    assert_eq!(ping(&rack, "a2", "10.2.2.2", 20), 20, "a2 -> b2 across the fabric");
+    assert_eq!(ping(&rack, "a1", "10.1.2.2", 10), 10, "a1 -> a2 inside rack A");
+    assert_eq!(ping(&rack, "a1", "10.1.1.1", 5), 5, "a1 -> its gateway");
+
+    // 8 MB over TCP from a1 to b1 and an answer back.
+    let listener = rack.run("b1", || TcpListener::bind("10.2.1.2:5001").expect("listen"));
+    let data: Vec<u8> = (0..8u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
+    let sum: u64 = data.iter().map(|&b| u64::from(b)).sum();
+    std::thread::scope(|s| {
+        let server = s.spawn(move || {
+            // Never block forever: a failed connect must fail the test, not hang it.
+            listener.set_nonblocking(true).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut c = loop {
+                match listener.accept() {
+                    Ok((c, _)) => break c,
+                    Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Err(e) => return Err(format!("no connection from a1: {e}")),
+                }
+            };
+            c.set_nonblocking(false).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).expect("read");
+            let sum: u64 = got.iter().map(|&b| u64::from(b)).sum();
+            Ok((got.len(), sum))
+        });
+        rack.run("a1", || {
+            let mut c = TcpStream::connect_timeout(
+                &"10.2.1.2:5001".parse().unwrap(),
+                Duration::from_secs(5),
+            )
+            .expect("connect a1 -> b1");
+            c.write_all(&data).expect("send");
+        });
+        assert_eq!(server.join().unwrap(), Ok((data.len(), sum)));
+    });
+    assert!(rack.log("tor-a").contains("af_xdp"), "{}", rack.log("tor-a"));
+}
+
+/// Result of one RoCE transfer.
+struct Transfer {
+    completed: u64,
+    posted: u64,
+    out_of_sequence: u64,
+    naks: u64,
+    /// What the capture analyser read in the capture taken at b1: (requests, reordered).
+    at_host: (u64, u64),
+}
+
+/// WRITEs from a1 to b1 over `qps` QPs; `mid` runs once, halfway through.
+fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transfer {
+    let cap = std::env::temp_dir().join(format!("ssw-rack-{}-{}.pcap", rack.name, qps));
+    let mut tcpdump = ChildGuard(
+        Command::new("ip")
+            .args(["netns", "exec", &rack.ns("b1"), "tcpdump", "-i", "eth0", "-U"])
+            .args(["-w", cap.to_str().unwrap(), "udp port 4791 and dst host 10.2.1.2"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("tcpdump (apt-get install tcpdump)"),
+    );
+    // tcpdump says "listening on" once its socket is open.
+    let mut err = tcpdump.0.stderr.take().unwrap();
+    let mut buf = [0u8; 256];
+    let n = err.read(&mut buf).unwrap_or(0);
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).contains("listening"),
+        "tcpdump: {}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+
+    let mut a = rack.run("a1", || AfPacketPort::open("a1", "eth0").expect("port on a1"));
+    let mut b = rack.run("b1", || AfPacketPort::open("b1", "eth0").expect("port on b1"));
+    let (ip_a, ip_b) = (Ipv4Addr::new(10, 1, 1, 2), Ipv4Addr::new(10, 2, 1, 2));
+    let pmtu = Pmtu::DEFAULT;
+    let mut pairs = Vec::new();
+    for q in 0..qps {
+        let (qpn_a, qpn_b) = (0x100 + q, 0x800 + q);
+        let sport = 49152 + q as u16;
+        let ea = Endpoint {
+            mac: mac(1, 3, 1),
+            gw_mac: mac(1, 1, 1),
+            ip: IpAddr::V4(ip_a),
+            peer_ip: IpAddr::V4(ip_b),
+            peer_qpn: qpn_b,
+            sport,
+        };
+        let eb = Endpoint {
+            mac: mac(2, 3, 1),
+            gw_mac: mac(2, 1, 1),
+            ip: IpAddr::V4(ip_b),
+            peer_ip: IpAddr::V4(ip_a),
+            peer_qpn: qpn_a,
+            sport,
+        };
+        let start = Psn::new(0x10_0000 * (q + 1));
+        // Window 32 packets; retransmission timeout 67 ms (perftest's default).
+        let mut req = Requester::new(ea, start, pmtu, 32, 67_000_000);
+        let mut resp = Responder::new(eb, start, pmtu, 8);
+        resp.set_mode(ReceiverMode::Gbn);
+        for _ in 0..messages {
+            req.post(Work::Write(16 * 1024));
+        }
+        pairs.push((qpn_a, qpn_b, req, resp));
+    }
+    let posted = u64::from(qps * messages);
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(60);
+    let mut rx = Vec::with_capacity(64);
+    let mut mid_done = false;
+    while Instant::now() < deadline {
+        let now = t0.elapsed().as_nanos() as u64 + 1;
+        for (_, _, req, _) in pairs.iter_mut() {
+            req.poll(now, &mut a);
+        }
+        let mut work = 0;
+        a.rx_burst(now, &mut rx, 64);
+        work += rx.len();
+        for p in rx.drain(..) {
+            let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+            if let Some(x) = pairs.iter_mut().find(|x| x.0 == qpn) {
+                x.2.handle(p.data(), now);
+            }
+        }
+        b.rx_burst(now, &mut rx, 64);
+        work += rx.len();
+        for p in rx.drain(..) {
+            let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+            if let Some(x) = pairs.iter_mut().find(|x| x.1 == qpn) {
+                x.3.handle(p.data(), now, &mut b);
+            }
+        }
+        let completed: u64 = pairs.iter().map(|x| x.2.stats.completed).sum();
+        if !mid_done && completed * 2 >= posted {
+            mid();
+            mid_done = true;
+        }
+        if pairs.iter().all(|x| x.2.done()) {
+            break;
+        }
+        if work == 0 {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: SIGTERM to the tcpdump we started (its PID); it flushes and exits.
+    unsafe { libc::kill(tcpdump.0.id() as i32, libc::SIGTERM) };
+    let _ = tcpdump.0.wait();
+    let mut an = Analyzer::default();
+    for f in read_capture(&cap) {
+        an.add(&f);
+    }
+    let _ = std::fs::remove_file(&cap);
+    let reqs: Vec<_> = an
+        .reports()
+        .into_iter()
+        .filter(|r| r.direction == "request")
+        .collect();
+    Transfer {
+        completed: pairs.iter().map(|x| x.2.stats.completed).sum(),
+        posted,
+        out_of_sequence: pairs.iter().map(|x| x.3.stats.out_of_sequence).sum(),
+        naks: pairs.iter().map(|x| x.3.stats.naks).sum(),
+        at_host: (
+            reqs.iter().map(|r| r.packets).sum(),
+            reqs.iter().map(|r| r.reordered).sum(),
+        ),
+    }
+}
+
+#[test]
+fn roce_arrives_in_order_with_reorder_and_out_of_order_without() {
+    if !available("roce_arrives_in_order_with_reorder_and_out_of_order_without") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    {
+        let rack = Rack::up("ro", &[]);
+        // Resolve b1 at ToR B before the transfer (the first packet would be dropped).
+        ping(&rack, "a1", "10.2.1.2", 2);
+        let t = roce_transfer(&rack, 4, 100, &|| {});
+        assert_eq!(t.completed, t.posted, "every WRITE completes");
+        assert!(t.at_host.0 > 6000, "requests captured at b1: {}", t.at_host.0);
+        assert_eq!(t.at_host.1, 0, "spray + reorder: nothing out of order at the host");
+        assert_eq!(t.out_of_sequence, 0, "the Go-Back-N responder saw no gap");
+        assert_eq!(t.naks, 0);
+    }
+    {
+        let rack = Rack::up("nr", &[("REORDER", "0")]);
+        ping(&rack, "a1", "10.2.1.2", 2);
+        let t = roce_transfer(&rack, 4, 30, &|| {});
+        assert!(
+            t.at_host.1 > 0,
+            "spray without reorder: requests arrive out of order at the host"
+        );
+        assert!(t.out_of_sequence > 0 && t.naks > 0, "and the responder NAKs");
+    }
+}
+
+#[test]
+fn a_fabric_path_going_down_mid_transfer_stalls_no_qp() {
+    if !available("a_fabric_path_going_down_mid_transfer_stalls_no_qp") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rack = Rack::up("pd", &[]);
+    ping(&rack, "a1", "10.2.1.2", 2);
+    let down = || {
+        let out = rack.exec("tora", &["ip", "link", "set", "u2", "down"]);
+        assert!(out.status.success());
+    };
+    let t = roce_transfer(&rack, 4, 100, &down);
+    assert_eq!(t.completed, t.posted, "every QP finished its WRITEs");
+}

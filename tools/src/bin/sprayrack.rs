@@ -1,0 +1,88 @@
+//! `sprayrack`: writes the configuration of one ToR of a rack pair, for the network-namespace
+//! topology of `scripts/netns-rack.sh` (interfaces named like the ports: `h1`.., `u0`..;
+//! addresses and MACs as the in-process rack pair uses them, see `sprayswitch_tools::topo`).
+
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use sprayswitch::engine::SprayPolicy;
+use sprayswitch_control::Config;
+use sprayswitch_tools::topo::{tor_config_with, PathSpec, RackPairSpec};
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Rack {
+    A,
+    B,
+}
+
+#[derive(Parser)]
+#[command(
+    name = "sprayrack",
+    version,
+    about = "Print the configuration of one ToR of a rack pair on real interfaces"
+)]
+struct Cli {
+    /// Which ToR.
+    #[arg(long, value_enum)]
+    rack: Rack,
+    /// Hosts per rack (downlinks h1..hN).
+    #[arg(long, default_value_t = 2)]
+    hosts: usize,
+    /// Fabric paths (uplinks u0..u(N-1)).
+    #[arg(long, default_value_t = 4)]
+    paths: usize,
+    /// Port backend: af_xdp, af_packet or auto.
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// Spray policy (ecmp, round_robin, random, weighted, least_loaded, flowlet).
+    #[arg(long, default_value = "round_robin")]
+    policy: String,
+    /// Turn the reorder stage off (spray without reorder).
+    #[arg(long)]
+    no_reorder: bool,
+    /// Gap hold timeout, microseconds.
+    #[arg(long, default_value_t = 5000)]
+    hold_us: u64,
+    /// Learning window of a new stream, microseconds.
+    #[arg(long, default_value_t = 5000)]
+    learn_us: u64,
+    /// Pin the worker to this core.
+    #[arg(long)]
+    core: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let policy: SprayPolicy = match cli.policy.parse() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sprayrack: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let spec = RackPairSpec {
+        hosts: cli.hosts,
+        paths: vec![PathSpec::delay(0); cli.paths],
+        policy,
+        ..RackPairSpec::default()
+    };
+    let rack = match cli.rack {
+        Rack::A => 1,
+        Rack::B => 2,
+    };
+    let mut text = tor_config_with(&spec, rack, &cli.backend);
+    if let Some(c) = cli.core {
+        text = text.replacen("[switch]\n", &format!("[switch]\ncores = [{c}]\n"), 1);
+    }
+    text += &format!(
+        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
+        !cli.no_reorder, cli.hold_us, cli.learn_us
+    );
+    // Refuse to print something the switch would refuse.
+    if let Err(e) = Config::parse(&text, "generated").and_then(|c| c.validate().map(drop)) {
+        eprintln!("sprayrack: {e}");
+        return ExitCode::FAILURE;
+    }
+    print!("{text}");
+    ExitCode::SUCCESS
+}
