@@ -880,6 +880,41 @@ mod tests {
     }
 
     #[test]
+    fn real_backends_are_described() {
+        let text = format!(
+            "{}\n[[port]]\nname = \"x\"\nbackend = \"af_xdp\"\ninterface = \"veth7\"\nqueues = 2\nxdp_mode = \"skb\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n\
+             [[port]]\nname = \"y\"\nbackend = \"auto\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:0a\"\n",
+            DEFAULT_CONFIG
+        );
+        let v = Config::parse(&text, "t").unwrap().validate().unwrap();
+        assert_eq!(
+            v.backends[6],
+            Backend::Real {
+                kind: RealKind::AfXdp,
+                interface: "veth7".into(),
+                queues: 2,
+                xdp_mode: XdpModeChoice::Skb
+            }
+        );
+        assert_eq!(
+            v.backends[7],
+            Backend::Real {
+                kind: RealKind::Auto,
+                interface: "y".into(),
+                queues: 1,
+                xdp_mode: XdpModeChoice::Auto
+            }
+        );
+        let dup = text.replace(
+            "name = \"y\"\nbackend = \"auto\"",
+            "name = \"y\"\nbackend = \"auto\"\ninterface = \"veth7\"",
+        );
+        let e = Config::parse(&dup, "t").unwrap().validate().unwrap_err();
+        assert_eq!(e.field, "port[7].interface");
+        assert!(e.reason.contains("already used by port 'x'"), "{e}");
+    }
+
+    #[test]
     fn the_default_is_valid() {
         let v = Config::default_config().validate().unwrap();
         assert_eq!(v.name, "tor-a");
@@ -964,6 +999,31 @@ mod tests {
                 "needs pcap_in",
             ),
             (with_port("backend = \"dpdk\""), "port[6].backend", "'dpdk'"),
+            (
+                with_port("backend = \"af_xdp\"\nqueues = 0"),
+                "port[6].queues",
+                "use 1 to 64",
+            ),
+            (
+                with_port("backend = \"auto\"\nxdp_mode = \"turbo\""),
+                "port[6].xdp_mode",
+                "'turbo'",
+            ),
+            (
+                with_port("backend = \"af_packet\"\nxdp_mode = \"skb\""),
+                "port[6].backend",
+                "apply to AF_XDP",
+            ),
+            (
+                with_port("backend = \"af_xdp\"\ninterface = \"a-very-long-interface\""),
+                "port[6].interface",
+                "not an interface name",
+            ),
+            (
+                with_port("interface = \"eth0\""),
+                "port[6].interface",
+                "need a real backend",
+            ),
             (
                 check("[[port]]\nname = \"y\"\nrole = \"spine\"\nmac = \"02:00:00:00:00:09\""),
                 "port[6].role",

@@ -119,7 +119,11 @@ fn open_real(
                 .max()
                 .unwrap_or(1500);
             // A frame holds the kernel's 256-byte headroom, Ethernet, a VLAN tag and the MTU.
-            let frame = if biggest + 18 + 256 <= 2048 { 2048 } else { 4096 };
+            let frame = if biggest + 18 + 256 <= 2048 {
+                2048
+            } else {
+                4096
+            };
             let frames = XdpUmem::frames_for(mine.len(), RING);
             Some(XdpUmem::new(frames, frame).with_context(|| {
                 format!(

@@ -169,13 +169,29 @@ fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
     let rack = Rack::up("tcp", &[]);
     // The first packet towards a host not yet resolved is dropped (counted) while the ToR asks
     // for its MAC; warm the neighbour tables up, then expect no loss.
-    for (a, b) in [("a1", "10.2.1.2"), ("b1", "10.1.1.2"), ("a2", "10.2.2.2"), ("a1", "10.1.2.2")]
-    {
+    for (a, b) in [
+        ("a1", "10.2.1.2"),
+        ("b1", "10.1.1.2"),
+        ("a2", "10.2.2.2"),
+        ("a1", "10.1.2.2"),
+    ] {
         ping(&rack, a, b, 2);
     }
-    assert_eq!(ping(&rack, "a1", "10.2.1.2", 20), 20, "a1 -> b1 across the fabric");
-    assert_eq!(ping(&rack, "a2", "10.2.2.2", 20), 20, "a2 -> b2 across the fabric");
-    assert_eq!(ping(&rack, "a1", "10.1.2.2", 10), 10, "a1 -> a2 inside rack A");
+    assert_eq!(
+        ping(&rack, "a1", "10.2.1.2", 20),
+        20,
+        "a1 -> b1 across the fabric"
+    );
+    assert_eq!(
+        ping(&rack, "a2", "10.2.2.2", 20),
+        20,
+        "a2 -> b2 across the fabric"
+    );
+    assert_eq!(
+        ping(&rack, "a1", "10.1.2.2", 10),
+        10,
+        "a1 -> a2 inside rack A"
+    );
     assert_eq!(ping(&rack, "a1", "10.1.1.1", 5), 5, "a1 -> its gateway");
 
     // 8 MB over TCP from a1 to b1 and an answer back.
@@ -213,7 +229,11 @@ fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
         });
         assert_eq!(server.join().unwrap(), Ok((data.len(), sum)));
     });
-    assert!(rack.log("tor-a").contains("af_xdp"), "{}", rack.log("tor-a"));
+    assert!(
+        rack.log("tor-a").contains("af_xdp"),
+        "{}",
+        rack.log("tor-a")
+    );
 }
 
 /// Result of one RoCE transfer.
@@ -231,25 +251,42 @@ fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transf
     let cap = std::env::temp_dir().join(format!("ssw-rack-{}-{}.pcap", rack.name, qps));
     let mut tcpdump = ChildGuard(
         Command::new("ip")
-            .args(["netns", "exec", &rack.ns("b1"), "tcpdump", "-i", "eth0", "-U"])
-            .args(["-w", cap.to_str().unwrap(), "udp port 4791 and dst host 10.2.1.2"])
+            .args([
+                "netns",
+                "exec",
+                &rack.ns("b1"),
+                "tcpdump",
+                "-i",
+                "eth0",
+                "-U",
+            ])
+            .args([
+                "-w",
+                cap.to_str().unwrap(),
+                "udp port 4791 and dst host 10.2.1.2",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("tcpdump (apt-get install tcpdump)"),
     );
     // tcpdump says "listening on" once its socket is open.
-    let mut err = tcpdump.0.stderr.take().unwrap();
-    let mut buf = [0u8; 256];
-    let n = err.read(&mut buf).unwrap_or(0);
-    assert!(
-        String::from_utf8_lossy(&buf[..n]).contains("listening"),
-        "tcpdump: {}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    let mut err = std::io::BufReader::new(tcpdump.0.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("listening") {
+        // EOF (tcpdump exited) ends the loop with what it printed.
+        if std::io::BufRead::read_line(&mut err, &mut said).unwrap_or(0) == 0 {
+            break;
+        }
+    }
+    assert!(said.contains("listening"), "tcpdump: {said}");
 
-    let mut a = rack.run("a1", || AfPacketPort::open("a1", "eth0").expect("port on a1"));
-    let mut b = rack.run("b1", || AfPacketPort::open("b1", "eth0").expect("port on b1"));
+    let mut a = rack.run("a1", || {
+        AfPacketPort::open("a1", "eth0").expect("port on a1")
+    });
+    let mut b = rack.run("b1", || {
+        AfPacketPort::open("b1", "eth0").expect("port on b1")
+    });
     let (ip_a, ip_b) = (Ipv4Addr::new(10, 1, 1, 2), Ipv4Addr::new(10, 2, 1, 2));
     let pmtu = Pmtu::DEFAULT;
     let mut pairs = Vec::new();
@@ -330,6 +367,17 @@ fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transf
         an.add(&f);
     }
     let _ = std::fs::remove_file(&cap);
+    eprintln!(
+        "{}: {} of {} WRITEs in {:.2} s; at b1: {} request packets, {} out of order; responder: {} out of sequence, {} NAKs",
+        rack.name,
+        pairs.iter().map(|x| x.2.stats.completed).sum::<u64>(),
+        posted,
+        t0.elapsed().as_secs_f64(),
+        an.reports().iter().filter(|r| r.direction == "request").map(|r| r.packets).sum::<u64>(),
+        an.reports().iter().filter(|r| r.direction == "request").map(|r| r.reordered).sum::<u64>(),
+        pairs.iter().map(|x| x.3.stats.out_of_sequence).sum::<u64>(),
+        pairs.iter().map(|x| x.3.stats.naks).sum::<u64>(),
+    );
     let reqs: Vec<_> = an
         .reports()
         .into_iter()
@@ -359,8 +407,15 @@ fn roce_arrives_in_order_with_reorder_and_out_of_order_without() {
         ping(&rack, "a1", "10.2.1.2", 2);
         let t = roce_transfer(&rack, 4, 100, &|| {});
         assert_eq!(t.completed, t.posted, "every WRITE completes");
-        assert!(t.at_host.0 > 6000, "requests captured at b1: {}", t.at_host.0);
-        assert_eq!(t.at_host.1, 0, "spray + reorder: nothing out of order at the host");
+        assert!(
+            t.at_host.0 > 6000,
+            "requests captured at b1: {}",
+            t.at_host.0
+        );
+        assert_eq!(
+            t.at_host.1, 0,
+            "spray + reorder: nothing out of order at the host"
+        );
         assert_eq!(t.out_of_sequence, 0, "the Go-Back-N responder saw no gap");
         assert_eq!(t.naks, 0);
     }
@@ -372,7 +427,10 @@ fn roce_arrives_in_order_with_reorder_and_out_of_order_without() {
             t.at_host.1 > 0,
             "spray without reorder: requests arrive out of order at the host"
         );
-        assert!(t.out_of_sequence > 0 && t.naks > 0, "and the responder NAKs");
+        assert!(
+            t.out_of_sequence > 0 && t.naks > 0,
+            "and the responder NAKs"
+        );
     }
 }
 

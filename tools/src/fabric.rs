@@ -40,6 +40,9 @@ pub struct PathReport {
     pub overflow: [u64; 2],
 }
 
+/// One path to build: port `a`, port `b`, and the impairments of both directions.
+pub type PathPorts = (Box<dyn Port>, Box<dyn Port>, PathSpec);
+
 /// The emulator: ports (two per path, wrapped in their injectors) and their directions.
 pub struct Fabric {
     ports: Vec<FaultInjector<Box<dyn Port>>>,
@@ -51,7 +54,7 @@ pub struct Fabric {
 
 impl Fabric {
     /// A fabric over `paths`: (port a, port b, impairments). `seed` varies the random choices.
-    pub fn new(paths: Vec<(Box<dyn Port>, Box<dyn Port>, PathSpec)>, seed: u64) -> Fabric {
+    pub fn new(paths: Vec<PathPorts>, seed: u64) -> Fabric {
         let mut ports = Vec::new();
         let mut stats = Vec::new();
         let mut dirs = Vec::new();
@@ -208,7 +211,8 @@ mod tests {
 
     #[test]
     fn paths_parse_with_clear_errors() {
-        let (a, b, p) = parse_path("u0:v0,delay_us=20,jitter_us=5,loss=0.01,rate_mbps=250").unwrap();
+        let (a, b, p) =
+            parse_path("u0:v0,delay_us=20,jitter_us=5,loss=0.01,rate_mbps=250").unwrap();
         assert_eq!((a.as_str(), b.as_str()), ("u0", "v0"));
         assert_eq!(p.delay_ns, 20_000);
         assert_eq!(p.jitter_ns, 5_000);
@@ -240,6 +244,8 @@ mod tests {
         a_out.tx_burst(0, &mut frames);
         let mut back = vec![Pkt::from_slice(&[200; 64])];
         b_out.tx_burst(0, &mut back);
+        // Bursts of 64: two passes take all 100 in.
+        f.iterate(10);
         f.iterate(10);
         let mut got = Vec::new();
         b_out.rx_burst(500_000, &mut got, 256);

@@ -51,7 +51,11 @@ struct Cli {
 }
 
 #[cfg(target_os = "linux")]
-fn open(backend: Backend, umem: &mut sprayswitch::port::xdp::XdpUmem, ifname: &str) -> anyhow::Result<Box<dyn Port>> {
+fn open(
+    backend: Backend,
+    umem: &mut sprayswitch::port::xdp::XdpUmem,
+    ifname: &str,
+) -> anyhow::Result<Box<dyn Port>> {
     use sprayswitch::port::afpacket::AfPacketPort;
     use sprayswitch::port::xdp::XdpOptions;
     Ok(match backend {
