@@ -9,6 +9,7 @@ pub mod analyze;
 pub mod decode;
 pub mod demo;
 pub mod fabric;
+pub mod gen;
 pub mod lat;
 pub mod rnic;
 pub mod topo;

@@ -77,7 +77,7 @@ impl Pkt {
     }
 
     /// A packet in a frame of a [`FrameArea`], `len` bytes long.
-    pub(crate) fn in_frame(frame: area::Frame, len: usize) -> Pkt {
+    pub fn in_frame(frame: area::Frame, len: usize) -> Pkt {
         let len = len.min(frame.capacity());
         Pkt {
             buf: Buf::Frame(frame),

@@ -135,6 +135,50 @@ pub fn ifmtu(sock: RawFd, ifname: &str) -> io::Result<u32> {
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// The interface's MAC address.
+pub fn ifmac(sock: RawFd, ifname: &str) -> io::Result<[u8; 6]> {
+    let mut r = ifreq(ifname);
+    // SAFETY: SIOCGIFHWADDR reads the name and writes the address of the `ifreq` we own.
+    let rc = unsafe { libc::ioctl(sock, libc::SIOCGIFHWADDR, &mut r) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    // SAFETY: after SIOCGIFHWADDR the union holds `ifru_hwaddr`.
+    let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(m)
+}
+
+/// The interface's (primary) IPv4 address.
+pub fn ifaddr4(sock: RawFd, ifname: &str) -> io::Result<std::net::Ipv4Addr> {
+    let mut r = ifreq(ifname);
+    // SAFETY: SIOCGIFADDR reads the name and writes the address of the `ifreq` we own.
+    let rc = unsafe { libc::ioctl(sock, libc::SIOCGIFADDR, &mut r) };
+    if rc < 0 {
+        return Err(errno());
+    }
+    // SAFETY: after SIOCGIFADDR the union holds a `sockaddr_in` in `ifru_addr`.
+    let sa = unsafe { r.ifr_ifru.ifru_addr };
+    let b: Vec<u8> = sa.sa_data[2..6].iter().map(|&c| c as u8).collect();
+    Ok(std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+}
+
+/// The IPv4 default gateway out of `ifname`, from `/proc/net/route`.
+pub fn default_gateway4(ifname: &str) -> Option<std::net::Ipv4Addr> {
+    let text = std::fs::read_to_string("/proc/net/route").ok()?;
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 2 && f[0] == ifname && f[1] == "00000000")
+            .then(|| u32::from_str_radix(f[2], 16).ok())
+            .flatten()
+            // The file prints the address in host (little-endian) order.
+            .map(|g| std::net::Ipv4Addr::from(g.swap_bytes()))
+    })
+}
+
 /// `setsockopt` with a plain value.
 pub fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, val: &T) -> io::Result<()> {
     // SAFETY: `val` points at a live `T` of the size we pass.
@@ -208,6 +252,11 @@ mod tests {
         assert!(carrier_up(ifflags(s.as_raw_fd(), "lo").unwrap()));
         assert_eq!(ifmtu(s.as_raw_fd(), "lo").unwrap(), 65536);
         assert!(ifindex("no-such-if0").is_err());
+        assert_eq!(ifmac(s.as_raw_fd(), "lo").unwrap(), [0; 6]);
+        assert_eq!(
+            ifaddr4(s.as_raw_fd(), "lo").unwrap(),
+            std::net::Ipv4Addr::LOCALHOST
+        );
         let mut w = LinkWatch::new("lo").unwrap();
         w.poll(0);
         assert!(w.up());

@@ -143,6 +143,10 @@ pub struct XdpStatistics {
 
 /// bpf(2) command: create a map.
 pub const BPF_MAP_CREATE: i32 = 0;
+/// bpf(2) command: look a map element up.
+pub const BPF_MAP_LOOKUP_ELEM: i32 = 1;
+/// Map type per-CPU array.
+pub const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 /// bpf(2) command: update a map element.
 pub const BPF_MAP_UPDATE_ELEM: i32 = 2;
 /// bpf(2) command: load a program.

@@ -1,0 +1,498 @@
+//! `vethbench`: forwarding throughput on one veth topology, in one run, for:
+//! a bare AF_XDP forward loop (the I/O ceiling: descriptors moved between two sockets sharing a
+//! UMEM, nothing parsed), sprayswitch on AF_XDP, sprayswitch on AF_PACKET, the Linux bridge
+//! (bridge-nf-call-* off) and Linux IP forwarding.
+//!
+//! ```text
+//!  [ns S] s0 ── p0 [ns W: the forwarder under test] p1 ── r0 [ns R]
+//! ```
+//!
+//! An AF_XDP sender in S (pinned to core 0) blasts RoCEv2-shaped frames (RC WRITE ONLY, 64 QPs,
+//! PSNs in order) at `--size` bytes; an XDP program on r0 counts and drops what arrives. The
+//! userspace forwarders run pinned to core 1; the kernel forwards in the sender's softirq. Each case runs `--seconds`; the table
+//! gives delivered packets per second, the loss, and machine CPU (all cores, from /proc/stat)
+//! per delivered packet. Needs root. Everything lives in namespaces named `ssb-<pid>-*`,
+//! removed on exit.
+
+use std::net::Ipv4Addr;
+use std::os::fd::AsRawFd;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use sprayswitch::port::sys;
+use sprayswitch::port::xdp::bpf::CountingSink;
+use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch::time::now_ns;
+use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
+
+#[derive(Parser)]
+#[command(
+    name = "vethbench",
+    about = "Forwarding throughput on veth: bare AF_XDP loop, sprayswitch (AF_XDP, AF_PACKET), Linux bridge, IP forwarding"
+)]
+struct Cli {
+    /// Frame sizes to run (bytes, without FCS).
+    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 1100])]
+    sizes: Vec<usize>,
+    /// Seconds per case.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Cases to run: bare, xdp, packet, bridge, forward (default: all).
+    #[arg(long, value_delimiter = ',')]
+    cases: Vec<String>,
+    /// Directory of the sprayswitch binary.
+    #[arg(long, default_value = "target/release")]
+    bin: String,
+}
+
+/// The sender's core; the forwarder under test runs on the other one. The kernel cases do
+/// their forwarding in the sender's softirq (one core, no RPS).
+const SENDER_CORE: usize = 0;
+const FORWARDER_CORE: usize = 1;
+
+const S_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 1];
+const P0_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 2];
+const P1_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 3];
+const R_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 4];
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn sh(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .with_context(|| args.join(" "))?;
+    if !out.status.success() {
+        bail!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+struct Topo {
+    s: String,
+    w: String,
+    r: String,
+}
+
+impl Topo {
+    fn new() -> anyhow::Result<Topo> {
+        let p = format!("ssb-{}", std::process::id());
+        let t = Topo {
+            s: format!("{p}-s"),
+            w: format!("{p}-w"),
+            r: format!("{p}-r"),
+        };
+        for ns in [&t.s, &t.w, &t.r] {
+            sh(&["ip", "netns", "add", ns])?;
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ])?;
+        }
+        sh(&[
+            "ip",
+            "-n",
+            &t.s,
+            "link",
+            "add",
+            "s0",
+            "address",
+            &mac_str(S_MAC),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "p0",
+            "address",
+            &mac_str(P0_MAC),
+            "netns",
+            &t.w,
+        ])?;
+        sh(&[
+            "ip",
+            "-n",
+            &t.r,
+            "link",
+            "add",
+            "r0",
+            "address",
+            &mac_str(R_MAC),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "p1",
+            "address",
+            &mac_str(P1_MAC),
+            "netns",
+            &t.w,
+        ])?;
+        for (ns, i) in [(&t.s, "s0"), (&t.w, "p0"), (&t.w, "p1"), (&t.r, "r0")] {
+            sh(&["ip", "-n", ns, "link", "set", i, "up"])?;
+        }
+        Ok(t)
+    }
+
+    fn enter(ns: &str) {
+        if let Ok(f) = std::fs::File::open(format!("/var/run/netns/{ns}")) {
+            // SAFETY: setns on a namespace fd we hold; affects only this thread.
+            unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+        }
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        for ns in [&self.s, &self.w, &self.r] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn frame(size: usize, qp: u32, psn: u32, dst_mac: [u8; 6]) -> Vec<u8> {
+    let f = RoceFrameRepr {
+        src_mac: S_MAC,
+        dst_mac,
+        vlan: None,
+        ip: IpRepr::V4 {
+            src: Ipv4Addr::new(10, 1, 0, 2),
+            dst: Ipv4Addr::new(10, 2, 0, 2),
+            id: 0,
+        },
+        tos: 2,
+        hop_limit: 64,
+        udp_src_port: 49152 + qp as u16,
+        bth: BthRepr::new(Opcode::RcWriteOnly, 0x100 + qp, Psn::new(psn)),
+        ext: ExtRepr {
+            reth: Some(RethRepr {
+                virtual_address: 0,
+                rkey: 1,
+                dma_len: 0,
+            }),
+            ..ExtRepr::default()
+        },
+        payload: &[],
+    };
+    // Headers are 74 bytes (Ethernet, IPv4, UDP, BTH, RETH, ICRC): pad the payload to `size`.
+    let pad = vec![0u8; size.saturating_sub(74)];
+    RoceFrameRepr { payload: &pad, ..f }
+        .to_vec()
+        .unwrap_or_default()
+}
+
+/// Machine CPU time so far (user+nice+system+irq+softirq), in clock ticks.
+fn cpu_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    s.lines()
+        .next()
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .take(7)
+                .enumerate()
+                .filter(|(i, _)| *i != 3 && *i != 4) // idle, iowait
+                .filter_map(|(_, v)| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+struct Row {
+    case: &'static str,
+    size: usize,
+    sent: u64,
+    got: u64,
+    secs: f64,
+    cpu_s: f64,
+}
+
+/// Runs the sender and sink around whatever forwards in W; returns (sent, received, seconds, cpu seconds).
+fn blast(
+    t: &Topo,
+    size: usize,
+    secs: f64,
+    dst_mac: [u8; 6],
+) -> anyhow::Result<(u64, u64, f64, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let r_ns = t.r.clone();
+    let s_ns = t.s.clone();
+    // The sink: an XDP program on r0 that counts and drops, no thread of its own.
+    let sink = std::thread::spawn(move || -> anyhow::Result<CountingSink> {
+        Topo::enter(&r_ns);
+        let ifindex = sys::ifindex("r0")?;
+        CountingSink::attach(ifindex, XdpMode::Native)
+            .map_err(|e| anyhow::anyhow!("sink: {}: {}", e.what, e.source))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("sink setup panicked"))??;
+    let frames: Vec<Vec<u8>> = (0..64u32).map(|q| frame(size, q, 0, dst_mac)).collect();
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> anyhow::Result<u64> {
+            Topo::enter(&s_ns);
+            core_affinity::set_for_current(core_affinity::CoreId { id: SENDER_CORE });
+            let mut u = XdpUmem::new(8192, 2048)?;
+            let mut p = u.open("s0", &XdpOptions::new("s0"))?;
+            let area = u.area().clone();
+            let mut q: Vec<Pkt> = Vec::with_capacity(64);
+            let mut sent = 0u64;
+            let mut psn = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                while q.len() < 64 {
+                    let Some(mut f) = area.alloc() else { break };
+                    let src = &frames[q.len() % 64];
+                    f.bytes_mut()[..src.len()].copy_from_slice(src);
+                    let mut pkt = Pkt::in_frame(f, src.len());
+                    // In-order PSNs per QP (bytes 50..53 of the BTH over IPv4).
+                    let b = (psn / 64).to_be_bytes();
+                    pkt.data_mut()[51..54].copy_from_slice(&b[1..4]);
+                    psn = psn.wrapping_add(1);
+                    q.push(pkt);
+                }
+                sent += p.tx_burst(now_ns(), &mut q) as u64;
+                p.poll(now_ns());
+            }
+            Ok(sent)
+        })
+    };
+    // Warm up, then measure a window.
+    std::thread::sleep(Duration::from_millis(500));
+    let (g0, c0, t0) = (sink.count(), cpu_ticks(), Instant::now());
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    let (g1, c1, el) = (sink.count(), cpu_ticks(), t0.elapsed().as_secs_f64());
+    stop.store(true, Ordering::Relaxed);
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+    drop(sink);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((sent, g1 - g0, el, (c1 - c0) as f64 / hz))
+}
+
+fn switch_config(backend: &str) -> String {
+    format!(
+        "[switch]\nname = \"bench\"\nworkers = 1\ncores = [{FORWARDER_CORE}]\nidle = \"spin\"\n[reorder]\nenabled = true\n\
+         [[port]]\nname = \"p0\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.1.0.1/24\"]\n\
+         [[port]]\nname = \"p1\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.2.0.1/24\"]\n\
+         [[neighbor]]\nip = \"10.2.0.2\"\nmac = \"{}\"\nport = \"p1\"\n",
+        mac_str(P0_MAC),
+        mac_str(P1_MAC),
+        mac_str(R_MAC)
+    )
+}
+
+fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Result<Row> {
+    let ns = t.w.clone();
+    let (sent, got, secs, cpu_s) = match case {
+        "bare AF_XDP loop" => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let st = stop.clone();
+            let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
+                Topo::enter(&ns);
+                core_affinity::set_for_current(core_affinity::CoreId { id: FORWARDER_CORE });
+                let mut u = XdpUmem::new(8192, 2048)?;
+                let mut a = u.open("p0", &XdpOptions::new("p0"))?;
+                let mut b = u.open("p1", &XdpOptions::new("p1"))?;
+                let mut v = Vec::with_capacity(64);
+                while !st.load(Ordering::Relaxed) {
+                    let now = now_ns();
+                    if a.rx_burst(now, &mut v, 64) > 0 {
+                        b.tx_burst(now, &mut v);
+                        v.clear();
+                    }
+                    b.poll(now);
+                    a.poll(now);
+                }
+                Ok(())
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let r = blast(t, size, cli.seconds, P0_MAC)?;
+            stop.store(true, Ordering::Relaxed);
+            fwd.join()
+                .map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
+            r
+        }
+        "sprayswitch AF_XDP" | "sprayswitch AF_PACKET" => {
+            let backend = if case.ends_with("AF_XDP") {
+                "af_xdp"
+            } else {
+                "af_packet"
+            };
+            let cfg = std::env::temp_dir().join(format!("{}-{backend}.toml", t.w));
+            std::fs::write(&cfg, switch_config(backend))?;
+            let mut child = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &t.w,
+                    &format!("{}/sprayswitch", cli.bin),
+                    "--config",
+                ])
+                .arg(&cfg)
+                .arg("run")
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .spawn()
+                .context("starting sprayswitch")?;
+            std::thread::sleep(Duration::from_millis(1500));
+            let r = blast(t, size, cli.seconds, P0_MAC);
+            // SAFETY: SIGTERM to the child we started, by its PID.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&cfg);
+            std::thread::sleep(Duration::from_millis(300));
+            r?
+        }
+        "Linux bridge" => {
+            let w = &t.w;
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                w,
+                "sysctl",
+                "-qw",
+                "net.bridge.bridge-nf-call-iptables=0",
+                "net.bridge.bridge-nf-call-ip6tables=0",
+                "net.bridge.bridge-nf-call-arptables=0",
+            ])
+            .ok();
+            sh(&["ip", "-n", w, "link", "add", "br0", "type", "bridge"])?;
+            for i in ["p0", "p1"] {
+                sh(&["ip", "-n", w, "link", "set", i, "master", "br0"])?;
+            }
+            sh(&["ip", "-n", w, "link", "set", "br0", "up"])?;
+            let r = blast(t, size, cli.seconds, R_MAC);
+            sh(&["ip", "-n", w, "link", "del", "br0"])?;
+            r?
+        }
+        _ => {
+            let w = &t.w;
+            sh(&["ip", "-n", w, "addr", "add", "10.1.0.1/24", "dev", "p0"])?;
+            sh(&["ip", "-n", w, "addr", "add", "10.2.0.1/24", "dev", "p1"])?;
+            sh(&[
+                "ip",
+                "-n",
+                w,
+                "neigh",
+                "replace",
+                "10.2.0.2",
+                "lladdr",
+                &mac_str(R_MAC),
+                "dev",
+                "p1",
+                "nud",
+                "permanent",
+            ])?;
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                w,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ])?;
+            let r = blast(t, size, cli.seconds, P0_MAC);
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                w,
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=0",
+            ])?;
+            sh(&["ip", "-n", w, "addr", "flush", "dev", "p0"])?;
+            sh(&["ip", "-n", w, "addr", "flush", "dev", "p1"])?;
+            r?
+        }
+    };
+    Ok(Row {
+        case,
+        size,
+        sent,
+        got,
+        secs,
+        cpu_s,
+    })
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let t = match Topo::new() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("vethbench: setting up namespaces (needs root): {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cases = [
+        "bare AF_XDP loop",
+        "sprayswitch AF_XDP",
+        "sprayswitch AF_PACKET",
+        "Linux bridge",
+        "Linux ip_forward",
+    ];
+    let mut rows = Vec::new();
+    for &size in &cli.sizes {
+        for (case, key) in cases.into_iter().zip(["bare", "xdp", "packet", "bridge", "forward"]) {
+            if !cli.cases.is_empty() && !cli.cases.iter().any(|c| c == key) {
+                continue;
+            }
+            match run_case(&t, &cli, case, size) {
+                Ok(r) => rows.push(r),
+                Err(e) => {
+                    eprintln!("vethbench: {case} at {size} B: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    println!(
+        "{:<24} {:>6} {:>10} {:>10} {:>12} {:>14}",
+        "case", "bytes", "Mpps", "vs bare", "vs bridge", "CPU us/pkt"
+    );
+    for r in &rows {
+        let mpps = r.got as f64 / r.secs / 1e6;
+        let base = |name: &str| {
+            rows.iter()
+                .find(|x| x.case == name && x.size == r.size)
+                .map(|x| x.got as f64 / x.secs / 1e6)
+                .unwrap_or(f64::NAN)
+        };
+        println!(
+            "{:<24} {:>6} {:>10.3} {:>9.2}x {:>11.2}x {:>14.2}   (sent {} in all)",
+            r.case,
+            r.size,
+            mpps,
+            mpps / base("bare AF_XDP loop"),
+            mpps / base("Linux bridge"),
+            r.cpu_s * 1e6 / r.got.max(1) as f64,
+            r.sent
+        );
+    }
+    ExitCode::SUCCESS
+}
