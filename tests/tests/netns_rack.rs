@@ -47,7 +47,7 @@ fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps")
         .to_path_buf();
-    let want = ["sprayswitch", "sprayfabric", "sprayrack"];
+    let want = ["sprayswitch", "sprayfabric", "sprayrack", "rocegen"];
     if want.iter().any(|b| !dir.join(b).exists()) {
         let release = dir.ends_with("release");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -448,4 +448,71 @@ fn a_fabric_path_going_down_mid_transfer_stalls_no_qp() {
     };
     let t = roce_transfer(&rack, 4, 100, &down);
     assert_eq!(t.completed, t.posted, "every QP finished its WRITEs");
+}
+
+#[test]
+fn rocegen_carries_roce_across_the_sprayed_fabric_in_order() {
+    if !available("rocegen_carries_roce_across_the_sprayed_fabric_in_order") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rack = Rack::up("rg", &[]);
+    ping(&rack, "a1", "10.2.1.2", 2);
+    let gen = bin_dir().join("rocegen");
+    let gen = gen.to_str().unwrap();
+    let responder = ChildGuard(
+        Command::new("ip")
+            .args(["netns", "exec", &rack.ns("b1"), gen, "--json", "responder"])
+            .args(["--mode", "gbn", "--idle-exit", "2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("rocegen responder"),
+    );
+    let out = rack.exec(
+        "a1",
+        &[
+            gen,
+            "--json",
+            "requester",
+            "--peer",
+            "10.2.1.2",
+            "--qps",
+            "8",
+            "--messages",
+            "40",
+            "--size",
+            "32768",
+            "--window",
+            "32",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "requester: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let req: serde_json::Value = serde_json::from_str(text.trim()).expect("requester JSON");
+    let mut responder = responder;
+    let mut rtext = String::new();
+    responder
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut rtext)
+        .unwrap();
+    let _ = responder.0.wait();
+    let resp: serde_json::Value = serde_json::from_str(rtext.trim()).expect("responder JSON");
+    eprintln!("requester {req}\nresponder {resp}");
+    assert_eq!(req["completed"], req["posted"]);
+    assert_eq!(req["completed"], 320);
+    assert_eq!(req["naks"], 0);
+    assert_eq!(resp["qps"], 8);
+    assert_eq!(
+        resp["out_of_sequence"], 0,
+        "the Go-Back-N responder saw every request in order"
+    );
+    assert_eq!(resp["accepted"], 320 * 32);
 }

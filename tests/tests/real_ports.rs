@@ -229,3 +229,28 @@ fn setup_errors_name_the_port() {
         );
     });
 }
+
+#[test]
+fn the_counting_sink_counts_what_arrives() {
+    if !available("the_counting_sink_counts_what_arrives") {
+        return;
+    }
+    use sprayswitch::port::sys;
+    use sprayswitch::port::xdp::bpf::CountingSink;
+    let p = pair();
+    let sink = p.host.run(|| {
+        CountingSink::attach(sys::ifindex("a0").unwrap(), XdpMode::Native)
+            .unwrap_or_else(|e| panic!("{}: {}", e.what, e.source))
+    });
+    let mut port =
+        p.sw.run(|| AfPacketPort::open("b0", "b0").unwrap_or_else(|e| panic!("{e}")));
+    let mut frames: Vec<Pkt> = (0..100u8).map(|i| Pkt::from_slice(&[i; 60])).collect();
+    while !frames.is_empty() {
+        port.tx_burst(now_ns(), &mut frames);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sink.count() < 100 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(sink.count(), 100);
+}

@@ -458,7 +458,10 @@ fn main() -> ExitCode {
     ];
     let mut rows = Vec::new();
     for &size in &cli.sizes {
-        for (case, key) in cases.into_iter().zip(["bare", "xdp", "packet", "bridge", "forward"]) {
+        for (case, key) in cases
+            .into_iter()
+            .zip(["bare", "xdp", "packet", "bridge", "forward"])
+        {
             if !cli.cases.is_empty() && !cli.cases.iter().any(|c| c == key) {
                 continue;
             }

@@ -222,18 +222,18 @@ impl CountingSink {
                 | u64::from(imm as u32) << 32
         };
         let insns = [
-            insn(0x62, 0x0a, -4, 0),               // *(u32 *)(r10 - 4) = 0: the key
-            insn(0xbf, 0xa2, 0, 0),                // r2 = r10
-            insn(0x07, 0x02, 0, -4),               // r2 += -4
-            insn(0x18, 0x11, 0, map.as_raw_fd()),  // r1 = map
+            insn(0x62, 0x0a, -4, 0),              // *(u32 *)(r10 - 4) = 0: the key
+            insn(0xbf, 0xa2, 0, 0),               // r2 = r10
+            insn(0x07, 0x02, 0, -4),              // r2 += -4
+            insn(0x18, 0x11, 0, map.as_raw_fd()), // r1 = map
             insn(0, 0, 0, 0),
-            insn(0x85, 0, 0, 1),                   // call bpf_map_lookup_elem
-            insn(0x15, 0x00, 3, 0),                // if r0 == 0 goto drop
-            insn(0x79, 0x01, 0, 0),                // r1 = *(u64 *)(r0 + 0)
-            insn(0x07, 0x01, 0, 1),                // r1 += 1 (per CPU: no atomics needed)
-            insn(0x7b, 0x10, 0, 0),                // *(u64 *)(r0 + 0) = r1
-            insn(0xb7, 0x00, 0, 1),                // drop: r0 = XDP_DROP
-            insn(0x95, 0, 0, 0),                   // exit
+            insn(0x85, 0, 0, 1),    // call bpf_map_lookup_elem
+            insn(0x15, 0x00, 3, 0), // if r0 == 0 goto drop
+            insn(0x79, 0x01, 0, 0), // r1 = *(u64 *)(r0 + 0)
+            insn(0x07, 0x01, 0, 1), // r1 += 1 (per CPU: no atomics needed)
+            insn(0x7b, 0x10, 0, 0), // *(u64 *)(r0 + 0) = r1
+            insn(0xb7, 0x00, 0, 1), // drop: r0 = XDP_DROP
+            insn(0x95, 0, 0, 0),    // exit
         ];
         let license = b"Dual MIT/GPL\0";
         let mut p = ProgLoadAttr {
@@ -288,7 +288,11 @@ fn possible_cpus() -> usize {
             s.trim()
                 .split(',')
                 .map(|r| match r.split_once('-') {
-                    Some((a, b)) => b.parse::<usize>().ok().map(|b| b + 1).filter(|_| a.parse::<usize>().is_ok()),
+                    Some((a, b)) => b
+                        .parse::<usize>()
+                        .ok()
+                        .map(|b| b + 1)
+                        .filter(|_| a.parse::<usize>().is_ok()),
                     None => r.parse::<usize>().ok().map(|x| x + 1),
                 })
                 .try_fold(0usize, |m, x| x.map(|x| m.max(x)))
