@@ -47,7 +47,13 @@ fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps")
         .to_path_buf();
-    let want = ["sprayswitch", "sprayfabric", "sprayrack", "rocegen"];
+    let want = [
+        "sprayswitch",
+        "sprayfabric",
+        "sprayrack",
+        "rocegen",
+        "rocelat",
+    ];
     if want.iter().any(|b| !dir.join(b).exists()) {
         let release = dir.ends_with("release");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

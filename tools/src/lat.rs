@@ -76,7 +76,10 @@ fn stamp_of(frame: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(frame.get(p..p + 8)?.try_into().ok()?))
 }
 
-fn run_probes(
+/// Sends `opts.probes` timestamped probes from `src` (address, MAC) to `dst` (address, next-hop
+/// MAC) out of `tx`, one per `opts.interval_us`, and records each one's one-way latency when it
+/// arrives at `rx` (both ports in this process, so one clock). Works over any ports.
+pub fn probe_path(
     opts: &LatOpts,
     tx: &mut dyn Port,
     rx: &mut dyn Port,
@@ -138,7 +141,7 @@ pub fn measure(opts: &LatOpts) -> anyhow::Result<(Histogram<u64>, Histogram<u64>
     let b_mac = b.mac;
     // Split borrows: hosts of two vectors.
     let (ha, hb) = (&mut rp.hosts_a, &mut rp.hosts_b);
-    let switched = run_probes(opts, &mut ha[0].port, &mut hb[0].port, src, dst);
+    let switched = probe_path(opts, &mut ha[0].port, &mut hb[0].port, src, dst);
     rp.stop();
 
     // Direct: the same two hosts back to back over the fastest path's delay.
@@ -151,7 +154,7 @@ pub fn measure(opts: &LatOpts) -> anyhow::Result<(Histogram<u64>, Histogram<u64>
             ..FaultConfig::default()
         },
     );
-    let direct = run_probes(opts, &mut x, &mut y, src, (dst.0, b_mac));
+    let direct = probe_path(opts, &mut x, &mut y, src, (dst.0, b_mac));
     Ok((switched, direct))
 }
 

@@ -166,9 +166,13 @@ pub fn ifaddr4(sock: RawFd, ifname: &str) -> io::Result<std::net::Ipv4Addr> {
     Ok(std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]))
 }
 
-/// The IPv4 default gateway out of `ifname`, from `/proc/net/route`.
+/// The IPv4 default gateway out of `ifname`, from the calling thread's network namespace
+/// (`/proc/thread-self/net/route`: `/proc/net` follows the process, not a thread that entered
+/// another namespace).
 pub fn default_gateway4(ifname: &str) -> Option<std::net::Ipv4Addr> {
-    let text = std::fs::read_to_string("/proc/net/route").ok()?;
+    let text = std::fs::read_to_string("/proc/thread-self/net/route")
+        .or_else(|_| std::fs::read_to_string("/proc/net/route"))
+        .ok()?;
     text.lines().skip(1).find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         (f.len() > 2 && f[0] == ifname && f[1] == "00000000")

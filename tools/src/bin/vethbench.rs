@@ -14,7 +14,7 @@
 //! per delivered packet. Needs root. Everything lives in namespaces named `ssb-<pid>-*`,
 //! removed on exit.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsRawFd;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +42,9 @@ struct Cli {
     /// Seconds per case.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Also measure probe latency through each case (one hop: what it adds).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    latency: bool,
     /// Cases to run: bare, xdp, packet, bridge, forward (default: all).
     #[arg(long, value_delimiter = ',')]
     cases: Vec<String>,
@@ -224,9 +227,70 @@ struct Row {
     got: u64,
     secs: f64,
     cpu_s: f64,
+    lat: Option<(f64, f64)>,
 }
 
 /// Runs the sender and sink around whatever forwards in W; returns (sent, received, seconds, cpu seconds).
+/// Probe latency through the forwarder: AF_PACKET ports on s0 and r0, 2000 UD probes of 64
+/// bytes, 100 us apart. Returns (p50, p99) in microseconds.
+fn latency(t: &Topo, dst_mac: [u8; 6]) -> anyhow::Result<(f64, f64)> {
+    use sprayswitch::port::afpacket::AfPacketPort;
+    use sprayswitch_tools::lat::{probe_path, LatOpts};
+    let open = |ns: &str, ifn: &'static str| -> anyhow::Result<AfPacketPort> {
+        let ns = ns.to_string();
+        std::thread::spawn(move || {
+            Topo::enter(&ns);
+            AfPacketPort::open(ifn, ifn).map_err(anyhow::Error::from)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("port setup panicked"))?
+    };
+    let mut tx = open(&t.s, "s0")?;
+    let mut rx = open(&t.r, "r0")?;
+    let opts = LatOpts {
+        probes: 2000,
+        interval_us: 100,
+        size: 64,
+        path_delays_us: Vec::new(),
+    };
+    let src = (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), S_MAC);
+    let dst = (IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)), dst_mac);
+    let h = probe_path(&opts, &mut tx, &mut rx, src, dst);
+    if h.len() < 1900 {
+        bail!("only {} of 2000 probes arrived", h.len());
+    }
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Ok((us(0.5), us(0.99)))
+}
+
+/// Throughput (size > 0) or latency (size == 0) through whatever forwards in W.
+fn measure(t: &Topo, size: usize, secs: f64, dst_mac: [u8; 6]) -> anyhow::Result<Outcome> {
+    if size == 0 {
+        let (p50, p99) = latency(t, dst_mac)?;
+        return Ok(Outcome {
+            lat: Some((p50, p99)),
+            ..Outcome::default()
+        });
+    }
+    let (sent, got, secs, cpu_s) = blast(t, size, secs, dst_mac)?;
+    Ok(Outcome {
+        sent,
+        got,
+        secs,
+        cpu_s,
+        lat: None,
+    })
+}
+
+#[derive(Default)]
+struct Outcome {
+    sent: u64,
+    got: u64,
+    secs: f64,
+    cpu_s: f64,
+    lat: Option<(f64, f64)>,
+}
+
 fn blast(
     t: &Topo,
     size: usize,
@@ -304,7 +368,7 @@ fn switch_config(backend: &str) -> String {
 
 fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Result<Row> {
     let ns = t.w.clone();
-    let (sent, got, secs, cpu_s) = match case {
+    let o = match case {
         "bare AF_XDP loop" => {
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
@@ -327,7 +391,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 Ok(())
             });
             std::thread::sleep(Duration::from_millis(300));
-            let r = blast(t, size, cli.seconds, P0_MAC)?;
+            let r = measure(t, size, cli.seconds, P0_MAC)?;
             stop.store(true, Ordering::Relaxed);
             fwd.join()
                 .map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
@@ -356,7 +420,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 .spawn()
                 .context("starting sprayswitch")?;
             std::thread::sleep(Duration::from_millis(1500));
-            let r = blast(t, size, cli.seconds, P0_MAC);
+            let r = measure(t, size, cli.seconds, P0_MAC);
             // SAFETY: SIGTERM to the child we started, by its PID.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
             let _ = child.wait();
@@ -383,7 +447,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 sh(&["ip", "-n", w, "link", "set", i, "master", "br0"])?;
             }
             sh(&["ip", "-n", w, "link", "set", "br0", "up"])?;
-            let r = blast(t, size, cli.seconds, R_MAC);
+            let r = measure(t, size, cli.seconds, R_MAC);
             sh(&["ip", "-n", w, "link", "del", "br0"])?;
             r?
         }
@@ -414,7 +478,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 "-qw",
                 "net.ipv4.ip_forward=1",
             ])?;
-            let r = blast(t, size, cli.seconds, P0_MAC);
+            let r = measure(t, size, cli.seconds, P0_MAC);
             sh(&[
                 "ip",
                 "netns",
@@ -432,10 +496,11 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
     Ok(Row {
         case,
         size,
-        sent,
-        got,
-        secs,
-        cpu_s,
+        sent: o.sent,
+        got: o.got,
+        secs: o.secs,
+        cpu_s: o.cpu_s,
+        lat: o.lat,
     })
 }
 
@@ -457,7 +522,15 @@ fn main() -> ExitCode {
         "Linux ip_forward",
     ];
     let mut rows = Vec::new();
-    for &size in &cli.sizes {
+    // Size 0: the latency pass (probes at a low rate), after the throughput passes.
+    let sizes: Vec<usize> = cli
+        .sizes
+        .iter()
+        .copied()
+        .filter(|&s| s > 0)
+        .chain(cli.latency.then_some(0))
+        .collect();
+    for &size in &sizes {
         for (case, key) in cases
             .into_iter()
             .zip(["bare", "xdp", "packet", "bridge", "forward"])
@@ -478,7 +551,7 @@ fn main() -> ExitCode {
         "{:<24} {:>6} {:>10} {:>10} {:>12} {:>14}",
         "case", "bytes", "Mpps", "vs bare", "vs bridge", "CPU us/pkt"
     );
-    for r in &rows {
+    for r in rows.iter().filter(|r| r.lat.is_none()) {
         let mpps = r.got as f64 / r.secs / 1e6;
         let base = |name: &str| {
             rows.iter()
@@ -496,6 +569,15 @@ fn main() -> ExitCode {
             r.cpu_s * 1e6 / r.got.max(1) as f64,
             r.sent
         );
+    }
+    let lat: Vec<&Row> = rows.iter().filter(|r| r.lat.is_some()).collect();
+    if !lat.is_empty() {
+        println!("\none-way latency, 2000 UD probes of 64 B at 10 kpps (AF_PACKET at both hosts)");
+        println!("{:<24} {:>10} {:>10}", "case", "p50 us", "p99 us");
+        for r in lat {
+            let (p50, p99) = r.lat.unwrap_or_default();
+            println!("{:<24} {:>10.1} {:>10.1}", r.case, p50, p99);
+        }
     }
     ExitCode::SUCCESS
 }
