@@ -154,7 +154,7 @@ up() {
   echo $! >"$STATE/fabric.pid"
   for r in a b; do
     RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
-      run --stats-interval 0 >"$STATE/tor-$r.log" 2>&1 &
+      run --stats-interval 0 --socket "$STATE/tor-$r.sock" >"$STATE/tor-$r.log" 2>&1 &
     echo $! >"$STATE/tor-$r.pid"
   done
   wait_ready fabric "path a$((PATHS - 1)) <->"

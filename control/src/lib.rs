@@ -3,6 +3,8 @@
 //! - [`config`]: the TOML configuration model, its validation (errors name the field and the
 //!   reason) and its translation into the dataplane's [`Tables`](sprayswitch::engine::Tables)
 //!   and run settings.
+//! - [`ctl`]: the control side of a running switch: requests (`sprayctl`), reload, metrics.
+//! - [`server`]: its Unix control socket and Prometheus endpoint.
 //! - [`ports`]: opens the ports a configuration describes (capture replay, AF_XDP, AF_PACKET)
 //!   before any worker starts.
 //!
@@ -11,6 +13,8 @@
 //! types: the dependency runs one way, control -> dataplane.
 
 pub mod config;
+pub mod ctl;
 pub mod ports;
+pub mod server;
 
 pub use config::{Backend, Config, ConfigError, Validated, DEFAULT_CONFIG};

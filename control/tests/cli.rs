@@ -106,7 +106,7 @@ fn runs_offline_over_a_capture_and_sprays_it() {
     let dir = tmp("offline");
     let cfg = pcap_config(&dir, "fast");
     let out = bin()
-        .args(["--config", cfg.to_str().unwrap(), "run"])
+        .args(["--config", cfg.to_str().unwrap(), "run", "--no-socket"])
         .output()
         .unwrap();
     assert!(
@@ -131,6 +131,8 @@ fn sigterm_stops_cleanly_and_flushes() {
     let cfg = pcap_config(&dir, "recorded");
     let mut child = bin()
         .args(["--config", cfg.to_str().unwrap(), "run"])
+        .arg("--socket")
+        .arg(dir.join("ctl.sock"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -158,6 +158,10 @@ pub struct PortCounters {
     pub tx_busy: Counter,
     /// Packets dropped because the port's transmit queue in the switch was full.
     pub tx_queue_drops: Counter,
+    /// NAKs (PSN sequence error) the host behind this downlink sent: host-side trouble.
+    pub host_naks: Counter,
+    /// CNPs the host behind this downlink sent (it saw ECN marks).
+    pub host_cnps: Counter,
     /// Frames the port backend lost (kernel receive drops, frames too large), as the backend
     /// reports them.
     pub backend_drops: Counter,

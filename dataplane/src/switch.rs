@@ -15,7 +15,7 @@ use crate::engine::{DropReason, Neighbor, PortId, Tables};
 use crate::port::Port;
 use crate::reorder::{Passthrough, ReorderStage, StreamRow};
 use crate::worker::{
-    handoff_ring, HandoffRx, HandoffTx, Worker, WorkerConfig, WorkerExit, WorkerShared,
+    handoff_ring, HandoffRx, HandoffTx, Query, Worker, WorkerConfig, WorkerExit, WorkerShared,
 };
 use hdrhistogram::Histogram;
 use std::sync::Mutex;
@@ -136,6 +136,10 @@ pub struct PortStats {
     pub tx_queue_drops: u64,
     /// Lost inside the port backend (kernel receive drops, oversize frames).
     pub backend_drops: u64,
+    /// NAKs the host behind this downlink sent.
+    pub host_naks: u64,
+    /// CNPs the host behind this downlink sent.
+    pub host_cnps: u64,
 }
 
 impl Stats {
@@ -164,7 +168,7 @@ pub struct Switch {
     counters: Vec<Arc<CachePadded<WorkerCounters>>>,
     port_counters: Arc<[CachePadded<PortCounters>]>,
     status: Arc<[CachePadded<PortStatus>]>,
-    stream_requests: Vec<Sender<(usize, Sender<Vec<StreamRow>>)>>,
+    stream_requests: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
 }
 
@@ -340,7 +344,7 @@ impl Switch {
         let mut rows = Vec::new();
         for req in &self.stream_requests {
             let (tx, rx) = bounded(1);
-            if req.try_send((max, tx)).is_ok() {
+            if req.try_send(Query::Streams(max, tx)).is_ok() {
                 if let Ok(mut r) = rx.recv_timeout(timeout) {
                     rows.append(&mut r);
                 }
@@ -351,6 +355,26 @@ impl Switch {
         });
         rows.truncate(max);
         rows
+    }
+
+    /// The neighbours the workers learned (from ARP, ND and replies to their resolution
+    /// requests), deduplicated, sorted by address. Static neighbours are in the tables.
+    pub fn learned_neighbors(&self, timeout: Duration) -> Vec<(IpAddr, Neighbor)> {
+        let mut all = std::collections::BTreeMap::new();
+        for req in &self.stream_requests {
+            let (tx, rx) = bounded(1);
+            if req.try_send(Query::Neighbors(tx)).is_ok() {
+                if let Ok(v) = rx.recv_timeout(timeout) {
+                    all.extend(v);
+                }
+            }
+        }
+        all.into_iter().collect()
+    }
+
+    /// Transmit backlog of a port (in the port and the switch's queue), as its worker last saw it.
+    pub fn port_backlog(&self, id: PortId) -> usize {
+        self.status.get(usize::from(id)).map_or(0, |s| s.backlog())
     }
 
     /// The hold-time histogram (ns) of every worker merged, as last published (at most 100 ms
@@ -466,6 +490,8 @@ impl Switch {
                 tx_busy: pc.tx_busy.get(),
                 tx_queue_drops: pc.tx_queue_drops.get(),
                 backend_drops: pc.backend_drops.get(),
+                host_naks: pc.host_naks.get(),
+                host_cnps: pc.host_cnps.get(),
             })
             .collect();
         s

@@ -80,6 +80,16 @@ impl IdlePolicy {
     }
 }
 
+/// A question from the control side, answered by the worker between two bursts (so the
+/// control thread never touches a worker's state).
+#[derive(Debug)]
+pub enum Query {
+    /// Up to N reorder streams.
+    Streams(usize, Sender<Vec<StreamRow>>),
+    /// The neighbours this worker learned (address, MAC, port).
+    Neighbors(Sender<Vec<(IpAddr, crate::engine::Neighbor)>>),
+}
+
 /// Worker settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -178,7 +188,7 @@ pub struct WorkerShared {
     /// Set to stop; the worker then flushes and returns.
     pub stop: Arc<AtomicBool>,
     /// Requests for a snapshot of the reorder streams: (how many, where to answer).
-    pub stream_requests: Receiver<(usize, Sender<Vec<StreamRow>>)>,
+    pub stream_requests: Receiver<Query>,
 }
 
 struct OwnedPort {
@@ -345,6 +355,12 @@ impl Worker {
         }
         if let Some(t) = newest {
             self.engine.on_tables(&t);
+            if let (Some(ns), true) = (
+                t.hold_timeout_ns,
+                t.hold_timeout_ns != self.tables.hold_timeout_ns,
+            ) {
+                self.reorder.set_hold_timeout(ns);
+            }
             self.tables = t;
         }
         while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
@@ -352,8 +368,15 @@ impl Worker {
         }
         // A control-side question about streams: answered here, between bursts, so that the
         // control thread never touches this worker's state.
-        while let Ok((max, answer)) = self.sh.stream_requests.try_recv() {
-            let _ = answer.try_send(self.reorder.snapshot(max));
+        while let Ok(q) = self.sh.stream_requests.try_recv() {
+            match q {
+                Query::Streams(max, answer) => {
+                    let _ = answer.try_send(self.reorder.snapshot(max));
+                }
+                Query::Neighbors(answer) => {
+                    let _ = answer.try_send(self.engine.learned_neighbors());
+                }
+            }
         }
 
         // 2. Hand-offs: ours that waited for room, then those from other workers.
@@ -400,7 +423,13 @@ impl Worker {
                 pkt.rx_ns = now;
                 let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
                 if let Some(obs) = self.engine.observed.take() {
+                    if obs.kind == crate::reorder::MetaKind::HostNak {
+                        pc.host_naks.add(1);
+                    }
                     self.reorder.observe(&obs, now, &mut self.released);
+                }
+                if self.engine.host_cnp {
+                    pc.host_cnps.add(1);
                 }
                 match verdict {
                     Verdict::Forward(p) => self.route_to(p, pkt, None, now),

@@ -305,3 +305,32 @@ pub fn shared_cpu_reorder() -> sprayswitch::reorder::ReorderConfig {
         ..sprayswitch::reorder::ReorderConfig::default()
     }
 }
+
+/// The directory of the workspace's binaries (`target/<profile>`, next to this test's
+/// executable). `cargo test --workspace` builds them; when a test of this crate runs alone,
+/// the missing ones are built here.
+pub fn bin_dir(want: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    if want.iter().any(|b| !dir.join(b).exists()) {
+        let release = dir.ends_with("release");
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.current_dir(repo_root()).args([
+            "build",
+            "--bins",
+            "-p",
+            "sprayswitch-control",
+            "-p",
+            "sprayswitch-tools",
+        ]);
+        if release {
+            c.arg("--release");
+        }
+        assert!(c.status().expect("cargo build").success());
+    }
+    dir
+}

@@ -38,39 +38,14 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// The directory of the workspace's binaries (built by `cargo test --workspace`; built here
-/// when this test runs alone).
 fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let want = [
+    sprayswitch_tests::bin_dir(&[
         "sprayswitch",
         "sprayfabric",
         "sprayrack",
         "rocegen",
         "rocelat",
-    ];
-    if want.iter().any(|b| !dir.join(b).exists()) {
-        let release = dir.ends_with("release");
-        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        c.current_dir(repo()).args([
-            "build",
-            "--bins",
-            "-p",
-            "sprayswitch-control",
-            "-p",
-            "sprayswitch-tools",
-        ]);
-        if release {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo build").success());
-    }
-    dir
+    ])
 }
 
 /// A running rack; torn down on drop.

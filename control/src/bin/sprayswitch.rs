@@ -14,7 +14,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sprayswitch::engine::DropReason;
 use sprayswitch::switch::Stats;
+use sprayswitch_control::ctl::Control;
 use sprayswitch_control::ports::open_ports;
+use sprayswitch_control::server::ControlServer;
 use sprayswitch_control::{Backend, Config, Validated, DEFAULT_CONFIG};
 
 #[derive(Parser)]
@@ -45,15 +47,33 @@ enum Cmd {
         /// Print counters every this many seconds (0: only at the end).
         #[arg(long, default_value_t = 0.0)]
         stats_interval: f64,
+        /// Control socket for sprayctl (mode 0600). Default: /run/sprayswitch/<switch name>.sock.
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Run without a control socket.
+        #[arg(long, conflicts_with = "socket")]
+        no_socket: bool,
+        /// Serve Prometheus metrics at http://ADDR/metrics (loopback only), e.g. 127.0.0.1:9464.
+        #[arg(long)]
+        metrics: Option<std::net::SocketAddr>,
     },
 }
 
-fn load(path: &Option<PathBuf>) -> anyhow::Result<Validated> {
-    let cfg = match path {
+/// Where and how the control plane listens.
+struct ControlOpts {
+    socket: Option<PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
+}
+
+fn load_config(path: &Option<PathBuf>) -> anyhow::Result<Config> {
+    Ok(match path {
         Some(p) => Config::load(p)?,
         None => Config::parse(DEFAULT_CONFIG, "<embedded default>")?,
-    };
-    Ok(cfg.validate()?)
+    })
+}
+
+fn load(path: &Option<PathBuf>) -> anyhow::Result<Validated> {
+    Ok(load_config(path)?.validate()?)
 }
 
 fn describe(v: &Validated) {
@@ -138,23 +158,58 @@ fn print_stats(s: &Stats) {
     }
 }
 
-fn run(v: Validated, duration: Option<f64>, interval: f64) -> anyhow::Result<()> {
+fn run(
+    cfg: Config,
+    path: Option<PathBuf>,
+    duration: Option<f64>,
+    interval: f64,
+    copts: ControlOpts,
+) -> anyhow::Result<()> {
+    let v = cfg.validate()?;
     let opened = open_ports(&v)?;
     for (info, what) in v.tables.ports.iter().zip(&opened.report) {
         log::info!("port {}: {what}", info.name);
     }
     let (ports, replaying) = (opened.ports, opened.replaying);
+    let socket = copts.socket.clone();
+    let mut server = ControlServer::bind(socket.as_deref(), copts.metrics)?;
+    if let Some(p) = &socket {
+        log::info!("control socket {}", p.display());
+    }
+    if let Some(a) = server.metrics_addr() {
+        log::info!("metrics at http://{a}/metrics");
+    }
+
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, hup.clone())
+        .context("installing the SIGHUP handler")?;
     let name = v.name.clone();
-    let switch = v.start(ports)?;
+    let switch = v.clone().start(ports)?;
     log::info!("switch {name} running");
+    let mut ctl = Control::new(switch, cfg, v, path);
     let start = Instant::now();
     let mut last = Instant::now();
+    let mut last_periodic = Instant::now();
     loop {
-        std::thread::sleep(Duration::from_millis(20));
+        // The control thread: requests and scrapes, reloads, periodic work.
+        if !server.poll(&mut ctl) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            match ctl.handle(&sprayswitch_control::ctl::Request::Reload { file: None }) {
+                Ok(_) => {}
+                Err(e) => log::error!("SIGHUP reload refused, nothing changed: {e}"),
+            }
+        }
+        if last_periodic.elapsed() >= Duration::from_secs(1) {
+            ctl.periodic();
+            last_periodic = Instant::now();
+        }
+        let switch = ctl.switch();
         if stop.load(Ordering::Relaxed) {
             log::info!("signal received, stopping");
             break;
@@ -173,7 +228,8 @@ fn run(v: Validated, duration: Option<f64>, interval: f64) -> anyhow::Result<()>
             last = Instant::now();
         }
     }
-    let stopped = switch.stop();
+    drop(server);
+    let stopped = ctl.into_switch().stop();
     print_stats(&stopped.stats);
     if stopped.unsent > 0 {
         println!(
@@ -199,7 +255,25 @@ fn main() -> ExitCode {
         Cmd::Run {
             duration,
             stats_interval,
-        } => load(&cli.config).and_then(|v| run(v, duration, stats_interval)),
+            socket,
+            no_socket,
+            metrics,
+        } => load_config(&cli.config).and_then(|cfg| {
+            let socket = if no_socket {
+                None
+            } else {
+                Some(socket.unwrap_or_else(|| {
+                    PathBuf::from(format!("/run/sprayswitch/{}.sock", cfg.switch.name))
+                }))
+            };
+            run(
+                cfg,
+                cli.config.clone(),
+                duration,
+                stats_interval,
+                ControlOpts { socket, metrics },
+            )
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -84,6 +84,8 @@ pub struct Engine {
     /// The RoCE facts of the last packet a local host sent that the reorder stage learns from
     /// (READ requests and atomics, NAKs, ACKs), whatever its verdict.
     pub observed: Option<RoceMeta>,
+    /// The packet just handled was a CNP from a host (on a downlink).
+    pub host_cnp: bool,
 }
 
 fn is_unicast_ip(a: IpAddr) -> bool {
@@ -113,6 +115,7 @@ impl Engine {
             stats: EngineStats::default(),
             meta: None,
             observed: None,
+            host_cnp: false,
             learned_pmtu: vec![None; t.ports.len()],
         }
     }
@@ -130,6 +133,18 @@ impl Engine {
             .get(&k)
             .or_else(|| self.learned.get(&k))
             .copied()
+    }
+
+    /// Neighbours this engine learned (or was told about by other workers).
+    pub fn learned_neighbors(&self) -> Vec<(IpAddr, Neighbor)> {
+        self.learned
+            .iter()
+            .map(|(k, n)| {
+                let a = std::net::Ipv6Addr::from(*k);
+                let ip = a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4);
+                (ip, *n)
+            })
+            .collect()
     }
 
     /// Records a neighbour learned by another worker.
@@ -201,6 +216,7 @@ impl Engine {
     pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
         let rx = pkt.rx_port;
         self.observed = None;
+        self.host_cnp = false;
         if let Some(Some(peer)) = t.patch.get(usize::from(rx)) {
             return Verdict::Forward(*peer);
         }
@@ -223,6 +239,7 @@ impl Engine {
             let pmtu = self.pmtu_of(t, rx);
             self.observed = host_observation(r, pmtu, pkt.len())
                 .or_else(|| cm_meta(r, pkt.data(), true, false));
+            self.host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
         }
         // Borrow from `c` rather than copy: the summaries are large and copying them per packet
         // showed up in profiles (store-forwarding stalls).

@@ -121,6 +121,9 @@ pub struct Tables {
     pub patch: Vec<Option<PortId>>,
     /// Incremented by each publication, for logs and `show` commands.
     pub generation: u64,
+    /// Switch-wide gap hold timeout of the reorder stage set at run time (`None`: as the stage
+    /// was built). Workers apply a change when they pick the tables up.
+    pub hold_timeout_ns: Option<u64>,
 }
 
 impl Tables {
@@ -137,6 +140,7 @@ impl Tables {
             flowlet_gap_ns: 50_000,
             patch: Vec::new(),
             generation: 0,
+            hold_timeout_ns: None,
         };
         for (i, p) in t.ports.iter().enumerate() {
             for (addr, len) in &p.addresses {

@@ -95,6 +95,10 @@ pub trait ReorderStage: Send {
     }
 
     /// Up to `max` streams, the busiest (most held, then most released) first.
+    /// Changes the switch-wide gap hold timeout (a stage without timers ignores it).
+    fn set_hold_timeout(&mut self, _ns: u64) {}
+
+    /// Up to `max` streams, for `show streams`.
     fn snapshot(&self, _max: usize) -> Vec<StreamRow> {
         Vec::new()
     }

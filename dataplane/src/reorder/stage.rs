@@ -291,6 +291,10 @@ impl ReorderStage for ReorderEngine {
         self.core.totals
     }
 
+    fn set_hold_timeout(&mut self, ns: u64) {
+        self.core.set_hold_timeout(ns);
+    }
+
     fn snapshot(&self, max: usize) -> Vec<StreamRow> {
         let mut rows: Vec<StreamRow> = self
             .core

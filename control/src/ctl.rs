@@ -1,0 +1,715 @@
+//! The control side of a running switch: requests from `sprayctl`, reloads, Prometheus
+//! metrics, and periodic work. [`Control`] owns the switch and its configuration; workers only
+//! ever see immutable table snapshots it publishes (never a lock per packet).
+//!
+//! # Protocol
+//!
+//! A Unix stream socket (mode 0600). The client writes one JSON request per line; the switch
+//! answers each with one JSON line, `{"ok":true,"data":...}` or `{"ok":false,"error":"..."}`.
+//! Requests:
+//!
+//! | request | effect |
+//! |---|---|
+//! | `{"cmd":"show","what":"ports"}` | ports: role, MAC, MTU, carrier, admin state, counters |
+//! | `{"cmd":"show","what":"uplinks"}` | uplink groups, members, weights, state, backlog |
+//! | `{"cmd":"show","what":"routes"}` | the FIB |
+//! | `{"cmd":"show","what":"neighbors"}` | static and learned neighbours |
+//! | `{"cmd":"show","what":"streams","top":N,"qp":Q}` | busiest reorder streams (optionally one QPN) |
+//! | `{"cmd":"show","what":"counters"}` | switch-wide counters, drops by reason, reorder totals |
+//! | `{"cmd":"show","what":"hosts"}` | per downlink host: its NAKs and CNPs (host trouble) next to hold timeouts and retransmissions reaching it (fabric trouble) |
+//! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
+//! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
+//! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |
+//! | `{"cmd":"reload"}` / `{"cmd":"reload","file":"PATH"}` | validates, then applies the file |
+//!
+//! A malformed request gets an error answer; the switch is unaffected.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
+use sprayswitch::reorder::StreamKey;
+use sprayswitch::switch::Switch;
+
+use crate::config::{Config, Validated};
+
+/// A request on the control socket.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "cmd", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Request {
+    /// `show WHAT`.
+    Show {
+        /// ports, uplinks, routes, neighbors, streams, counters, hosts.
+        what: String,
+        /// streams: how many.
+        top: Option<usize>,
+        /// streams: only this QPN.
+        qp: Option<u32>,
+    },
+    /// `set spray-policy`.
+    SetSprayPolicy {
+        /// The policy's name.
+        policy: String,
+    },
+    /// `set uplink NAME down|up`.
+    SetUplink {
+        /// Port name.
+        name: String,
+        /// `down` or `up`.
+        state: String,
+    },
+    /// `set hold-timeout US`.
+    SetHoldTimeout {
+        /// Microseconds.
+        us: u64,
+    },
+    /// `reload [FILE]`.
+    Reload {
+        /// The file; default: the one the switch was started with.
+        file: Option<String>,
+    },
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn key_ip(k: u128) -> IpAddr {
+    let a = std::net::Ipv6Addr::from(k);
+    a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4)
+}
+
+/// The control side of one running switch.
+pub struct Control {
+    switch: Switch,
+    config: Config,
+    path: Option<PathBuf>,
+    validated: Validated,
+    link_seen: Vec<bool>,
+    evictions_seen: u64,
+}
+
+impl Control {
+    /// Takes charge of `switch`, started from `validated` (parsed from `config`, read from
+    /// `path` when there is a file).
+    pub fn new(
+        switch: Switch,
+        config: Config,
+        validated: Validated,
+        path: Option<PathBuf>,
+    ) -> Control {
+        let n = validated.tables.ports.len();
+        Control {
+            switch,
+            config,
+            path,
+            validated,
+            link_seen: vec![true; n],
+            evictions_seen: 0,
+        }
+    }
+
+    /// The switch.
+    pub fn switch(&self) -> &Switch {
+        &self.switch
+    }
+
+    /// Gives the switch back (to stop it).
+    pub fn into_switch(self) -> Switch {
+        self.switch
+    }
+
+    /// Answers one request line with one response line (no newline).
+    pub fn handle_line(&mut self, line: &str) -> String {
+        let answer = match serde_json::from_str::<Request>(line) {
+            Ok(r) => self.handle(&r),
+            Err(e) => Err(format!("bad request: {e}")),
+        };
+        match answer {
+            Ok(data) => json!({"ok": true, "data": data}).to_string(),
+            Err(e) => json!({"ok": false, "error": e}).to_string(),
+        }
+    }
+
+    /// Carries out a request.
+    ///
+    /// # Errors
+    /// What was wrong with it; nothing changed.
+    pub fn handle(&mut self, r: &Request) -> Result<Value, String> {
+        match r {
+            Request::Show { what, top, qp } => self.show(what, *top, *qp),
+            Request::SetSprayPolicy { policy } => {
+                let p: SprayPolicy = policy.parse()?;
+                let mut t = (*self.switch.tables()).clone();
+                t.policy = p;
+                self.switch.publish(t);
+                log::info!("spray policy set to {}", p.name());
+                Ok(json!({"spray_policy": p.name()}))
+            }
+            Request::SetUplink { name, state } => {
+                let up = match state.as_str() {
+                    "up" => true,
+                    "down" => false,
+                    o => return Err(format!("state '{o}': use 'up' or 'down'")),
+                };
+                let t = self.switch.tables();
+                let id = t
+                    .port_id(name)
+                    .ok_or_else(|| format!("no port named '{name}'"))?;
+                if t.ports[usize::from(id)].role != sprayswitch::engine::Role::Uplink {
+                    return Err(format!("port '{name}' is not an uplink"));
+                }
+                self.switch.set_port_admin(name, up)?;
+                log::info!("uplink {name} administratively {state}");
+                Ok(json!({"port": name, "admin": state}))
+            }
+            Request::SetHoldTimeout { us } => {
+                if *us == 0 || *us > 10_000_000 {
+                    return Err(format!("{us} us: use 1 to 10000000"));
+                }
+                if self.validated.reorder.is_none() {
+                    return Err("reordering is off in this configuration".into());
+                }
+                let mut t = (*self.switch.tables()).clone();
+                t.hold_timeout_ns = Some(us * 1000);
+                self.switch.publish(t);
+                log::info!("hold timeout set to {us} us");
+                Ok(json!({"hold_timeout_us": us}))
+            }
+            Request::Reload { file } => {
+                let path = file
+                    .as_ref()
+                    .map(PathBuf::from)
+                    .or_else(|| self.path.clone());
+                let path = path.ok_or("the switch runs the embedded default: give a file")?;
+                self.reload(&path)
+            }
+        }
+    }
+
+    /// Validates `path` and applies it under traffic. Ports, workers and the reorder stage's
+    /// limits must stay as they are (they need a restart); routes, groups, neighbours, spray
+    /// policy, addresses, MTUs and the hold timeout change in place. Streams and learned
+    /// neighbours survive; administrative port states set at run time are kept.
+    ///
+    /// # Errors
+    /// Why the file was refused; nothing changed.
+    pub fn reload(&mut self, path: &Path) -> Result<Value, String> {
+        let cfg = Config::load(path).map_err(|e| e.to_string())?;
+        let v = cfg.validate().map_err(|e| e.to_string())?;
+        let old = &self.validated;
+        let names = |v: &Validated| -> Vec<(String, String)> {
+            v.tables
+                .ports
+                .iter()
+                .zip(&v.backends)
+                .map(|(p, b)| (p.name.clone(), format!("{:?}/{b:?}", p.role)))
+                .collect()
+        };
+        if names(old) != names(&v) {
+            return Err("the ports changed (names, roles or backends): that needs a restart; nothing was applied".into());
+        }
+        if v.run.workers != old.run.workers || v.run.assignment != old.run.assignment {
+            return Err(
+                "workers or port assignment changed: that needs a restart; nothing was applied"
+                    .into(),
+            );
+        }
+        let limits = |r: &Option<sprayswitch::reorder::ReorderConfig>| {
+            r.map(|c| sprayswitch::reorder::ReorderConfig {
+                hold_timeout_ns: 0,
+                ..c
+            })
+        };
+        if limits(&v.reorder) != limits(&old.reorder) || v.port_timeouts != old.port_timeouts {
+            return Err("reorder settings other than hold_timeout_us changed: that needs a restart; nothing was applied".into());
+        }
+        let mut t: Tables = v.tables.clone();
+        let cur = self.switch.tables();
+        for (p, c) in t.ports.iter_mut().zip(&cur.ports) {
+            p.admin_up = c.admin_up;
+        }
+        t.hold_timeout_ns = v.reorder.map(|r| r.hold_timeout_ns);
+        let routes = t.fib.len();
+        self.switch.publish(t);
+        log::info!(
+            "configuration {} applied: {} routes, spray policy {}",
+            path.display(),
+            routes,
+            v.tables.policy.name()
+        );
+        self.config = cfg;
+        self.validated = v;
+        self.path = Some(path.to_path_buf());
+        Ok(
+            json!({"applied": path.display().to_string(), "generation": self.switch.tables().generation}),
+        )
+    }
+
+    /// Periodic work: logs link-state changes of ports and streams evicted under pressure.
+    pub fn periodic(&mut self) {
+        let t = self.switch.tables();
+        for (i, p) in t.ports.iter().enumerate() {
+            let up = self.switch.port_up(i as u16);
+            if self.link_seen.get(i).copied() != Some(up) {
+                log::info!("port {} link {}", p.name, if up { "up" } else { "down" });
+                if let Some(s) = self.link_seen.get_mut(i) {
+                    *s = up;
+                }
+            }
+        }
+        let ev = self.switch.stats().reorder.evictions;
+        if ev > self.evictions_seen {
+            log::warn!(
+                "{} reorder streams evicted under pressure",
+                ev - self.evictions_seen
+            );
+            self.evictions_seen = ev;
+        }
+    }
+
+    fn show(&self, what: &str, top: Option<usize>, qp: Option<u32>) -> Result<Value, String> {
+        let t = self.switch.tables();
+        let s = self.switch.stats();
+        Ok(match what {
+            "ports" => Value::Array(
+                t.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let c = s.ports.get(i).cloned().unwrap_or_default();
+                        json!({
+                            "name": p.name,
+                            "role": format!("{:?}", p.role).to_lowercase(),
+                            "mac": mac(p.mac),
+                            "mtu": p.mtu,
+                            "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
+                            "admin": if p.admin_up { "up" } else { "down" },
+                            "rx_pkts": c.rx_pkts,
+                            "tx_pkts": c.tx_pkts,
+                            "rx_bytes": c.rx_bytes,
+                            "tx_bytes": c.tx_bytes,
+                            "tx_busy": c.tx_busy,
+                            "tx_queue_drops": c.tx_queue_drops,
+                            "backend_drops": c.backend_drops,
+                        })
+                    })
+                    .collect(),
+            ),
+            "uplinks" => Value::Array(
+                t.groups
+                    .iter()
+                    .flat_map(|g| {
+                        g.ports.iter().enumerate().map(|(k, &id)| {
+                            let p = &t.ports[usize::from(id)];
+                            let c = s.ports.get(usize::from(id)).cloned().unwrap_or_default();
+                            json!({
+                                "group": g.name,
+                                "port": p.name,
+                                "weight": g.weights.get(k).copied().unwrap_or(1),
+                                "link": if self.switch.port_up(id) { "up" } else { "down" },
+                                "admin": if p.admin_up { "up" } else { "down" },
+                                "backlog": self.switch.port_backlog(id),
+                                "tx_pkts": c.tx_pkts,
+                            })
+                        })
+                    })
+                    .collect(),
+            ),
+            "routes" => Value::Array(
+                t.fib
+                    .iter()
+                    .map(|(pre, target)| {
+                        let (kind, via) = match target {
+                            RouteTarget::Connected(p) => {
+                                ("connected", t.ports[usize::from(*p)].name.clone())
+                            }
+                            RouteTarget::Via(p, gw) => {
+                                ("via", format!("{gw} on {}", t.ports[usize::from(*p)].name))
+                            }
+                            RouteTarget::Group(g) => {
+                                ("group", t.groups[usize::from(*g)].name.clone())
+                            }
+                        };
+                        json!({"prefix": pre.to_string(), "kind": kind, "target": via})
+                    })
+                    .collect(),
+            ),
+            "neighbors" => {
+                let mut rows: Vec<Value> = t
+                    .neighbors
+                    .iter()
+                    .map(|(k, n)| {
+                        json!({"ip": key_ip(*k).to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "static"})
+                    })
+                    .collect();
+                for (ip, n) in self.switch.learned_neighbors(Duration::from_millis(500)) {
+                    if !t.neighbors.contains_key(&ip_key(ip)) {
+                        rows.push(json!({"ip": ip.to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "learned"}));
+                    }
+                }
+                Value::Array(rows)
+            }
+            "streams" => {
+                let top = top.unwrap_or(20).min(10_000);
+                let want = if qp.is_some() { 100_000 } else { top };
+                let rows = self.switch.streams(want, Duration::from_millis(500));
+                Value::Array(
+                    rows.into_iter()
+                        .filter(|r| match (qp, r.key) {
+                            (None, _) => true,
+                            (Some(q), StreamKey::Request { qpn, .. }) => qpn == q,
+                            (Some(_), StreamKey::Response { .. }) => false,
+                        })
+                        .take(top)
+                        .map(|r| {
+                            let (kind, host, peer) = match r.key {
+                                StreamKey::Request { local, qpn } => {
+                                    ("request", key_ip(local).to_string(), format!("qpn {qpn}"))
+                                }
+                                StreamKey::Response {
+                                    local,
+                                    remote,
+                                    sport,
+                                } => (
+                                    "response",
+                                    key_ip(local).to_string(),
+                                    format!("{} sport {sport}", key_ip(remote)),
+                                ),
+                            };
+                            json!({
+                                "kind": kind, "host": host, "peer": peer,
+                                "expected_psn": r.expected.value(),
+                                "held": r.stats.held, "released": r.stats.released,
+                                "max_depth": r.stats.max_depth, "late": r.stats.late,
+                                "duplicates": r.stats.duplicates, "timeouts": r.stats.timeouts,
+                                "resyncs": r.stats.resyncs,
+                            })
+                        })
+                        .collect(),
+                )
+            }
+            "counters" => {
+                let drops: serde_json::Map<String, Value> = DropReason::ALL
+                    .iter()
+                    .map(|r| (r.name().to_string(), json!(s.dropped(*r))))
+                    .collect();
+                let r = &s.reorder;
+                json!({
+                    "generation": t.generation,
+                    "spray_policy": t.policy.name(),
+                    "rx_pkts": s.rx_pkts, "tx_pkts": s.tx_pkts, "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
+                    "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed,
+                    "handoff": s.handoff, "resolve_sent": s.resolve_sent, "neigh_learned": s.neigh_learned,
+                    "drops": drops,
+                    "reorder": {
+                        "released_in_order": r.released_in_order, "held_total": r.held_total,
+                        "held_now": r.held_now, "max_depth": r.max_depth, "late": r.late,
+                        "duplicates": r.duplicates, "overflows": r.overflows, "timeouts": r.timeouts,
+                        "resyncs": r.resyncs, "ack_advances": r.ack_advances, "evictions": r.evictions,
+                        "passthrough": r.passthrough, "table_full": r.table_full, "no_room": r.no_room,
+                        "learned": r.learned, "cm_learned": r.cm_learned, "streams": r.streams,
+                    },
+                })
+            }
+            "hosts" => Value::Array(self.hosts(&t, &s)),
+            other => return Err(format!(
+                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters or hosts"
+            )),
+        })
+    }
+
+    /// Per downlink: what its host reported (NAKs, CNPs) next to what the reorder stage saw on
+    /// the way to it (hold timeouts = fabric loss, late and duplicate = retransmissions reaching
+    /// the host).
+    fn hosts(&self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
+        let rows = self.switch.streams(100_000, Duration::from_millis(500));
+        t.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == sprayswitch::engine::Role::Downlink)
+            .map(|(i, p)| {
+                let mine = rows.iter().filter(|r| {
+                    let local = match r.key {
+                        StreamKey::Request { local, .. } | StreamKey::Response { local, .. } => local,
+                    };
+                    matches!(t.fib.lookup(key_ip(local)), Some((_, RouteTarget::Connected(x))) if usize::from(*x) == i)
+                });
+                let (mut timeouts, mut retrans, mut resyncs, mut streams, mut held) = (0u64, 0u64, 0u64, 0u64, 0u64);
+                for r in mine {
+                    streams += 1;
+                    timeouts += u64::from(r.stats.timeouts);
+                    retrans += u64::from(r.stats.late) + u64::from(r.stats.duplicates);
+                    resyncs += u64::from(r.stats.resyncs);
+                    held += u64::from(r.stats.held);
+                }
+                let c = s.ports.get(i).cloned().unwrap_or_default();
+                json!({
+                    "port": p.name,
+                    "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
+                    "host_naks": c.host_naks,
+                    "host_cnps": c.host_cnps,
+                    "retransmissions_seen": retrans,
+                    "hold_timeouts": timeouts,
+                    "resyncs": resyncs,
+                    "streams": streams,
+                    "held_now": held,
+                })
+            })
+            .collect()
+    }
+
+    /// Prometheus text exposition of every counter.
+    pub fn metrics(&self) -> String {
+        let t = self.switch.tables();
+        let s = self.switch.stats();
+        let mut m = Metrics::default();
+        m.counter(
+            "sprayswitch_rx_packets_total",
+            "Packets received.",
+            &[],
+            s.rx_pkts,
+        );
+        m.counter(
+            "sprayswitch_tx_packets_total",
+            "Packets transmitted.",
+            &[],
+            s.tx_pkts,
+        );
+        m.counter(
+            "sprayswitch_rx_bytes_total",
+            "Bytes received.",
+            &[],
+            s.rx_bytes,
+        );
+        m.counter(
+            "sprayswitch_tx_bytes_total",
+            "Bytes transmitted.",
+            &[],
+            s.tx_bytes,
+        );
+        m.counter(
+            "sprayswitch_sprayed_packets_total",
+            "RoCE packets sprayed over uplink groups.",
+            &[],
+            s.sprayed,
+        );
+        m.counter(
+            "sprayswitch_hashed_packets_total",
+            "Packets hashed per flow onto an uplink group.",
+            &[],
+            s.hashed,
+        );
+        m.counter(
+            "sprayswitch_replies_total",
+            "ARP, ND and echo answers sent by the switch.",
+            &[],
+            s.replies,
+        );
+        for r in DropReason::ALL {
+            m.counter(
+                "sprayswitch_drops_total",
+                "Packets dropped, by reason.",
+                &[("reason", r.name())],
+                s.dropped(r),
+            );
+        }
+        for (i, p) in t.ports.iter().enumerate() {
+            let c = s.ports.get(i).cloned().unwrap_or_default();
+            let role = if p.role == sprayswitch::engine::Role::Uplink {
+                "uplink"
+            } else {
+                "downlink"
+            };
+            let l = [("port", p.name.as_str()), ("role", role)];
+            m.counter(
+                "sprayswitch_port_rx_packets_total",
+                "Packets received on a port.",
+                &l,
+                c.rx_pkts,
+            );
+            m.counter(
+                "sprayswitch_port_tx_packets_total",
+                "Packets transmitted on a port.",
+                &l,
+                c.tx_pkts,
+            );
+            m.counter(
+                "sprayswitch_port_rx_bytes_total",
+                "Bytes received on a port.",
+                &l,
+                c.rx_bytes,
+            );
+            m.counter(
+                "sprayswitch_port_tx_bytes_total",
+                "Bytes transmitted on a port.",
+                &l,
+                c.tx_bytes,
+            );
+            m.counter(
+                "sprayswitch_port_tx_busy_total",
+                "Times a port refused packets (kept and retried).",
+                &l,
+                c.tx_busy,
+            );
+            m.counter(
+                "sprayswitch_port_tx_queue_drops_total",
+                "Packets dropped because the switch's queue for a port was full.",
+                &l,
+                c.tx_queue_drops,
+            );
+            m.counter(
+                "sprayswitch_port_backend_drops_total",
+                "Frames lost inside a port backend.",
+                &l,
+                c.backend_drops,
+            );
+            m.gauge(
+                "sprayswitch_port_up",
+                "1 when the port's carrier is up.",
+                &l,
+                u64::from(self.switch.port_up(i as u16)),
+            );
+            m.gauge(
+                "sprayswitch_port_admin_up",
+                "1 when the port is administratively up.",
+                &l,
+                u64::from(p.admin_up),
+            );
+            m.gauge(
+                "sprayswitch_port_tx_backlog_packets",
+                "Packets queued towards a port.",
+                &l,
+                self.switch.port_backlog(i as u16) as u64,
+            );
+            if p.role == sprayswitch::engine::Role::Downlink {
+                m.counter(
+                    "sprayswitch_host_naks_total",
+                    "PSN-sequence NAKs sent by the host behind a downlink.",
+                    &[("port", &p.name)],
+                    c.host_naks,
+                );
+                m.counter(
+                    "sprayswitch_host_cnps_total",
+                    "CNPs sent by the host behind a downlink.",
+                    &[("port", &p.name)],
+                    c.host_cnps,
+                );
+            }
+        }
+        let r = &s.reorder;
+        for (name, help, v) in [
+            (
+                "released_in_order",
+                "Packets released in PSN order.",
+                r.released_in_order,
+            ),
+            ("held", "Packets held for a gap.", r.held_total),
+            (
+                "late",
+                "Packets that arrived after their gap was given up.",
+                r.late,
+            ),
+            ("duplicates", "Duplicates discarded.", r.duplicates),
+            (
+                "overflows",
+                "Window overflows (released skipping a gap).",
+                r.overflows,
+            ),
+            (
+                "hold_timeouts",
+                "Gaps declared lost after the hold timeout.",
+                r.timeouts,
+            ),
+            ("resyncs", "Resyncs from host NAKs.", r.resyncs),
+            ("evictions", "Streams evicted.", r.evictions),
+            (
+                "passthrough",
+                "Packets passed without reordering.",
+                r.passthrough,
+            ),
+        ] {
+            m.counter(&format!("sprayswitch_reorder_{name}_total"), help, &[], v);
+        }
+        m.gauge(
+            "sprayswitch_reorder_held_packets",
+            "Packets held now.",
+            &[],
+            r.held_now,
+        );
+        m.gauge(
+            "sprayswitch_reorder_streams",
+            "Reorder streams tracked now.",
+            &[],
+            r.streams,
+        );
+        if let Some(h) = self.switch.hold_histogram() {
+            m.histogram_ns(
+                "sprayswitch_reorder_hold_seconds",
+                "Time packets were held.",
+                &h,
+            );
+        }
+        m.text
+    }
+}
+
+#[derive(Default)]
+struct Metrics {
+    text: String,
+    declared: std::collections::HashSet<String>,
+}
+
+impl Metrics {
+    fn head(&mut self, name: &str, help: &str, kind: &str) {
+        if self.declared.insert(name.to_string()) {
+            self.text += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
+        }
+    }
+
+    fn labels(l: &[(&str, &str)]) -> String {
+        if l.is_empty() {
+            return String::new();
+        }
+        let parts: Vec<String> = l
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+            .collect();
+        format!("{{{}}}", parts.join(","))
+    }
+
+    fn counter(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
+        self.head(name, help, "counter");
+        self.text += &format!("{name}{} {v}\n", Self::labels(l));
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
+        self.head(name, help, "gauge");
+        self.text += &format!("{name}{} {v}\n", Self::labels(l));
+    }
+
+    fn histogram_ns(&mut self, name: &str, help: &str, h: &hdrhistogram::Histogram<u64>) {
+        self.head(name, help, "histogram");
+        let mut sum = 0f64;
+        for v in h.iter_recorded() {
+            sum += v.value_iterated_to() as f64 * v.count_at_value() as f64;
+        }
+        for le_us in [1u64, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000] {
+            let n: u64 = h
+                .iter_recorded()
+                .filter(|v| v.value_iterated_to() <= le_us * 1000)
+                .map(|v| v.count_at_value())
+                .sum();
+            self.text += &format!("{name}_bucket{{le=\"{}\"}} {n}\n", le_us as f64 / 1e6);
+        }
+        self.text += &format!("{name}_bucket{{le=\"+Inf\"}} {}\n", h.len());
+        self.text += &format!("{name}_sum {}\n", sum / 1e9);
+        self.text += &format!("{name}_count {}\n", h.len());
+    }
+}

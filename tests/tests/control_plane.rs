@@ -1,0 +1,393 @@
+//! The control plane end to end, against a running switch on in-memory ports: ToR A of an
+//! in-process rack pair is handed to [`Control`] and served on a Unix socket and a metrics
+//! endpoint from a control thread, while host a1 sends RoCE WRITEs to host b1 through the rack.
+//! Every `sprayctl` command runs as the real binary, tables and `--json`; a bad reload changes
+//! nothing, a good one applies under traffic; an uplink goes down and up under traffic; nothing
+//! sent is lost; metrics are scraped and parsed; the socket is private; a malformed request
+//! gets an error and the switch carries on.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{IpAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sprayswitch::port::{Pkt, Port};
+use sprayswitch_control::ctl::Control;
+use sprayswitch_control::server::ControlServer;
+use sprayswitch_control::{Config, DEFAULT_CONFIG};
+use sprayswitch_tests::frames::{roce_write, tag_of};
+use sprayswitch_tests::{bin_dir, shared_cpu_reorder};
+use sprayswitch_tools::topo::{RackPair, RackPairSpec};
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ssw-ctl-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The embedded default with the test timers of the rack pair (and the policy the rack runs).
+fn config_text(extra: &str) -> String {
+    let text = DEFAULT_CONFIG
+        .replace("hold_timeout_us = 500", "hold_timeout_us = 5000")
+        .replace("learn_us = 100", "learn_us = 5000");
+    format!("{text}\n{extra}")
+}
+
+fn ctl(sock: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(bin_dir(&["sprayctl"]).join("sprayctl"))
+        .arg("--socket")
+        .arg(sock)
+        .args(args)
+        .output()
+        .expect("sprayctl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn ctl_json(sock: &Path, args: &[&str]) -> Value {
+    let mut a = vec!["--json"];
+    a.extend_from_slice(args);
+    let (ok, out, err) = ctl(sock, &a);
+    assert!(ok, "sprayctl {args:?}: {out}{err}");
+    let v: Value = serde_json::from_str(out.trim()).expect("JSON answer");
+    assert_eq!(v["ok"], true, "{v}");
+    v["data"].clone()
+}
+
+fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    body.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+}
+
+/// Parses Prometheus text into (name{labels}, value) pairs, checking the format as it goes.
+fn parse_metrics(text: &str) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("# HELP ") || line.starts_with("# TYPE ") {
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').expect("name value");
+        let metric = name.split('{').next().unwrap();
+        assert!(
+            metric.starts_with("sprayswitch_")
+                && metric
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit()),
+            "{line}"
+        );
+        out.push((name.to_string(), value.parse::<f64>().expect("a number")));
+    }
+    out
+}
+
+#[test]
+fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
+    let dir = tmp("e2e");
+    let sock = dir.join("tor-a.sock");
+    let cfg_path = dir.join("tor-a.toml");
+    std::fs::write(&cfg_path, config_text("")).unwrap();
+
+    let spec = RackPairSpec {
+        reorder: Some(shared_cpu_reorder()),
+        ..RackPairSpec::default()
+    };
+    let RackPair {
+        tor_a,
+        tor_b,
+        mut hosts_a,
+        mut hosts_b,
+        ..
+    } = RackPair::start(&spec).unwrap();
+    let cfg = Config::load(&cfg_path).unwrap();
+    let v = cfg.validate().unwrap();
+    let mut control = Control::new(tor_a, cfg, v, Some(cfg_path.clone()));
+    let mut server =
+        ControlServer::bind(Some(&sock), Some("127.0.0.1:0".parse().unwrap())).unwrap();
+    let metrics_addr = server.metrics_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // Socket permissions: owner only.
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // Traffic: a1 -> b1, 16 QPs (spread over the uplinks by the spray policy), tagged.
+    let sent = Arc::new(AtomicU64::new(0));
+    let got = Arc::new(AtomicU64::new(0));
+    let b_ip = IpAddr::V4(hosts_b[0].ip4);
+    let (a1, b1) = (hosts_a.remove(0), hosts_b.remove(0));
+    let a_stop = stop.clone();
+    let a_sent = sent.clone();
+    let sender = std::thread::spawn(move || {
+        let mut a1 = a1;
+        let mut psn = [0u32; 16];
+        let mut n = 0u32;
+        let mut q: Vec<Pkt> = Vec::new();
+        while !a_stop.load(Ordering::Relaxed) {
+            for qp in 0..16u32 {
+                let p = roce_write(
+                    &a1,
+                    b_ip,
+                    0x100 + qp,
+                    psn[qp as usize],
+                    5000 + qp as u16,
+                    256,
+                    n,
+                );
+                psn[qp as usize] += 1;
+                n += 1;
+                q.push(p);
+            }
+            while !q.is_empty() {
+                a1.port.tx_burst(0, &mut q);
+            }
+            a_sent.store(u64::from(n), Ordering::Relaxed);
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        // Drain anything the switch sent back (none expected), keeping the link clean.
+        let mut rx = Vec::new();
+        a1.port.rx_burst(0, &mut rx, 1024);
+    });
+    let b_stop = stop.clone();
+    let b_got = got.clone();
+    let receiver = std::thread::spawn(move || {
+        let mut b1 = b1;
+        let mut rx = Vec::with_capacity(256);
+        let mut seen = std::collections::HashSet::new();
+        let mut quiet_since = None;
+        loop {
+            let n = b1.port.rx_burst(0, &mut rx, 256);
+            for p in rx.drain(..) {
+                seen.insert(tag_of(p.data()));
+            }
+            b_got.store(seen.len() as u64, Ordering::Relaxed);
+            if b_stop.load(Ordering::Relaxed) {
+                // Stop after the stream has been quiet for a while.
+                if n == 0 {
+                    let t = *quiet_since.get_or_insert_with(Instant::now);
+                    if t.elapsed() > Duration::from_millis(300) {
+                        break;
+                    }
+                } else {
+                    quiet_since = None;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+
+    let srv_stop = stop.clone();
+    let served = std::thread::spawn(move || {
+        while !srv_stop.load(Ordering::Relaxed) {
+            if !server.poll(&mut control) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        control
+    });
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Every show command, as a table and as JSON.
+    for what in [
+        "ports",
+        "uplinks",
+        "routes",
+        "neighbors",
+        "streams",
+        "counters",
+        "hosts",
+    ] {
+        let (ok, out, err) = ctl(&sock, &["show", what]);
+        assert!(ok, "show {what}: {err}");
+        assert!(!out.trim().is_empty(), "show {what} printed nothing");
+        let data = ctl_json(&sock, &["show", what]);
+        assert!(data.is_array() || data.is_object(), "{what}: {data}");
+    }
+    let ports = ctl_json(&sock, &["show", "ports"]);
+    assert_eq!(ports.as_array().unwrap().len(), 6);
+    assert_eq!(ports[2]["name"], "u0");
+    let (_, table, _) = ctl(&sock, &["show", "ports"]);
+    assert!(table.lines().next().unwrap().starts_with("name"), "{table}");
+    let routes = ctl_json(&sock, &["show", "routes"]);
+    assert!(
+        routes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["prefix"] == "10.2.0.0/16" && r["target"] == "fabric"),
+        "{routes}"
+    );
+    let hosts = ctl_json(&sock, &["show", "hosts"]);
+    assert_eq!(hosts.as_array().unwrap().len(), 2, "{hosts}");
+    let streams = ctl_json(&sock, &["show", "streams", "--top", "5"]);
+    assert!(streams.as_array().unwrap().len() <= 5);
+    let counters = ctl_json(&sock, &["show", "counters"]);
+    assert_eq!(counters["spray_policy"], "round_robin");
+    assert!(counters["sprayed"].as_u64().unwrap() > 0, "{counters}");
+
+    // Settings.
+    let r = ctl_json(&sock, &["set", "spray-policy", "random"]);
+    assert_eq!(r["spray_policy"], "random");
+    assert_eq!(
+        ctl_json(&sock, &["show", "counters"])["spray_policy"],
+        "random"
+    );
+    let (ok, _, err) = ctl(&sock, &["set", "spray-policy", "fastest"]);
+    assert!(!ok && err.contains("fastest"), "{err}");
+    ctl_json(&sock, &["set", "hold-timeout", "6000"]);
+    let (ok, _, err) = ctl(&sock, &["set", "hold-timeout", "0"]);
+    assert!(!ok && err.contains("use 1"), "{err}");
+
+    // Uplink down under traffic: it stops carrying packets; up again: it carries them again.
+    ctl_json(&sock, &["set", "uplink", "u1", "down"]);
+    let (ok, _, err) = ctl(&sock, &["set", "uplink", "h1", "down"]);
+    assert!(!ok && err.contains("not an uplink"), "{err}");
+    std::thread::sleep(Duration::from_millis(100));
+    let tx_of = |name: &str| -> u64 {
+        ctl_json(&sock, &["show", "uplinks"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["port"] == name)
+            .unwrap()["tx_pkts"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = tx_of("u1");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(tx_of("u1"), before, "a down uplink carries nothing");
+    let up = ctl_json(&sock, &["show", "uplinks"]);
+    assert_eq!(up[1]["admin"], "down", "{up}");
+    ctl_json(&sock, &["set", "uplink", "u1", "up"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(tx_of("u1") > before, "back up, it carries traffic again");
+
+    // Reload: a bad file changes nothing and says why.
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        config_text("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"nope\"\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = ctl(&sock, &["reload", bad.to_str().unwrap()]);
+    assert!(!ok && err.contains("unknown port 'nope'"), "{err}");
+    let gen_before = ctl_json(&sock, &["show", "counters"])["generation"].clone();
+    // A port change needs a restart: refused, nothing changes.
+    let ports_changed = dir.join("ports.toml");
+    std::fs::write(
+        &ports_changed,
+        config_text("[[port]]\nname = \"h3\"\nrole = \"downlink\"\nmac = \"02:5a:01:01:00:03\"\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = ctl(&sock, &["reload", ports_changed.to_str().unwrap()]);
+    assert!(!ok && err.contains("restart"), "{err}");
+    assert_eq!(
+        ctl_json(&sock, &["show", "counters"])["generation"],
+        gen_before
+    );
+    // A good file with a new route and the ECMP policy: applied under traffic.
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        config_text("[[route]]\nprefix = \"10.3.0.0/16\"\ngroup = \"fabric\"\n")
+            .replace("spray_policy = \"round_robin\"", "spray_policy = \"ecmp\""),
+    )
+    .unwrap();
+    let r = ctl_json(&sock, &["reload", good.to_str().unwrap()]);
+    assert!(r["applied"].as_str().unwrap().ends_with("good.toml"), "{r}");
+    let routes = ctl_json(&sock, &["show", "routes"]);
+    assert!(routes
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["prefix"] == "10.3.0.0/16"));
+    assert_eq!(
+        ctl_json(&sock, &["show", "counters"])["spray_policy"],
+        "ecmp"
+    );
+    // Reload of the file it runs (as SIGHUP does).
+    ctl_json(&sock, &["reload"]);
+
+    // Metrics: scraped and parsed, with the conventions.
+    let text = scrape(metrics_addr);
+    let m = parse_metrics(&text);
+    let get = |name: &str| {
+        m.iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    assert!(get("sprayswitch_rx_packets_total") > 0.0);
+    assert!(get("sprayswitch_port_tx_packets_total{port=\"u0\",role=\"uplink\"}") > 0.0);
+    assert_eq!(get("sprayswitch_port_up{port=\"u1\",role=\"uplink\"}"), 1.0);
+    assert!(text.contains("# TYPE sprayswitch_drops_total counter"));
+    assert!(m
+        .iter()
+        .any(|(n, _)| n.starts_with("sprayswitch_host_naks_total{port=\"h1\"}")));
+    assert!(
+        text.contains("sprayswitch_reorder_hold_seconds_bucket{le=\"+Inf\"}"),
+        "{text}"
+    );
+    let mut s = TcpStream::connect(metrics_addr).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 404"), "{body}");
+
+    // A malformed request: an error answer, the connection and the switch carry on.
+    let mut raw = UnixStream::connect(&sock).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut lines = BufReader::new(raw.try_clone().unwrap());
+    for bad in [
+        "this is not json",
+        "{\"cmd\":\"explode\"}",
+        "{\"cmd\":\"show\",\"what\":\"nothing\"}",
+    ] {
+        raw.write_all(format!("{bad}\n").as_bytes()).unwrap();
+        let mut line = String::new();
+        lines.read_line(&mut line).unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["ok"], false, "{bad}: {v}");
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    raw.write_all(b"{\"cmd\":\"show\",\"what\":\"counters\"}\n")
+        .unwrap();
+    let mut line = String::new();
+    lines.read_line(&mut line).unwrap();
+    assert!(line.contains("\"ok\":true"), "{line}");
+
+    // Stop the traffic, let it drain, then count: nothing sent was lost, through the policy
+    // changes, the reloads and the uplink going down and up.
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    receiver.join().unwrap();
+    let control = served.join().unwrap();
+    let stats = control.switch().stats();
+    let (sent, got) = (sent.load(Ordering::Relaxed), got.load(Ordering::Relaxed));
+    assert!(sent > 1000, "{sent}");
+    assert_eq!(
+        got,
+        sent,
+        "every packet sent arrived ({} switch drops)",
+        stats.drops_total()
+    );
+    assert_eq!(stats.drops_total(), 0);
+    control.into_switch().stop();
+    tor_b.stop();
+    assert!(!sock.exists() || UnixStream::connect(&sock).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
