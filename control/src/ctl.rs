@@ -20,6 +20,8 @@
 //! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
 //! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
 //! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |
+//! | `{"cmd":"capture-start","port":"u0","file":"PATH"}` | captures the port's traffic (both directions) to a pcap file |
+//! | `{"cmd":"capture-stop","port":"u0"}` | stops it; answers frames written and dropped |
 //! | `{"cmd":"reload"}` / `{"cmd":"reload","file":"PATH"}` | validates, then applies the file |
 //!
 //! A malformed request gets an error answer; the switch is unaffected.
@@ -31,8 +33,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
+use sprayswitch::pcap::PcapWriter;
 use sprayswitch::reorder::StreamKey;
 use sprayswitch::switch::Switch;
+use sprayswitch::time::wall_ns;
 
 use crate::config::{Config, Validated};
 
@@ -66,6 +70,18 @@ pub enum Request {
         /// Microseconds.
         us: u64,
     },
+    /// `capture start PORT FILE`: writes what the port receives and what is queued to it.
+    CaptureStart {
+        /// Port name.
+        port: String,
+        /// pcap file to write.
+        file: String,
+    },
+    /// `capture stop PORT`.
+    CaptureStop {
+        /// Port name.
+        port: String,
+    },
     /// `reload [FILE]`.
     Reload {
         /// The file; default: the one the switch was started with.
@@ -93,6 +109,13 @@ pub struct Control {
     validated: Validated,
     link_seen: Vec<bool>,
     evictions_seen: u64,
+    captures: Vec<Capture>,
+}
+
+struct Capture {
+    port: u16,
+    file: PathBuf,
+    writer: PcapWriter<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Control {
@@ -112,6 +135,7 @@ impl Control {
             validated,
             link_seen: vec![true; n],
             evictions_seen: 0,
+            captures: Vec::new(),
         }
     }
 
@@ -120,9 +144,46 @@ impl Control {
         &self.switch
     }
 
-    /// Gives the switch back (to stop it).
-    pub fn into_switch(self) -> Switch {
+    /// Gives the switch back (to stop it), finishing any capture first.
+    pub fn into_switch(mut self) -> Switch {
+        let ports: Vec<u16> = self.captures.iter().map(|c| c.port).collect();
+        for p in ports {
+            let _ = self.capture_stop(p);
+        }
         self.switch
+    }
+
+    /// Moves captured packets from the workers' queues into their files.
+    pub fn pump_captures(&mut self) {
+        let taps = self.switch.capture_taps();
+        for c in &mut self.captures {
+            let w = &mut c.writer;
+            taps.drain(c.port, |t, p| {
+                let _ = w.write_frame(wall_ns(t), p.data());
+            });
+        }
+    }
+
+    fn capture_stop(&mut self, port: u16) -> Result<Value, String> {
+        let i = self
+            .captures
+            .iter()
+            .position(|c| c.port == port)
+            .ok_or("no capture runs on that port")?;
+        let taps = self.switch.capture_taps();
+        taps.set(port, false);
+        self.pump_captures();
+        let mut c = self.captures.remove(i);
+        c.writer.flush().map_err(|e| e.to_string())?;
+        let name = self.switch.tables().ports[usize::from(port)].name.clone();
+        log::info!(
+            "capture on {name} stopped: {} frames in {}",
+            c.writer.frames_written(),
+            c.file.display()
+        );
+        Ok(
+            json!({"port": name, "file": c.file.display().to_string(), "frames": c.writer.frames_written(), "dropped": taps.dropped(port)}),
+        )
     }
 
     /// Answers one request line with one response line (no newline).
@@ -181,6 +242,34 @@ impl Control {
                 self.switch.publish(t);
                 log::info!("hold timeout set to {us} us");
                 Ok(json!({"hold_timeout_us": us}))
+            }
+            Request::CaptureStart { port, file } => {
+                let id = self
+                    .switch
+                    .tables()
+                    .port_id(port)
+                    .ok_or_else(|| format!("no port named '{port}'"))?;
+                if self.captures.iter().any(|c| c.port == id) {
+                    return Err(format!("a capture already runs on {port}"));
+                }
+                let path = PathBuf::from(file);
+                let writer = PcapWriter::create(&path).map_err(|e| format!("{file}: {e}"))?;
+                self.captures.push(Capture {
+                    port: id,
+                    file: path,
+                    writer,
+                });
+                self.switch.capture_taps().set(id, true);
+                log::info!("capture on {port} started into {file}");
+                Ok(json!({"port": port, "file": file}))
+            }
+            Request::CaptureStop { port } => {
+                let id = self
+                    .switch
+                    .tables()
+                    .port_id(port)
+                    .ok_or_else(|| format!("no port named '{port}'"))?;
+                self.capture_stop(id)
             }
             Request::Reload { file } => {
                 let path = file
@@ -419,9 +508,11 @@ impl Control {
                 })
             }
             "hosts" => Value::Array(self.hosts(&t, &s)),
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "show '{other}': use ports, uplinks, routes, neighbors, streams, counters or hosts"
-            )),
+            ))
+            }
         })
     }
 

@@ -152,6 +152,7 @@ impl ControlServer {
                 serve_http(s, ctl);
             }
         }
+        ctl.pump_captures();
         work
     }
 }

@@ -164,3 +164,91 @@ fn sigterm_stops_cleanly_and_flushes() {
     assert!((1..40).contains(&n), "{n} frames flushed before the pause");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+fn sprayctl(sock: &Path, args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_sprayctl"))
+        .arg("--socket")
+        .arg(sock)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+}
+
+#[test]
+fn sighup_reloads_a_valid_file_and_refuses_a_bad_one() {
+    let dir = tmp("sighup");
+    let sock = dir.join("ctl.sock");
+    let cfg = pcap_config(&dir, "fast");
+    // No replay: the switch runs until it is told to stop.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "pcap_in = \"tests/data/rxe-rc-ops.pcap\"\npace = \"fast\"",
+        &format!("pcap_out = \"{}\"", dir.join("in.pcap").display()),
+    );
+    std::fs::write(&cfg, &text).unwrap();
+    let child = bin()
+        .args(["--config", cfg.to_str().unwrap(), "run", "--socket"])
+        .arg(&sock)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let policy = || sprayctl(&sock, &["show", "counters"])["data"]["spray_policy"].clone();
+    let t0 = Instant::now();
+    while policy() != "round_robin" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the control socket never answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hup = |pid: u32| {
+        assert!(Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success())
+    };
+    // A valid change: applied.
+    std::fs::write(
+        &cfg,
+        text.replace(
+            "[switch]\nname = \"offline\"",
+            "[switch]\nname = \"offline\"\nspray_policy = \"ecmp\"",
+        ),
+    )
+    .unwrap();
+    hup(child.id());
+    let t0 = Instant::now();
+    while policy() != "ecmp" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "SIGHUP did not apply the file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A bad file: nothing changes.
+    std::fs::write(
+        &cfg,
+        text.replace("group = \"fabric\"", "group = \"nowhere\""),
+    )
+    .unwrap();
+    hup(child.id());
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(policy(), "ecmp");
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SIGHUP reload refused") && err.contains("nowhere"),
+        "{err}"
+    );
+    assert!(!sock.exists(), "the socket is removed at exit");
+    std::fs::remove_dir_all(&dir).ok();
+}

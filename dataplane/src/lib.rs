@@ -13,6 +13,7 @@
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod counters;
 pub mod engine;
 pub mod pcap;

@@ -168,6 +168,7 @@ pub struct Switch {
     counters: Vec<Arc<CachePadded<WorkerCounters>>>,
     port_counters: Arc<[CachePadded<PortCounters>]>,
     status: Arc<[CachePadded<PortStatus>]>,
+    taps: Arc<crate::capture::CaptureTaps>,
     stream_requests: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
 }
@@ -274,6 +275,7 @@ impl Switch {
         let mut counters = Vec::new();
         let mut threads = Vec::new();
         let mut stream_requests = Vec::new();
+        let taps = Arc::new(crate::capture::CaptureTaps::new(status.len()));
         let mut histograms = Vec::new();
         for (w, (my_ports, neigh_rx)) in per_worker.into_iter().zip(neigh_rxs).enumerate() {
             let (ttx, trx) = bounded::<Arc<Tables>>(4);
@@ -284,6 +286,7 @@ impl Switch {
             counters.push(c.clone());
             let sh = WorkerShared {
                 id: w,
+                taps: taps.clone(),
                 owner: owner.clone(),
                 handoff: handoff.clone(),
                 inbox: inboxes.next().expect("one inbox per worker"),
@@ -333,6 +336,7 @@ impl Switch {
             counters,
             port_counters,
             status,
+            taps,
             stream_requests,
             histograms,
         })
@@ -370,6 +374,11 @@ impl Switch {
             }
         }
         all.into_iter().collect()
+    }
+
+    /// The live capture slots of every port (the control thread turns them on and drains them).
+    pub fn capture_taps(&self) -> Arc<crate::capture::CaptureTaps> {
+        self.taps.clone()
     }
 
     /// Transmit backlog of a port (in the port and the switch's queue), as its worker last saw it.
@@ -525,6 +534,7 @@ impl Switch {
             counters: self.counters.clone(),
             port_counters: self.port_counters.clone(),
             status: self.status.clone(),
+            taps: self.taps.clone(),
             stream_requests: Vec::new(),
             histograms: Vec::new(),
         }

@@ -167,6 +167,8 @@ pub struct Handoff {
 pub struct WorkerShared {
     /// Worker index.
     pub id: usize,
+    /// Live capture slots of every port.
+    pub taps: Arc<crate::capture::CaptureTaps>,
     /// Owner worker of each port.
     pub owner: Arc<[usize]>,
     /// Producer handles of every worker's hand-off ring (indexed by worker).
@@ -287,6 +289,7 @@ impl Worker {
         let (_stx, srx) = crossbeam::channel::bounded(1);
         let sh = WorkerShared {
             id: 0,
+            taps: Arc::new(crate::capture::CaptureTaps::new(n)),
             owner: vec![0; n].into(),
             handoff: vec![tx].into(),
             inbox: rx,
@@ -421,6 +424,7 @@ impl Worker {
                 bytes += pkt.len() as u64;
                 pkt.rx_port = id;
                 pkt.rx_ns = now;
+                self.sh.taps.tap(id, &pkt, now);
                 let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
                 if let Some(obs) = self.engine.observed.take() {
                     if obs.kind == crate::reorder::MetaKind::HostNak {
@@ -595,6 +599,7 @@ impl Worker {
         if op.txq.is_empty() {
             op.oldest_ns = now;
         }
+        self.sh.taps.tap(port, &pkt, now);
         op.txq.push(pkt);
         if op.txq.len() >= self.cfg.burst {
             self.flush(i, now, true);

@@ -348,6 +348,30 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     s.read_to_string(&mut body).unwrap();
     assert!(body.starts_with("HTTP/1.1 404"), "{body}");
 
+    // Live capture of an uplink under traffic.
+    let pcap = dir.join("u0.pcap");
+    ctl_json(&sock, &["capture", "start", "u0", pcap.to_str().unwrap()]);
+    let (ok, _, err) = ctl(&sock, &["capture", "start", "u0", pcap.to_str().unwrap()]);
+    assert!(!ok && err.contains("already"), "{err}");
+    let (ok, _, err) = ctl(&sock, &["capture", "start", "u9", pcap.to_str().unwrap()]);
+    assert!(!ok && err.contains("no port named 'u9'"), "{err}");
+    std::thread::sleep(Duration::from_millis(300));
+    let done = ctl_json(&sock, &["capture", "stop", "u0"]);
+    let frames = sprayswitch_tests::read_capture(&pcap);
+    assert!(!frames.is_empty());
+    assert_eq!(
+        done["frames"].as_u64().unwrap(),
+        frames.len() as u64,
+        "{done}"
+    );
+    assert_eq!(done["dropped"], 0);
+    for f in &frames {
+        let c = sprayswitch::wire::classify(f, sprayswitch::wire::Pmtu::DEFAULT).unwrap();
+        assert!(c.roce().is_some(), "only the RoCE traffic crosses u0 here");
+    }
+    let (ok, _, err) = ctl(&sock, &["capture", "stop", "u0"]);
+    assert!(!ok && err.contains("no capture"), "{err}");
+
     // A malformed request: an error answer, the connection and the switch carry on.
     let mut raw = UnixStream::connect(&sock).unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();

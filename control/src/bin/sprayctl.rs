@@ -44,6 +44,15 @@ enum Cmd {
         /// Its arguments.
         args: Vec<String>,
     },
+    /// Capture a port's traffic: `start PORT FILE` or `stop PORT`.
+    Capture {
+        /// start or stop.
+        action: String,
+        /// The port.
+        port: String,
+        /// start: the pcap file to write (on the switch's machine).
+        file: Option<PathBuf>,
+    },
     /// Validate and apply a configuration file (default: the one the switch started with).
     Reload {
         /// The file.
@@ -69,6 +78,14 @@ fn request(cli: &Cli) -> Result<Value, String> {
                         .into(),
                 )
             }
+        },
+        Cmd::Capture { action, port, file } => match (action.as_str(), file) {
+            ("start", Some(f)) => {
+                let abs = std::path::absolute(f).map_err(|e| format!("{}: {e}", f.display()))?;
+                json!({"cmd": "capture-start", "port": port, "file": abs.display().to_string()})
+            }
+            ("stop", None) => json!({"cmd": "capture-stop", "port": port}),
+            _ => return Err("capture start PORT FILE | capture stop PORT".into()),
         },
         Cmd::Reload { file } => match file {
             // The switch resolves relative paths from its own directory: send an absolute one.
