@@ -18,7 +18,10 @@
 # Environment (defaults in brackets):
 #   HOSTS [2]  PATHS [4]  DELAYS_US ["0 20 40 60"] (one per path)  LOSS [""] (e.g. "0 0.01 0 0")
 #   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
-#   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]
+#   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
+#   MTU [1500] (every link; above 1774 use BACKEND=af_packet: AF_XDP frames hold 3822 bytes at most)
+#   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
+#     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
 # Processes' logs and configurations are in /run/sprayswitch-rack/<NAME>/.
 set -euo pipefail
@@ -38,6 +41,9 @@ HOLD_US=${HOLD_US:-5000}
 LEARN_US=${LEARN_US:-5000}
 BIN=${BIN:-target/release}
 CORES=${CORES:-}
+RATE_MBPS=${RATE_MBPS:-}
+MTU=${MTU:-1500}
+HOST_KIND=${HOST_KIND:-veth}
 
 mac() { printf '02:5a:%02x:%02x:00:%02x' "$1" "$2" "$3"; }
 nsx() { ip netns exec "$@"; }
@@ -85,7 +91,7 @@ newns() {
 
 # veth NS_A IF_A MAC_A NS_B IF_B MAC_B
 veth() {
-  ip -n "$1" link add "$2" address "$3" type veth peer name "$5" address "$6" netns "$4"
+  ip -n "$1" link add "$2" address "$3" mtu "$MTU" type veth peer name "$5" address "$6" mtu "$MTU" netns "$4"
   ip -n "$1" link set "$2" up
   ip -n "$4" link set "$5" up
 }
@@ -117,6 +123,12 @@ up() {
     tor=$([ $r = 1 ] && echo "$P-tora" || echo "$P-torb")
     letter=$([ $r = 1 ] && echo a || echo b)
     for i in $(seq "$HOSTS"); do
+      if [ "$HOST_KIND" = tap ]; then
+        # A tap for a qemu guest (`-netdev tap,ifname=h$i,script=no` run in this namespace).
+        ip -n "$tor" tuntap add "h$i" mode tap
+        ip -n "$tor" link set "h$i" address "$(mac $r 1 "$i")" mtu "$MTU" up
+        continue
+      fi
       h="$P-$letter$i"
       newns "$h"
       veth "$tor" "h$i" "$(mac $r 1 "$i")" "$h" eth0 "$(mac $r 3 "$i")"
@@ -133,6 +145,7 @@ up() {
   fabric_args=()
   for p in $(seq 0 $((PATHS - 1))); do
     spec="a$p:b$p,delay_us=${delays[$p]:-0}"
+    [ -n "$RATE_MBPS" ] && spec+=",rate_mbps=$RATE_MBPS"
     [ -n "${loss[$p]:-}" ] && spec+=",loss=${loss[$p]}"
     fabric_args+=(--path "$spec")
   done
@@ -145,7 +158,7 @@ up() {
       core=(--core "$([ $r = a ] && echo "${cores[0]}" || echo "${cores[1]}")")
     fi
     "$BIN/sprayrack" --rack $r --hosts "$HOSTS" --paths "$PATHS" --backend "$BACKEND" \
-      --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" "${reorder_flag[@]}" \
+      --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" --mtu "$MTU" "${reorder_flag[@]}" \
       "${core[@]}" >"$STATE/tor-$r.toml"
   done
   # `ip netns exec` replaces itself with the program, so $! is the program's PID.

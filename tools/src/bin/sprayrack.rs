@@ -46,6 +46,9 @@ struct Cli {
     /// Learning window of a new stream, microseconds.
     #[arg(long, default_value_t = 5000)]
     learn_us: u64,
+    /// Ethernet MTU of every port.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u16,
     /// Pin the worker to this core.
     #[arg(long)]
     core: Option<usize>,
@@ -71,6 +74,9 @@ fn main() -> ExitCode {
         Rack::B => 2,
     };
     let mut text = tor_config_with(&spec, rack, &cli.backend);
+    if cli.mtu != 1500 {
+        text = text.replace("\nrole = ", &format!("\nmtu = {}\nrole = ", cli.mtu));
+    }
     if let Some(c) = cli.core {
         text = text.replacen("[switch]\n", &format!("[switch]\ncores = [{c}]\n"), 1);
     }

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# perftest between real Soft-RoCE (rdma_rxe) hosts through sprayswitch.
+#
+#   client guest ── tap h1 ┐ tor-a ═══ sprayfabric, 4 skewed paths ═══ tor-b ┌ tap h1 ── server guest
+#
+# Two qemu guests (TCG; stock Debian kernel, built by scripts/rxe-guest.sh) attach to tap
+# devices that are the ToRs' downlinks of the namespace rack of scripts/netns-rack.sh. For each
+# fabric mode (ecmp, spray without reorder, spray with reorder) and each RoCE MTU, the guests run
+# the perftest list; then the same guests run it over a direct link (a Linux bridge) as the
+# baseline. Prints one table row per test with the goodput, the responder's out-of-sequence and
+# duplicate requests, the requester's sequence-error NAKs and retries, and what the destination
+# ToR's reorder stage did; exits non-zero when an expectation fails (see CHECK below).
+#
+# Usage: scripts/rxe-rack.sh [quick|full]
+#   quick  one ib_write_bw per mode, RoCE MTU 1024 (CI)
+#   full   ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat at RoCE MTU 1024 and 4096
+# Environment: MODES ["direct ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
+#   RATE_MBPS [per fabric path, default 100], DELAYS_US ["0 20 40 60"], BIN [target/release],
+#   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
+#   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
+#   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
+# CHECK=1 fails the run unless: every test completes in direct, ecmp and reorder modes; spray
+# mode shows out-of-sequence requests at the responder; reorder mode shows none when the fabric
+# loses nothing, and hold timeouts when it does (LOSS).
+# Needs root and qemu-system-x86_64. Everything it creates (guests, taps, namespaces, processes)
+# is removed on exit, also on failure or interruption.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PROFILE=${1:-quick}
+MODES=${MODES:-"direct ecmp spray reorder"}
+RATE_MBPS=${RATE_MBPS:-100}
+DELAYS_US=${DELAYS_US:-"0 20 40 60"}
+LOSS=${LOSS:-}
+BIN=${BIN:-target/release}
+OUT=${OUT:-/tmp/sprayswitch-rxe-$$}
+CHECK=${CHECK:-1}
+NAME=rxe$$
+TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
+SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
+LIMIT=$TEST_LIMIT
+case "$PROFILE" in
+  quick) TESTS="ib_write_bw -s 65536 -n 300"; PMTUS="1024" ;;
+  full) TESTS="ib_write_bw -s 65536 -n 1000;ib_read_bw -s 65536 -n 1000;ib_send_bw -s 65536 -n 1000;ib_write_lat -s 64 -n 1000"; PMTUS="1024 4096" ;;
+  *) sed -n '2,25p' "$0"; exit 2 ;;
+esac
+TESTS=${TESTS_OVERRIDE:-$TESTS}
+
+command -v qemu-system-x86_64 >/dev/null || { echo "rxe-rack: qemu-system-x86_64 is missing (apt-get install qemu-system-x86)" >&2; exit 1; }
+GUEST=$(scripts/rxe-guest.sh build)
+mkdir -p "$OUT"
+
+QEMU_PIDS=()
+DIRECT_NS=""
+cleanup() {
+  for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${QEMU_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  QEMU_PIDS=()
+  scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
+  [ -n "$DIRECT_NS" ] && ip netns del "$DIRECT_NS" 2>/dev/null || true
+  DIRECT_NS=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# guest NS TAP NAME IP GW ROLE PEER MTU -> boots it in the background, console in $OUT/NAME.log
+guest() {
+  local ns=$1 tap=$2 name=$3 ip=$4 gw=$5 role=$6 peer=$7 mtu=$8 d="$OUT/$3.d"
+  mkdir -p "$d"
+  scripts/rxe-guest.sh init >"$d/init"; chmod 755 "$d/init"
+  printf 'NAME=%s\nIP=%s\nGW=%s\nMTU=%s\nROLE=%s\nPEER=%s\nTESTS="%s"\nLIMIT=%s\n' \
+    "$name" "$ip" "$gw" "$mtu" "$role" "$peer" "$TESTS" "$LIMIT" >"$d/guest.conf"
+  (cd "$d" && printf 'init\nguest.conf\n' | cpio -o -H newc --quiet | gzip -1) >"$d/overlay.cpio.gz"
+  cat "$GUEST/base.cpio.gz" "$d/overlay.cpio.gz" >"$d/initrd.gz"
+  local mac; mac=$(printf '52:54:00:5a:%02x:%02x' "$(echo "$ip" | cut -d. -f2)" "$(echo "$ip" | cut -d. -f4 | cut -d/ -f1)")
+  # csum=off: the guest computes its own TCP/UDP checksums. With checksum offload the frame
+  # leaves the tap with only a partial checksum, which a userspace switch forwards as it is.
+  timeout 600 ip netns exec "$ns" qemu-system-x86_64 -accel tcg -cpu qemu64 -m 256 -smp 1 \
+    -nodefaults -display none -no-reboot -kernel "$GUEST/vmlinux" -initrd "$d/initrd.gz" \
+    -append "console=ttyS0 quiet panic=-1" -serial "file:$OUT/$name.log" \
+    -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
+    -device "virtio-net-pci,netdev=n0,mac=$mac,csum=off,guest_csum=off" </dev/null >"$d/qemu.log" 2>&1 &
+  QEMU_PIDS+=($!)
+}
+
+# Netdev MTU for a RoCE path MTU: 1024 fits a 1500 link; 4096 needs a jumbo link.
+netdev_mtu() { [ "$1" = 4096 ] && echo 9000 || echo 1500; }
+
+# counter NAME FILE -> value of an rxe hw counter printed by the guest
+counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -1; }
+
+ROWS="$OUT/rows.txt"; : >"$ROWS"
+FAIL=0
+run_mode() {  # mode pmtu
+  local mode=$1 pmtu=$2 mtu; mtu=$(netdev_mtu "$2")
+  local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2
+  if [ "$mode" = direct ]; then
+    DIRECT_NS="ssr-$NAME-direct"
+    ip netns add "$DIRECT_NS"
+    ip -n "$DIRECT_NS" link add br0 mtu "$mtu" type bridge
+    ip -n "$DIRECT_NS" link set br0 up
+    for t in ta tb; do
+      ip -n "$DIRECT_NS" tuntap add "$t" mode tap
+      ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" master br0 up
+    done
+    srv_ns=$DIRECT_NS; cli_ns=$DIRECT_NS; srv_gw=""; cli_gw=""
+    srv_ip=10.9.0.2; cli_ip=10.9.0.1
+    guest "$srv_ns" tb "srv-$mode-$pmtu" "$srv_ip/24" "" server "" "$mtu"
+    guest "$cli_ns" ta "cli-$mode-$pmtu" "$cli_ip/24" "" client "$srv_ip" "$mtu"
+  else
+    local policy=round_robin reorder=1 backend=auto
+    # Spraying without reorder collapses Go-Back-N: give it less time before calling it.
+    [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
+    [ "$mode" = ecmp ] && policy=ecmp
+    [ "$mode" = spray ] && reorder=0
+    [ "$mtu" -gt 1774 ] && backend=af_packet
+    HOST_KIND=tap HOSTS=1 MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
+      RATE_MBPS=$RATE_MBPS DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
+      scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
+    guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
+    guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
+  fi
+  for p in "${QEMU_PIDS[@]}"; do wait "$p" || true; done
+  QEMU_PIDS=()
+  LIMIT=$TEST_LIMIT
+  local st="/run/sprayswitch-rack/$NAME" tb_json="{}"
+  if [ "$mode" != direct ]; then
+    tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
+    "$BIN/sprayctl" -s "$st/tor-b.sock" show hosts >"$OUT/hosts-$mode-$pmtu.txt" 2>&1 || true
+    cp "$st"/*.log "$OUT/" 2>/dev/null || true
+    for f in "$OUT"/tor-?.log "$OUT"/fabric.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
+  fi
+  cleanup
+  local srv="$OUT/srv-$mode-$pmtu.log" cli="$OUT/cli-$mode-$pmtu.log"
+  local hold resync
+  hold=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("timeouts","-"))' 2>/dev/null || echo -)
+  resync=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("resyncs","-"))' 2>/dev/null || echo -)
+  local n=0
+  IFS=';' read -ra T <<<"$TESTS"
+  for t in "${T[@]}"; do
+    n=$((n + 1))
+    local b; b=$(echo "$t" | awk '{print $1}')
+    local rc; rc=$(grep -o "=== client END $n $b rc=[0-9]*" "$cli" | sed 's/.*rc=//' | tail -1)
+    # perftest's result line follows its header; bandwidth tests: BW average (MB/s) is column 4,
+    # latency tests: t_avg (usec) is column 6.
+    local res
+    res=$(sed -n "/=== client START $n /,/=== client END $n /p" "$cli" |
+      awk '/#bytes/ {h=1; next} h && NF >= 4 && $1 ~ /^[0-9]+$/ {print; exit}')
+    local value="-"
+    if [ -n "$res" ]; then
+      case "$b" in
+        *_lat) value="$(echo "$res" | awk '{print $6}') us" ;;
+        *) value="$(echo "$res" | awk '{printf "%.0f Mb/s", $4 * 8}')" ;;
+      esac
+    fi
+    printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" \
+      "$(counter out_of_seq_request "$srv")" "$(counter duplicate_request "$srv")" \
+      "$(counter rcvd_seq_err "$cli")" "$(counter completer_retry_err "$cli")" "$hold" "$resync" >>"$ROWS"
+    if [ "$CHECK" = 1 ]; then
+      local oos; oos=$(counter out_of_seq_request "$srv")
+      # Every test completes, except spraying without reorder, which must show the collapse.
+      if [ "$mode" = spray ]; then
+        if [ "${oos:-0}" = 0 ]; then echo "FAIL: spray $pmtu $b: no out-of-sequence requests without reorder" >&2; FAIL=1; fi
+      elif [ "${rc:-1}" != 0 ]; then
+        echo "FAIL: $mode $pmtu $b did not complete (rc ${rc:-none})" >&2; FAIL=1
+      fi
+      if [ "$mode" = reorder ] && [ -z "$LOSS" ] && [ "${oos:-1}" != 0 ]; then
+        echo "FAIL: reorder $pmtu $b: the responder saw $oos out-of-sequence requests" >&2; FAIL=1
+      fi
+      if [ "$mode" = reorder ] && [ -n "$LOSS" ] && [ "$hold" = 0 ]; then
+        echo "FAIL: reorder $pmtu $b with loss: no hold timeouts recorded" >&2; FAIL=1
+      fi
+    fi
+  done
+}
+
+for pmtu in $PMTUS; do
+  for mode in $MODES; do
+    echo "rxe-rack: $mode, RoCE MTU $pmtu: $TESTS" >&2
+    run_mode "$mode" "$pmtu"
+  done
+done
+printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc result \
+  oos_req dup_req seq_nak retries hold_to resync
+cat "$ROWS"
+echo "fabric: 4 paths, ${RATE_MBPS} Mbit/s each, delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
+echo "oos_req, dup_req: responder's out_of_seq_request, duplicate_request; seq_nak, retries: requester's"
+echo "rcvd_seq_err, completer_retry_err; hold_to, resync: destination ToR's reorder hold timeouts, resyncs"
+exit $FAIL
