@@ -5,9 +5,12 @@
 #   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
 #   - tshark (Wireshark's dissectors check our RDMA CM parsing and read our pcap files)
 #   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
+#   - qemu-system-x86 and cpio (Soft-RoCE guests; their image is built from Debian packages by
+#     scripts/rxe-guest.sh and cached in /var/cache/sprayswitch)
 #   - iproute2, ping, ethtool and tcpdump (the real-port tests build veth topologies in their own network
 #     namespaces; as root they are required, otherwise they report themselves skipped)
-# Then: rustfmt check, clippy with warnings denied, every test of the workspace, fuzz smoke run.
+# Then: rustfmt check, clippy with warnings denied, every test of the workspace, the release
+# reorder stress test, Soft-RoCE guests through the switches (as root), fuzz smoke run.
 #
 # Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
 set -euo pipefail
@@ -26,10 +29,12 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ping >/dev/null 2>&1 || missing+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
+command -v cpio >/dev/null 2>&1 || missing+=(cpio)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
     echo "missing: ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root" >&2
     exit 1
@@ -54,6 +59,16 @@ SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
 
 step "reorder stress: 4 workers, 10 million packets (release build)"
 cargo test --release -p sprayswitch-tests --test reorder_stress
+
+if [ "$(id -u)" = 0 ]; then
+  step "Soft-RoCE guests (perftest) through sprayswitch: ecmp, spray, spray + reorder, direct"
+  cargo build --release --bins
+  scripts/rxe-rack.sh quick
+  step "Soft-RoCE guests with 1% loss on one fabric path: every transfer recovers"
+  MODES=reorder LOSS="0 0.01 0 0" scripts/rxe-rack.sh quick
+else
+  step "Soft-RoCE guests: SKIPPED (needs root for taps, namespaces and AF_XDP)"
+fi
 
 step "fuzz targets: build, then a bounded run from the seed corpus"
 fuzz_tmp=$(mktemp -d)
