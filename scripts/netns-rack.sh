@@ -20,6 +20,8 @@
 #   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
 #   MTU [1500] (every link; above 1774 use BACKEND=af_packet: AF_XDP frames hold 3822 bytes at most)
+#   RT_PRIO [""]: run the switches and the fabric with SCHED_FIFO at this priority (chrt), so
+#     that their short idle sleeps end on time even when guests keep every core busy
 #   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
 #     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
@@ -44,6 +46,7 @@ CORES=${CORES:-}
 RATE_MBPS=${RATE_MBPS:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
+RT_PRIO=${RT_PRIO:-}
 
 mac() { printf '02:5a:%02x:%02x:00:%02x' "$1" "$2" "$3"; }
 nsx() { ip netns exec "$@"; }
@@ -162,11 +165,13 @@ up() {
       "${core[@]}" >"$STATE/tor-$r.toml"
   done
   # `ip netns exec` replaces itself with the program, so $! is the program's PID.
-  ip netns exec "$P-fab" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
+  rt=()
+  [ -n "$RT_PRIO" ] && rt=(chrt -f "$RT_PRIO")
+  ip netns exec "$P-fab" "${rt[@]}" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
     >"$STATE/fabric.log" 2>&1 &
   echo $! >"$STATE/fabric.pid"
   for r in a b; do
-    RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
+    RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "${rt[@]}" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
       run --stats-interval 0 --socket "$STATE/tor-$r.sock" >"$STATE/tor-$r.log" 2>&1 &
     echo $! >"$STATE/tor-$r.pid"
   done

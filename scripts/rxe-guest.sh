@@ -37,6 +37,11 @@ for m in virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs; do modprobe $m 
 rdma link add rxe0 type rxe netdev eth0 || say "rdma link add failed"
 ibv_devinfo -d rxe0 | grep -E 'active_mtu' | sed 's/^/  /'
 say "$NAME ready: $IP via $GW, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
+if [ "$ROLE" = client ]; then
+  # Reachability and round-trip time to the server before the tests (busybox ping).
+  k=0; until ping -c 1 -W 1 "$PEER" >/dev/null 2>&1; do k=$((k + 1)); [ $k -ge 30 ] && break; done
+  ping -c 20 -i 0.1 "$PEER" | tail -2 | sed 's/^/  ping: /'
+fi
 n=0
 echo "$TESTS" | tr ';' '\n' | while read -r t; do
   [ -z "$t" ] && continue

@@ -17,6 +17,7 @@
 # Environment: MODES ["direct ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
 #   RATE_MBPS [per fabric path, default 100], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
+#   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
 #   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
 # CHECK=1 fails the run unless: every test completes in direct, ecmp and reorder modes; spray
@@ -36,6 +37,7 @@ BIN=${BIN:-target/release}
 OUT=${OUT:-/tmp/sprayswitch-rxe-$$}
 CHECK=${CHECK:-1}
 NAME=rxe$$
+RT_PRIO=${RT_PRIO:-}   # SCHED_FIFO priority of switches and fabric (default none; see README)
 TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
 LIMIT=$TEST_LIMIT
@@ -108,25 +110,39 @@ run_mode() {  # mode pmtu
     guest "$srv_ns" tb "srv-$mode-$pmtu" "$srv_ip/24" "" server "" "$mtu"
     guest "$cli_ns" ta "cli-$mode-$pmtu" "$cli_ip/24" "" client "$srv_ip" "$mtu"
   else
-    local policy=round_robin reorder=1 backend=auto
+    local policy=round_robin reorder=1 backend=${BACKEND:-auto}
     # Spraying without reorder collapses Go-Back-N: give it less time before calling it.
     [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
+    [ "$mode" = ecmp-plain ] && { policy=ecmp; reorder=0; }
     [ "$mtu" -gt 1774 ] && backend=af_packet
-    HOST_KIND=tap HOSTS=1 MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
+    HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
       RATE_MBPS=$RATE_MBPS DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
     guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
+    if [ -n "${CAPTURE:-}" ]; then
+      for t in a b; do
+        "$BIN/sprayctl" -s "/run/sprayswitch-rack/$NAME/tor-$t.sock" capture start h1 "$OUT/tor-$t-h1-$mode-$pmtu.pcap" >/dev/null
+      done
+    fi
   fi
   for p in "${QEMU_PIDS[@]}"; do wait "$p" || true; done
   QEMU_PIDS=()
   LIMIT=$TEST_LIMIT
   local st="/run/sprayswitch-rack/$NAME" tb_json="{}"
+  if [ "$mode" != direct ] && [ -n "${CAPTURE:-}" ]; then
+    for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
+  fi
   if [ "$mode" != direct ]; then
     tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
-    "$BIN/sprayctl" -s "$st/tor-b.sock" show hosts >"$OUT/hosts-$mode-$pmtu.txt" 2>&1 || true
+    for t in a b; do
+      for w in ports hosts counters; do
+        echo "== tor-$t show $w"
+        "$BIN/sprayctl" -s "$st/tor-$t.sock" show "$w" 2>&1 || true
+      done
+    done >"$OUT/switches-$mode-$pmtu.txt"
     cp "$st"/*.log "$OUT/" 2>/dev/null || true
     for f in "$OUT"/tor-?.log "$OUT"/fabric.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
   fi
@@ -153,9 +169,15 @@ run_mode() {  # mode pmtu
         *) value="$(echo "$res" | awk '{printf "%.0f Mb/s", $4 * 8}')" ;;
       esac
     fi
-    printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" \
-      "$(counter out_of_seq_request "$srv")" "$(counter duplicate_request "$srv")" \
-      "$(counter rcvd_seq_err "$cli")" "$(counter completer_retry_err "$cli")" "$hold" "$resync" >>"$ROWS"
+    # The guests' counters and the switch's cover the whole run of a mode (all its tests):
+    # printed on its first row.
+    if [ $n = 1 ]; then
+      printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" \
+        "$(counter out_of_seq_request "$srv")" "$(counter duplicate_request "$srv")" \
+        "$(counter rcvd_seq_err "$cli")" "$(counter completer_retry_err "$cli")" "$hold" "$resync" >>"$ROWS"
+    else
+      printf '%-8s %-5s %-12s %-6s %-12s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" >>"$ROWS"
+    fi
     if [ "$CHECK" = 1 ]; then
       local oos; oos=$(counter out_of_seq_request "$srv")
       # Every test completes, except spraying without reorder, which must show the collapse.
@@ -184,6 +206,8 @@ printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc 
   oos_req dup_req seq_nak retries hold_to resync
 cat "$ROWS"
 echo "fabric: 4 paths, ${RATE_MBPS} Mbit/s each, delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
-echo "oos_req, dup_req: responder's out_of_seq_request, duplicate_request; seq_nak, retries: requester's"
-echo "rcvd_seq_err, completer_retry_err; hold_to, resync: destination ToR's reorder hold timeouts, resyncs"
+echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
+echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
+echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"
+echo "timeouts and resyncs. Results: bandwidth tests BW average; ib_write_lat t_avg."
 exit $FAIL

@@ -319,6 +319,7 @@ impl Switch {
             let t = std::thread::Builder::new()
                 .name(format!("ss-worker-{w}"))
                 .spawn(move || {
+                    crate::time::tighten_timer_slack();
                     if let Some(core) = core {
                         if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
                             log::warn!("worker {w}: could not pin to core {core}");

@@ -28,3 +28,14 @@ pub fn now_ns() -> u64 {
 pub fn wall_ns(now: u64) -> u64 {
     epoch().1.saturating_add(now)
 }
+
+/// Asks the kernel to end this thread's sleeps close to when they are due (timer slack 1 us
+/// instead of the default 50 us), so the idle backoff's short sleeps cost what they say. Only
+/// the calling thread is affected; elsewhere than Linux it does nothing.
+pub fn tighten_timer_slack() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and changes only this thread's slack.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
+    }
+}

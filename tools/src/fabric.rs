@@ -128,6 +128,7 @@ impl Fabric {
 
     /// Runs until `stop` is set, backing off as `idle` says when nothing moves.
     pub fn run(&mut self, stop: &AtomicBool, idle: IdlePolicy) {
+        sprayswitch::time::tighten_timer_slack();
         let mut idle_iters = 0u64;
         while !stop.load(Ordering::Relaxed) {
             if self.iterate(now_ns()) {

@@ -18,8 +18,10 @@ enum Backend {
     /// AF_XDP, falling back to AF_PACKET.
     Auto,
     /// AF_XDP only.
+    #[value(alias = "af_xdp")]
     AfXdp,
     /// AF_PACKET only.
+    #[value(alias = "af_packet")]
     AfPacket,
 }
 
