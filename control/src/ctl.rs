@@ -89,6 +89,11 @@ pub enum Request {
     },
 }
 
+/// Learned neighbours not confirmed by ARP or ND for this long are forgotten (and resolved
+/// again when traffic needs them). Linux hosts confirm their gateway every ~30 s while they use
+/// it, so only hosts that went away age out.
+pub const NEIGHBOR_MAX_AGE: Duration = Duration::from_secs(300);
+
 fn mac(m: [u8; 6]) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
@@ -341,8 +346,10 @@ impl Control {
         )
     }
 
-    /// Periodic work: logs link-state changes of ports and streams evicted under pressure.
+    /// Periodic work (call it about once a second): neighbour ageing, link-state changes of
+    /// ports and streams evicted under pressure, logged one line per event.
     pub fn periodic(&mut self) {
+        self.switch.age_neighbors(NEIGHBOR_MAX_AGE);
         let t = self.switch.tables();
         for (i, p) in t.ports.iter().enumerate() {
             let up = self.switch.port_up(i as u16);
@@ -693,6 +700,40 @@ impl Control {
                     c.host_cnps,
                 );
             }
+        }
+        for (w, ws) in self.switch.worker_stats().iter().enumerate() {
+            let id = w.to_string();
+            let l = [("worker", id.as_str())];
+            m.counter(
+                "sprayswitch_worker_rx_packets_total",
+                "Packets received by a worker's ports.",
+                &l,
+                ws.rx_pkts,
+            );
+            m.counter(
+                "sprayswitch_worker_tx_packets_total",
+                "Packets transmitted by a worker's ports.",
+                &l,
+                ws.tx_pkts,
+            );
+            m.counter(
+                "sprayswitch_worker_loops_total",
+                "Poll loop iterations of a worker.",
+                &l,
+                ws.loops,
+            );
+            m.counter(
+                "sprayswitch_worker_idle_loops_total",
+                "Poll loop iterations that found no work.",
+                &l,
+                ws.idle_loops,
+            );
+            m.gauge(
+                "sprayswitch_worker_reorder_held_packets",
+                "Packets a worker's reorder stage holds now.",
+                &l,
+                ws.reorder_held,
+            );
         }
         let r = &s.reorder;
         for (name, help, v) in [

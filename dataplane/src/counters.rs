@@ -65,6 +65,8 @@ pub struct WorkerCounters {
     pub hashed: Counter,
     /// Neighbours learned.
     pub neigh_learned: Counter,
+    /// Learned neighbours forgotten by ageing.
+    pub neigh_aged: Counter,
     /// Packets in the reorder stage now (gauge).
     pub reorder_held: Counter,
     /// Reorder stage totals, published every iteration.

@@ -117,6 +117,21 @@ pub struct Stats {
     pub ports: Vec<PortStats>,
 }
 
+/// Counters of one worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Packets received on its ports.
+    pub rx_pkts: u64,
+    /// Packets transmitted on its ports.
+    pub tx_pkts: u64,
+    /// Loop iterations.
+    pub loops: u64,
+    /// Loop iterations that found no work.
+    pub idle_loops: u64,
+    /// Packets in its reorder stage now.
+    pub reorder_held: u64,
+}
+
 /// Counters of one port.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortStats {
@@ -380,6 +395,29 @@ impl Switch {
     /// The live capture slots of every port (the control thread turns them on and drains them).
     pub fn capture_taps(&self) -> Arc<crate::capture::CaptureTaps> {
         self.taps.clone()
+    }
+
+    /// Per-worker counters: (rx packets, tx packets, loop iterations, idle iterations, packets
+    /// held in its reorder stage now), in worker order.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        self.counters
+            .iter()
+            .map(|c| WorkerStats {
+                rx_pkts: c.rx_pkts.get(),
+                tx_pkts: c.tx_pkts.get(),
+                loops: c.loops.get(),
+                idle_loops: c.idle_loops.get(),
+                reorder_held: c.reorder_held.get(),
+            })
+            .collect()
+    }
+
+    /// Asks every worker to forget learned neighbours not confirmed (by ARP or ND from them)
+    /// for `max_age`. Neighbours still in use are resolved again when traffic needs them.
+    pub fn age_neighbors(&self, max_age: Duration) {
+        for req in &self.stream_requests {
+            let _ = req.try_send(Query::AgeNeighbors(max_age.as_nanos() as u64));
+        }
     }
 
     /// Transmit backlog of a port (in the port and the switch's queue), as its worker last saw it.

@@ -88,6 +88,8 @@ pub enum Query {
     Streams(usize, Sender<Vec<StreamRow>>),
     /// The neighbours this worker learned (address, MAC, port).
     Neighbors(Sender<Vec<(IpAddr, crate::engine::Neighbor)>>),
+    /// Forget learned neighbours not confirmed for this many ns.
+    AgeNeighbors(u64),
 }
 
 /// Worker settings.
@@ -367,7 +369,7 @@ impl Worker {
             self.tables = t;
         }
         while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
-            self.engine.learn_remote(ip, n);
+            self.engine.learn_remote(ip, n, now);
         }
         // A control-side question about streams: answered here, between bursts, so that the
         // control thread never touches this worker's state.
@@ -378,6 +380,10 @@ impl Worker {
                 }
                 Query::Neighbors(answer) => {
                     let _ = answer.try_send(self.engine.learned_neighbors());
+                }
+                Query::AgeNeighbors(max_age_ns) => {
+                    let gone = self.engine.age_neighbors(now, max_age_ns);
+                    self.sh.counters.neigh_aged.add(gone as u64);
                 }
             }
         }

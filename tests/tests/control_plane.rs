@@ -335,6 +335,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     assert!(get("sprayswitch_port_tx_packets_total{port=\"u0\",role=\"uplink\"}") > 0.0);
     assert_eq!(get("sprayswitch_port_up{port=\"u1\",role=\"uplink\"}"), 1.0);
     assert!(text.contains("# TYPE sprayswitch_drops_total counter"));
+    assert!(get("sprayswitch_worker_loops_total{worker=\"0\"}") > 0.0);
     assert!(m
         .iter()
         .any(|(n, _)| n.starts_with("sprayswitch_host_naks_total{port=\"h1\"}")));

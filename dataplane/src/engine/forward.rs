@@ -69,7 +69,10 @@ const RESOLVE_INTERVAL_NS: u64 = 100_000_000;
 /// Forwarding state of one worker.
 #[derive(Debug)]
 pub struct Engine {
-    learned: IntMap<u128, Neighbor>,
+    /// Learned neighbours and when each was last confirmed (ARP/ND from it), for ageing.
+    learned: IntMap<u128, (Neighbor, u64)>,
+    /// The time of the packet being handled (for learning).
+    clock: u64,
     learned_out: Vec<(IpAddr, Neighbor)>,
     resolve_out: Vec<ResolveRequest>,
     last_resolve: IntMap<u128, u64>,
@@ -108,6 +111,7 @@ impl Engine {
         last_resolve.reserve(MAX_PENDING * 4);
         Engine {
             learned,
+            clock: 0,
             learned_out: Vec::with_capacity(MAX_PENDING),
             resolve_out: Vec::with_capacity(MAX_PENDING),
             last_resolve,
@@ -131,15 +135,15 @@ impl Engine {
         let k = ip_key(ip);
         t.neighbors
             .get(&k)
-            .or_else(|| self.learned.get(&k))
             .copied()
+            .or_else(|| self.learned.get(&k).map(|e| e.0))
     }
 
     /// Neighbours this engine learned (or was told about by other workers).
     pub fn learned_neighbors(&self) -> Vec<(IpAddr, Neighbor)> {
         self.learned
             .iter()
-            .map(|(k, n)| {
+            .map(|(k, (n, _))| {
                 let a = std::net::Ipv6Addr::from(*k);
                 let ip = a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4);
                 (ip, *n)
@@ -148,10 +152,19 @@ impl Engine {
     }
 
     /// Records a neighbour learned by another worker.
-    pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor) {
+    pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor, now: u64) {
         if self.learned.len() < MAX_LEARNED || self.learned.contains_key(&ip_key(ip)) {
-            self.learned.insert(ip_key(ip), n);
+            self.learned.insert(ip_key(ip), (n, now));
         }
+    }
+
+    /// Forgets learned neighbours not confirmed for `max_age_ns` (they are resolved again when
+    /// traffic needs them). Returns how many went.
+    pub fn age_neighbors(&mut self, now: u64, max_age_ns: u64) -> usize {
+        let before = self.learned.len();
+        self.learned
+            .retain(|_, (_, seen)| now.saturating_sub(*seen) <= max_age_ns);
+        before - self.learned.len()
     }
 
     /// Neighbours learned here since the last call, for the other workers.
@@ -166,7 +179,7 @@ impl Engine {
 
     /// Every learned neighbour.
     pub fn learned(&self) -> impl Iterator<Item = (&u128, &Neighbor)> {
-        self.learned.iter()
+        self.learned.iter().map(|(k, (n, _))| (k, n))
     }
 
     fn learn(&mut self, t: &Tables, ip: IpAddr, mac: [u8; 6], port: PortId) {
@@ -181,13 +194,17 @@ impl Engine {
         }
         let n = Neighbor { mac, port };
         let k = ip_key(ip);
-        if self.learned.get(&k) == Some(&n) {
-            return;
+        let now = self.clock;
+        if let Some(e) = self.learned.get_mut(&k) {
+            if e.0 == n {
+                e.1 = now;
+                return;
+            }
         }
         if self.learned.len() >= MAX_LEARNED && !self.learned.contains_key(&k) {
             return;
         }
-        self.learned.insert(k, n);
+        self.learned.insert(k, (n, now));
         self.stats.neigh_learned += 1;
         if self.learned_out.len() < MAX_PENDING {
             self.learned_out.push((ip, n));
@@ -215,6 +232,7 @@ impl Engine {
     /// is routed or answered.
     pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
         let rx = pkt.rx_port;
+        self.clock = now;
         self.observed = None;
         self.host_cnp = false;
         if let Some(Some(peer)) = t.patch.get(usize::from(rx)) {
@@ -618,6 +636,26 @@ mod tests {
             ..ExtRepr::default()
         };
         d0_to_d1(BthRepr::new(op, 9, Psn::new(psn)), ext, &vec![1u8; payload])
+    }
+
+    #[test]
+    fn learned_neighbors_age_out_unless_confirmed() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let mut e = Engine::new(&t, 1);
+        let n = Neighbor {
+            mac: [2, 0, 0, 0, 0, 7],
+            port: 0,
+        };
+        let (old, fresh) = (
+            IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 7)),
+            IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 8)),
+        );
+        e.learn_remote(old, n, 0);
+        e.learn_remote(fresh, n, 200_000_000_000);
+        assert_eq!(e.age_neighbors(250_000_000_000, 300_000_000_000), 0);
+        assert_eq!(e.age_neighbors(301_000_000_000, 300_000_000_000), 1);
+        assert!(e.neighbor(&t, old).is_none());
+        assert_eq!(e.neighbor(&t, fresh), Some(n));
     }
 
     #[test]
