@@ -43,6 +43,16 @@ impl ControlServer {
         let mut unix = None;
         if let Some(path) = socket {
             if path.exists() {
+                use std::os::unix::fs::FileTypeExt;
+                let is_socket = std::fs::symlink_metadata(path)
+                    .map(|m| m.file_type().is_socket())
+                    .unwrap_or(false);
+                if !is_socket {
+                    bail!(
+                        "{}: exists and is not a socket; choose another --socket path",
+                        path.display()
+                    );
+                }
                 if UnixStream::connect(path).is_ok() {
                     bail!("{}: another switch is listening there", path.display());
                 }
@@ -212,4 +222,45 @@ fn serve_http(mut s: TcpStream, ctl: &Control) {
         "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_refuses_files_and_live_sockets_and_replaces_stale_ones() {
+        let dir = std::env::temp_dir().join(format!("ssw-srv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, "keep me").unwrap();
+        let e = ControlServer::bind(Some(&file), None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+
+        let sock = dir.join("ctl.sock");
+        let first = ControlServer::bind(Some(&sock), None).unwrap();
+        let e = ControlServer::bind(Some(&sock), None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("another switch"), "{e}");
+        drop(first);
+        assert!(!sock.exists(), "removed when the server goes");
+        // A stale socket file (its owner died without removing it) is replaced.
+        let stale = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        drop(stale);
+        assert!(sock.exists());
+        let again = ControlServer::bind(Some(&sock), None).unwrap();
+        drop(again);
+        let e = ControlServer::bind(None, Some("192.0.2.1:9464".parse().unwrap()))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("only loopback"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }
