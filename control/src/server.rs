@@ -16,6 +16,8 @@ use crate::ctl::Control;
 
 /// Longest request line accepted.
 const MAX_LINE: usize = 64 * 1024;
+/// Connected clients kept at once; more are answered with an error and closed.
+const MAX_CLIENTS: usize = 64;
 
 struct Client {
     stream: UnixStream,
@@ -99,13 +101,18 @@ impl ControlServer {
     pub fn poll(&mut self, ctl: &mut Control) -> bool {
         let mut work = false;
         if let Some(l) = &self.unix {
-            while let Ok((s, _)) = l.accept() {
+            while let Ok((mut s, _)) = l.accept() {
+                work = true;
+                if self.clients.len() >= MAX_CLIENTS {
+                    let _ =
+                        s.write_all(b"{\"ok\":false,\"error\":\"too many control connections\"}\n");
+                    continue;
+                }
                 if s.set_nonblocking(true).is_ok() {
                     self.clients.push(Client {
                         stream: s,
                         buf: Vec::new(),
                     });
-                    work = true;
                 }
             }
         }
