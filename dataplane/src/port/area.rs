@@ -121,8 +121,7 @@ impl FrameArea {
         let addr = self.take()?;
         Some(Frame {
             area: self.clone(),
-            addr: Some(addr),
-            cap: self.frame_size as usize,
+            addr,
         })
     }
 
@@ -132,11 +131,9 @@ impl FrameArea {
         if addr >= self.bytes as u64 {
             return None;
         }
-        let used = (addr & u64::from(self.frame_size - 1)) as usize;
         Some(Frame {
             area: self.clone(),
-            addr: Some(addr),
-            cap: self.frame_size as usize - used,
+            addr,
         })
     }
 }
@@ -153,38 +150,47 @@ impl Drop for FrameArea {
 }
 
 /// One frame of a [`FrameArea`], owned. Its bytes run from its address to the frame's end.
+/// Two words (packets carry it, so it is kept small).
 #[derive(Debug)]
 pub struct Frame {
     area: Arc<FrameArea>,
-    /// `None` once given to the kernel by [`Frame::into_addr`].
-    addr: Option<u64>,
-    cap: usize,
+    /// [`GIVEN`] once handed to the kernel by [`Frame::into_addr`].
+    addr: u64,
 }
+
+/// `Frame::addr` of a frame given away (no valid address is this large).
+const GIVEN: u64 = u64::MAX;
 
 impl Frame {
     /// Bytes from the frame's address to its end.
+    #[inline]
     pub fn capacity(&self) -> usize {
-        self.cap
+        let size = self.area.frame_size as usize;
+        size - (self.offset() & (size - 1))
     }
 
+    #[inline]
     fn offset(&self) -> usize {
-        // An `addr` is present while the frame is alive (only `into_addr` takes it, by value).
-        self.addr.unwrap_or(0) as usize
+        // `addr` is a valid address while the frame is alive (only `into_addr`, which takes
+        // the frame by value, sets GIVEN).
+        self.addr as usize
     }
 
     /// The frame's bytes.
     pub fn bytes(&self) -> &[u8] {
-        // SAFETY: offset + cap lies inside the region (checked at `claim`/`alloc`), and this
-        // `Frame` is the frame's only owner, so nothing else writes it meanwhile.
-        unsafe { std::slice::from_raw_parts(self.area.base.as_ptr().add(self.offset()), self.cap) }
+        // SAFETY: offset + capacity ends at the frame's end, inside the region (the address was
+        // checked at `claim`/`alloc`), and this `Frame` is the frame's only owner, so nothing
+        // else writes it meanwhile.
+        unsafe {
+            std::slice::from_raw_parts(self.area.base.as_ptr().add(self.offset()), self.capacity())
+        }
     }
 
     /// The frame's bytes, writable.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let cap = self.capacity();
         // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.area.base.as_ptr().add(self.offset()), self.cap)
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.area.base.as_ptr().add(self.offset()), cap) }
     }
 
     /// True when the frame is in `area`.
@@ -195,14 +201,14 @@ impl Frame {
     /// Gives the frame up without returning it to the free list (the kernel owns it now) and
     /// returns its address.
     pub fn into_addr(mut self) -> u64 {
-        self.addr.take().unwrap_or(0)
+        std::mem::replace(&mut self.addr, GIVEN)
     }
 }
 
 impl Drop for Frame {
     fn drop(&mut self) {
-        if let Some(a) = self.addr {
-            self.area.give_back(a);
+        if self.addr != GIVEN {
+            self.area.give_back(self.addr);
         }
     }
 }
@@ -256,6 +262,16 @@ mod tests {
         assert_eq!(area.free_frames(), 0);
         std::thread::spawn(move || drop(pkts)).join().unwrap();
         assert_eq!(area.free_frames(), 64);
+    }
+
+    #[test]
+    fn packets_stay_small() {
+        assert_eq!(std::mem::size_of::<Frame>(), 16);
+        assert!(
+            std::mem::size_of::<Pkt>() <= 48,
+            "{}",
+            std::mem::size_of::<Pkt>()
+        );
     }
 
     #[test]
