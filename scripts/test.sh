@@ -34,7 +34,7 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "missing: ${missing[*]}: install them (apt-get install ${missing[*]}) or run as root" >&2
     exit 1
