@@ -214,6 +214,24 @@ fn setup_errors_name_the_port() {
             .output()
             .unwrap();
 
+        // An XDP program that is not ours already on the interface: refused at attach (after
+        // the socket bound and registered the UMEM); the UMEM stays usable for the next port.
+        {
+            use sprayswitch::port::sys;
+            use sprayswitch::port::xdp::bpf::CountingSink;
+            let other = CountingSink::attach(sys::ifindex("b0").unwrap(), XdpMode::Native)
+                .unwrap_or_else(|e| panic!("{}: {}", e.what, e.source));
+            let mut u = XdpUmem::new(4096, 4096).unwrap();
+            let e = u
+                .open("b0", &XdpOptions::new("b0"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("another XDP program"), "{e}");
+            drop(other);
+            let p = u.open("b0", &XdpOptions::new("b0"));
+            assert!(p.is_ok(), "{:?}", p.err().map(|e| e.to_string()));
+        }
+
         // A second program on an interface that has one.
         let mut u1 = XdpUmem::new(4096, 4096).unwrap();
         let _held = u1.open("b0", &XdpOptions::new("b0")).unwrap();

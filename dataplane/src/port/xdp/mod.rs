@@ -90,6 +90,17 @@ impl XdpUmem {
     /// # Errors
     /// A [`SetupError`] naming the port, the step and what to do.
     pub fn open(&mut self, name: &str, opts: &XdpOptions) -> Result<XdpPort, SetupError> {
+        let had_owner = self.owner_fd.is_some();
+        let port = self.open_port(name, opts);
+        if port.is_err() && !had_owner {
+            // The socket that registered the UMEM is closed with the failed port: the next
+            // port registers it afresh rather than naming a closed descriptor.
+            self.owner_fd = None;
+        }
+        port
+    }
+
+    fn open_port(&mut self, name: &str, opts: &XdpOptions) -> Result<XdpPort, SetupError> {
         let err =
             |what: &str, e: io::Error, hint: Option<&str>| SetupError::new(name, what, e, hint);
         let ifindex = sys::ifindex(&opts.ifname).map_err(|e| {
