@@ -123,7 +123,6 @@ run_mode() {  # mode pmtu
     [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
-    [ "$mode" = ecmp-plain ] && { policy=ecmp; reorder=0; }
     [ "$mtu" -gt 1774 ] && backend=af_packet
     HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
       RATE_MBPS=$RATE_MBPS DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \

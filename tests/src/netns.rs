@@ -6,8 +6,6 @@
 //! Code that must run inside a namespace runs on a thread that entered it with `setns` (sockets
 //! keep the namespace they were created in, so the ports it opens can be used from anywhere).
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -118,11 +116,13 @@ impl Netns {
 
     /// Moves the calling thread into this namespace (for threads the test owns).
     pub fn enter(&self) {
-        let f = File::open(format!("/var/run/netns/{}", self.name)).expect("netns file");
-        // SAFETY: setns with a namespace fd we hold open; it only affects this thread.
-        let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        enter(&self.name);
     }
+}
+
+/// Moves the calling thread into namespace `name`; panics when it cannot.
+pub fn enter(name: &str) {
+    sprayswitch::port::sys::enter_netns(name).unwrap_or_else(|e| panic!("entering {name}: {e}"));
 }
 
 impl Drop for Netns {

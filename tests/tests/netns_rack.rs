@@ -86,10 +86,10 @@ impl Rack {
 
     /// Runs `f` on a thread inside namespace `n`.
     fn run<T: Send>(&self, n: &str, f: impl FnOnce() -> T + Send) -> T {
-        let path = format!("/var/run/netns/{}", self.ns(n));
+        let ns = self.ns(n);
         std::thread::scope(|s| {
             s.spawn(|| {
-                enter(&path);
+                sprayswitch_tests::netns::enter(&ns);
                 f()
             })
             .join()
@@ -109,14 +109,6 @@ impl Drop for Rack {
             .args(["down", &self.name])
             .output();
     }
-}
-
-fn enter(path: &str) {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path).expect("netns file");
-    // SAFETY: setns on a namespace fd we hold; affects only this thread.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {path}");
 }
 
 fn ping(rack: &Rack, from: &str, to: &str, count: u32) -> u32 {

@@ -244,11 +244,7 @@ impl Port for AfPacketPort {
     }
 
     fn link_state(&self) -> LinkState {
-        if self.link.up() {
-            LinkState::Up
-        } else {
-            LinkState::Down
-        }
+        self.link.state()
     }
 
     fn tx_backlog(&self) -> usize {

@@ -202,6 +202,21 @@ pub fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, val: &T) -> io::Result
     }
 }
 
+/// Moves the calling thread into the named network namespace (`ip netns add NAME`), for code
+/// that opens ports in a namespace from one process. Sockets keep the namespace they were made
+/// in, so ports opened there can be used from any thread afterwards.
+///
+/// # Errors
+/// No such namespace, or setns(2)'s error (privileges).
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
+    // SAFETY: setns with a namespace descriptor we hold open; it changes only this thread.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// Link state cache: ioctls are a system call, so the state is read at most every
 /// `REFRESH_NS`, from the worker's clock.
 #[derive(Debug)]
@@ -241,6 +256,15 @@ impl LinkWatch {
     /// Last state read.
     pub fn up(&self) -> bool {
         self.up
+    }
+
+    /// Last state read, as a port reports it.
+    pub fn state(&self) -> super::LinkState {
+        if self.up {
+            super::LinkState::Up
+        } else {
+            super::LinkState::Down
+        }
     }
 }
 

@@ -67,12 +67,7 @@ fn open_real(
     };
     std::thread::spawn(move || {
         if let Some(ns) = &ns {
-            let f = std::fs::File::open(format!("/var/run/netns/{ns}"))
-                .with_context(|| format!("network namespace {ns}"))?;
-            // SAFETY: setns with a namespace fd we hold; affects only this thread.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                anyhow::bail!("entering {ns}: {}", std::io::Error::last_os_error());
-            }
+            sys::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
         }
         let ctl = sys::ioctl_socket()?;
         let ip = sys::ifaddr4(ctl.as_raw_fd(), &ifn)

@@ -15,7 +15,6 @@
 //! removed on exit.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::AsRawFd;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -156,11 +155,8 @@ impl Topo {
         Ok(t)
     }
 
-    fn enter(ns: &str) {
-        if let Ok(f) = std::fs::File::open(format!("/var/run/netns/{ns}")) {
-            // SAFETY: setns on a namespace fd we hold; affects only this thread.
-            unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-        }
+    fn enter(ns: &str) -> anyhow::Result<()> {
+        sys::enter_netns(ns).with_context(|| format!("entering {ns}"))
     }
 }
 
@@ -239,7 +235,7 @@ fn latency(t: &Topo, dst_mac: [u8; 6]) -> anyhow::Result<(f64, f64)> {
     let open = |ns: &str, ifn: &'static str| -> anyhow::Result<AfPacketPort> {
         let ns = ns.to_string();
         std::thread::spawn(move || {
-            Topo::enter(&ns);
+            Topo::enter(&ns)?;
             AfPacketPort::open(ifn, ifn).map_err(anyhow::Error::from)
         })
         .join()
@@ -302,7 +298,7 @@ fn blast(
     let s_ns = t.s.clone();
     // The sink: an XDP program on r0 that counts and drops, no thread of its own.
     let sink = std::thread::spawn(move || -> anyhow::Result<CountingSink> {
-        Topo::enter(&r_ns);
+        Topo::enter(&r_ns)?;
         let ifindex = sys::ifindex("r0")?;
         CountingSink::attach(ifindex, XdpMode::Native)
             .map_err(|e| anyhow::anyhow!("sink: {}: {}", e.what, e.source))
@@ -313,7 +309,7 @@ fn blast(
     let sender = {
         let stop = stop.clone();
         std::thread::spawn(move || -> anyhow::Result<u64> {
-            Topo::enter(&s_ns);
+            Topo::enter(&s_ns)?;
             core_affinity::set_for_current(core_affinity::CoreId { id: SENDER_CORE });
             let mut u = XdpUmem::new(8192, 2048)?;
             let mut p = u.open("s0", &XdpOptions::new("s0"))?;
@@ -373,7 +369,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
             let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
-                Topo::enter(&ns);
+                Topo::enter(&ns)?;
                 core_affinity::set_for_current(core_affinity::CoreId { id: FORWARDER_CORE });
                 let mut u = XdpUmem::new(8192, 2048)?;
                 let mut a = u.open("p0", &XdpOptions::new("p0"))?;

@@ -61,15 +61,62 @@ fn bpf_fd<T>(cmd: i32, attr: &mut T) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// One eBPF instruction: opcode, registers (dst | src << 4), offset, immediate.
+fn insn(op: u8, regs: u8, off: i16, imm: i32) -> u64 {
+    u64::from(op) | u64::from(regs) << 8 | u64::from(off as u16) << 16 | u64::from(imm as u32) << 32
+}
+
+/// Loads an XDP program (the verifier's log goes into the error) and attaches it to `ifindex`
+/// in `mode` with a bpf_link. Returns (program, link).
+fn load_and_link(
+    insns: &[u64],
+    ifindex: u32,
+    mode: XdpMode,
+) -> Result<(OwnedFd, OwnedFd), AttachError> {
+    let license = b"Dual MIT/GPL\0";
+    let mut name = [0u8; 16];
+    name[..11].copy_from_slice(b"sprayswitch");
+    let mut log = vec![0u8; 4096];
+    let mut p = ProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_XDP,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 1,
+        log_size: log.len() as u32,
+        log_buf: log.as_mut_ptr() as u64,
+        prog_name: name,
+        expected_attach_type: BPF_XDP,
+        ..ProgLoadAttr::default()
+    };
+    let prog = bpf_fd(BPF_PROG_LOAD, &mut p).map_err(|e| {
+        let end = log.iter().position(|&b| b == 0).unwrap_or(0);
+        let msg = String::from_utf8_lossy(&log[..end]).trim().to_string();
+        AttachError {
+            what: if msg.is_empty() {
+                "loading the program".into()
+            } else {
+                format!("loading the program (verifier: {msg})")
+            },
+            source: e,
+        }
+    })?;
+    let mut l = LinkCreateAttr {
+        prog_fd: prog.as_raw_fd() as u32,
+        target_ifindex: ifindex,
+        attach_type: BPF_XDP,
+        flags: mode.link_flags(),
+    };
+    let link = bpf_fd(BPF_LINK_CREATE, &mut l).map_err(|source| AttachError {
+        what: format!("attaching in {} mode", mode.name()),
+        source,
+    })?;
+    Ok((prog, link))
+}
+
 /// The program: `return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);`
 /// as six eBPF instructions, with the map's descriptor patched into the `ld_imm64`.
 fn redirect_program(map_fd: i32) -> [u64; 6] {
-    let insn = |op: u8, regs: u8, off: i16, imm: i32| -> u64 {
-        u64::from(op)
-            | u64::from(regs) << 8
-            | u64::from(off as u16) << 16
-            | u64::from(imm as u32) << 32
-    };
     [
         // r2 = *(u32 *)(r1 + 16): xdp_md->rx_queue_index
         insn(0x61, 0x12, 16, 0),
@@ -124,43 +171,7 @@ impl XdpProgram {
             map_flags: 0,
         };
         let map = bpf_fd(BPF_MAP_CREATE, &mut m).map_err(fail("creating the XSKMAP"))?;
-        let insns = redirect_program(map.as_raw_fd());
-        let license = b"Dual MIT/GPL\0";
-        let mut name = [0u8; 16];
-        name[..11].copy_from_slice(b"sprayswitch");
-        let mut log = vec![0u8; 4096];
-        let mut p = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_XDP,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            log_level: 1,
-            log_size: log.len() as u32,
-            log_buf: log.as_mut_ptr() as u64,
-            prog_name: name,
-            expected_attach_type: BPF_XDP,
-            ..ProgLoadAttr::default()
-        };
-        let prog = bpf_fd(BPF_PROG_LOAD, &mut p).map_err(|e| {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(0);
-            let msg = String::from_utf8_lossy(&log[..end]).trim().to_string();
-            AttachError {
-                what: if msg.is_empty() {
-                    "loading the program".into()
-                } else {
-                    format!("loading the program (verifier: {msg})")
-                },
-                source: e,
-            }
-        })?;
-        let mut l = LinkCreateAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: mode.link_flags(),
-        };
-        let link = bpf_fd(BPF_LINK_CREATE, &mut l)
-            .map_err(fail(&format!("attaching in {} mode", mode.name())))?;
+        let (prog, link) = load_and_link(&redirect_program(map.as_raw_fd()), ifindex, mode)?;
         Ok(XdpProgram {
             map,
             _prog: prog,
@@ -215,12 +226,6 @@ impl CountingSink {
             map_flags: 0,
         };
         let map = bpf_fd(BPF_MAP_CREATE, &mut m).map_err(fail("creating the counter map"))?;
-        let insn = |op: u8, regs: u8, off: i16, imm: i32| -> u64 {
-            u64::from(op)
-                | u64::from(regs) << 8
-                | u64::from(off as u16) << 16
-                | u64::from(imm as u32) << 32
-        };
         let insns = [
             insn(0x62, 0x0a, -4, 0),              // *(u32 *)(r10 - 4) = 0: the key
             insn(0xbf, 0xa2, 0, 0),               // r2 = r10
@@ -235,24 +240,7 @@ impl CountingSink {
             insn(0xb7, 0x00, 0, 1), // drop: r0 = XDP_DROP
             insn(0x95, 0, 0, 0),    // exit
         ];
-        let license = b"Dual MIT/GPL\0";
-        let mut p = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_XDP,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            expected_attach_type: BPF_XDP,
-            ..ProgLoadAttr::default()
-        };
-        let prog = bpf_fd(BPF_PROG_LOAD, &mut p).map_err(fail("loading the counting program"))?;
-        let mut l = LinkCreateAttr {
-            prog_fd: prog.as_raw_fd() as u32,
-            target_ifindex: ifindex,
-            attach_type: BPF_XDP,
-            flags: mode.link_flags(),
-        };
-        let link = bpf_fd(BPF_LINK_CREATE, &mut l)
-            .map_err(fail(&format!("attaching in {} mode", mode.name())))?;
+        let (prog, link) = load_and_link(&insns, ifindex, mode)?;
         Ok(CountingSink {
             map,
             _prog: prog,

@@ -625,11 +625,7 @@ impl Port for XdpPort {
     }
 
     fn link_state(&self) -> LinkState {
-        if self.link.up() {
-            LinkState::Up
-        } else {
-            LinkState::Down
-        }
+        self.link.state()
     }
 
     fn tx_backlog(&self) -> usize {
