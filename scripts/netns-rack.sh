@@ -20,8 +20,12 @@
 #   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
 #   MTU [1500] (every link; above 1774 use BACKEND=af_packet: AF_XDP frames hold 3822 bytes at most)
+#   IDLE [backoff]: idle policy of the switches and the fabric: backoff (spin, yield, then wait
+#     for packets), wait (wait for packets at once: event-driven) or spin; IDLE_US [50] is the
+#     longest idle wait (a packet ends it earlier)
 #   RT_PRIO [""]: run the switches and the fabric with SCHED_FIFO at this priority (chrt), so
-#     that their short idle sleeps end on time even when guests keep every core busy
+#     that a packet wakes them at once even when guests keep every core busy; use with IDLE=wait
+#     (a real-time thread that spins or yields starves everything else on its core)
 #   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
 #     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
@@ -47,6 +51,8 @@ RATE_MBPS=${RATE_MBPS:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
 RT_PRIO=${RT_PRIO:-}
+IDLE=${IDLE:-backoff}
+IDLE_US=${IDLE_US:-50}
 
 mac() { printf '02:5a:%02x:%02x:00:%02x' "$1" "$2" "$3"; }
 nsx() { ip netns exec "$@"; }
@@ -162,12 +168,14 @@ up() {
     fi
     "$BIN/sprayrack" --rack $r --hosts "$HOSTS" --paths "$PATHS" --backend "$BACKEND" \
       --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" --mtu "$MTU" "${reorder_flag[@]}" \
+      --idle "$IDLE" --idle-us "$IDLE_US" \
       "${core[@]}" >"$STATE/tor-$r.toml"
   done
   # `ip netns exec` replaces itself with the program, so $! is the program's PID.
   rt=()
   [ -n "$RT_PRIO" ] && rt=(chrt -f "$RT_PRIO")
   ip netns exec "$P-fab" "${rt[@]}" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
+    --idle "$IDLE" --idle-us "$IDLE_US" \
     >"$STATE/fabric.log" 2>&1 &
   echo $! >"$STATE/fabric.pid"
   for r in a b; do

@@ -15,7 +15,8 @@
 #   quick  one ib_write_bw per mode, RoCE MTU 1024 (CI)
 #   full   ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat at RoCE MTU 1024 and 4096
 # Environment: MODES ["direct ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
-#   HOLD_US, LEARN_US [20000] (reorder timers, see below),
+#   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
+#   RT_PRIO [""] (see netns-rack.sh), PMTUS_OVERRIDE (e.g. "4096"),
 #   RATE_MBPS [per fabric path, default 100], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
@@ -46,6 +47,10 @@ NAME=rxe$$
 HOLD_US=${HOLD_US:-20000}
 LEARN_US=${LEARN_US:-20000}
 RT_PRIO=${RT_PRIO:-}   # SCHED_FIFO priority of switches and fabric (default none; see README)
+# Idle policy of switches and fabric (netns-rack.sh): event-driven, because the guests keep the
+# cores busy and a switch that spins or sleeps on a timer then forwards milliseconds late.
+IDLE=${IDLE:-wait}
+IDLE_US=${IDLE_US:-50}
 TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
 LIMIT=$TEST_LIMIT
@@ -55,6 +60,7 @@ case "$PROFILE" in
   *) sed -n '2,25p' "$0"; exit 2 ;;
 esac
 TESTS=${TESTS_OVERRIDE:-$TESTS}
+PMTUS=${PMTUS_OVERRIDE:-$PMTUS}
 
 command -v qemu-system-x86_64 >/dev/null || { echo "rxe-rack: qemu-system-x86_64 is missing (apt-get install qemu-system-x86)" >&2; exit 1; }
 GUEST=$(scripts/rxe-guest.sh build)
@@ -124,7 +130,7 @@ run_mode() {  # mode pmtu
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
     [ "$mtu" -gt 1774 ] && backend=af_packet
-    HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
+    HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
       RATE_MBPS=$RATE_MBPS DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"

@@ -47,9 +47,11 @@ pub struct SwitchSection {
     pub workers: usize,
     /// Core of each worker (pinning); absent: not pinned.
     pub cores: Option<Vec<usize>>,
-    /// `backoff` (spin, yield, then sleep when idle) or `spin`.
+    /// `backoff` (spin, yield, then wait for packets when idle), `wait` (wait for packets at
+    /// once: event-driven, for shared cores and real-time priority) or `spin`.
     pub idle: String,
-    /// Microseconds an idle worker sleeps per iteration after spinning and yielding.
+    /// Longest an idle worker waits per iteration after spinning and yielding, in
+    /// microseconds (a packet on one of its ports ends the wait earlier).
     pub idle_sleep_us: u32,
     /// Packets per burst.
     pub burst: usize,
@@ -373,15 +375,11 @@ impl Config {
                 );
             }
         }
-        let idle = match s.idle.as_str() {
-            "spin" => IdlePolicy::Spin,
-            "backoff" => IdlePolicy::Backoff {
-                spins: 200,
-                yields: 200,
-                sleep_us: s.idle_sleep_us.max(1),
-            },
-            other => return err("switch.idle", format!("'{other}': use 'backoff' or 'spin'")),
-        };
+        let idle =
+            IdlePolicy::from_name(&s.idle, s.idle_sleep_us).map_err(|reason| ConfigError {
+                field: "switch.idle".into(),
+                reason,
+            })?;
         if s.burst == 0 || s.burst > 1024 {
             return err("switch.burst", format!("{}: use 1 to 1024", s.burst));
         }

@@ -16,6 +16,7 @@
 pub mod capture;
 pub mod counters;
 pub mod engine;
+pub mod idle;
 pub mod pcap;
 pub mod port;
 pub mod reorder;

@@ -15,7 +15,7 @@ use crate::engine::{DropReason, Neighbor, PortId, Tables};
 use crate::port::Port;
 use crate::reorder::{Passthrough, ReorderStage, StreamRow};
 use crate::worker::{
-    handoff_ring, HandoffRx, HandoffTx, Query, Worker, WorkerConfig, WorkerExit, WorkerShared,
+    handoff_ring, HandoffRx, HandoffTx, Query, Wake, Worker, WorkerConfig, WorkerExit, WorkerShared,
 };
 use hdrhistogram::Histogram;
 use std::sync::Mutex;
@@ -186,6 +186,7 @@ pub struct Switch {
     taps: Arc<crate::capture::CaptureTaps>,
     stream_requests: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
+    wakes: Arc<[Wake]>,
 }
 
 /// What [`Switch::stop`] returns.
@@ -273,6 +274,7 @@ impl Switch {
             .collect();
         let stop = Arc::new(AtomicBool::new(false));
         let tables = Arc::new(tables);
+        let wakes: Arc<[Wake]> = (0..workers).map(|_| Wake::new()).collect();
 
         let mut per_worker: Vec<Vec<(PortId, Box<dyn Port>)>> =
             (0..workers).map(|_| Vec::new()).collect();
@@ -318,6 +320,7 @@ impl Switch {
                     .collect(),
                 stop: stop.clone(),
                 stream_requests: srx,
+                wakes: wakes.clone(),
             };
             let worker = Worker::new(
                 sh,
@@ -355,6 +358,7 @@ impl Switch {
             taps,
             stream_requests,
             histograms,
+            wakes,
         })
     }
 
@@ -362,9 +366,9 @@ impl Switch {
     /// between two bursts; a worker that does not answer within `timeout` is skipped.
     pub fn streams(&self, max: usize, timeout: Duration) -> Vec<StreamRow> {
         let mut rows = Vec::new();
-        for req in &self.stream_requests {
+        for w in 0..self.stream_requests.len() {
             let (tx, rx) = bounded(1);
-            if req.try_send(Query::Streams(max, tx)).is_ok() {
+            if self.ask(w, Query::Streams(max, tx)) {
                 if let Ok(mut r) = rx.recv_timeout(timeout) {
                     rows.append(&mut r);
                 }
@@ -377,13 +381,20 @@ impl Switch {
         rows
     }
 
+    /// Queues a question for worker `w` and wakes it; false when its queue is full.
+    fn ask(&self, w: usize, q: Query) -> bool {
+        let ok = self.stream_requests[w].try_send(q).is_ok();
+        self.wakes[w].notify();
+        ok
+    }
+
     /// The neighbours the workers learned (from ARP, ND and replies to their resolution
     /// requests), deduplicated, sorted by address. Static neighbours are in the tables.
     pub fn learned_neighbors(&self, timeout: Duration) -> Vec<(IpAddr, Neighbor)> {
         let mut all = std::collections::BTreeMap::new();
-        for req in &self.stream_requests {
+        for w in 0..self.stream_requests.len() {
             let (tx, rx) = bounded(1);
-            if req.try_send(Query::Neighbors(tx)).is_ok() {
+            if self.ask(w, Query::Neighbors(tx)) {
                 if let Ok(v) = rx.recv_timeout(timeout) {
                     all.extend(v);
                 }
@@ -415,8 +426,8 @@ impl Switch {
     /// Asks every worker to forget learned neighbours not confirmed (by ARP or ND from them)
     /// for `max_age`. Neighbours still in use are resolved again when traffic needs them.
     pub fn age_neighbors(&self, max_age: Duration) {
-        for req in &self.stream_requests {
-            let _ = req.try_send(Query::AgeNeighbors(max_age.as_nanos() as u64));
+        for w in 0..self.stream_requests.len() {
+            self.ask(w, Query::AgeNeighbors(max_age.as_nanos() as u64));
         }
     }
 
@@ -450,10 +461,11 @@ impl Switch {
     pub fn publish(&mut self, mut tables: Tables) {
         tables.generation = self.tables.generation + 1;
         let t = Arc::new(tables);
-        for tx in &self.tables_tx {
+        for (tx, wake) in self.tables_tx.iter().zip(self.wakes.iter()) {
             // Blocking send: the channel holds 4 snapshots and a worker drains it every
-            // iteration, so this waits at most one iteration.
+            // iteration (woken for it), so this waits at most one iteration.
             let _ = tx.send(t.clone());
+            wake.notify();
         }
         self.tables = t;
     }
@@ -549,6 +561,9 @@ impl Switch {
     pub fn stop(self) -> Stopped {
         // Release pairs with the workers' Acquire load of the flag.
         self.stop.store(true, Ordering::Release);
+        for w in self.wakes.iter() {
+            w.notify();
+        }
         let mut ports: Vec<Option<Box<dyn Port>>> =
             (0..self.tables.ports.len()).map(|_| None).collect();
         let mut unsent = 0;
@@ -576,6 +591,7 @@ impl Switch {
             taps: self.taps.clone(),
             stream_requests: Vec::new(),
             histograms: Vec::new(),
+            wakes: self.wakes.clone(),
         }
         .stats();
         Stopped {

@@ -31,54 +31,7 @@ use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
 use crate::reorder::{ReorderStage, RoceMeta, StreamRow};
 use crate::time::now_ns;
 
-/// What a worker does when an iteration finds no work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdlePolicy {
-    /// Spin forever (lowest latency; owns a core).
-    Spin,
-    /// Spin `spins` iterations, then yield `yields` times, then sleep `sleep_us` per iteration
-    /// until work shows up again.
-    Backoff {
-        /// Idle iterations spent spinning.
-        spins: u32,
-        /// Idle iterations spent yielding the CPU.
-        yields: u32,
-        /// Sleep per idle iteration after that, in microseconds.
-        sleep_us: u32,
-    },
-}
-
-impl Default for IdlePolicy {
-    fn default() -> Self {
-        IdlePolicy::Backoff {
-            spins: 200,
-            yields: 200,
-            sleep_us: 50,
-        }
-    }
-}
-
-impl IdlePolicy {
-    /// Waits as the policy says after `idle` consecutive loop iterations without work.
-    pub fn back_off(&self, idle: u64) {
-        match *self {
-            IdlePolicy::Spin => std::hint::spin_loop(),
-            IdlePolicy::Backoff {
-                spins,
-                yields,
-                sleep_us,
-            } => {
-                if idle <= u64::from(spins) {
-                    std::hint::spin_loop();
-                } else if idle <= u64::from(spins) + u64::from(yields) {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(u64::from(sleep_us)));
-                }
-            }
-        }
-    }
-}
+pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
 
 /// A question from the control side, answered by the worker between two bursts (so the
 /// control thread never touches a worker's state).
@@ -152,6 +105,11 @@ impl HandoffRx {
     pub fn pop(&self) -> Option<Handoff> {
         self.0.pop()
     }
+
+    /// True when no hand-off waits.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// A packet handed to the worker that owns its egress port.
@@ -193,6 +151,10 @@ pub struct WorkerShared {
     pub stop: Arc<AtomicBool>,
     /// Requests for a snapshot of the reorder streams: (how many, where to answer).
     pub stream_requests: Receiver<Query>,
+    /// Every worker's wake-up (indexed by worker; this one's is `wakes[id]`): whoever queues
+    /// work for a worker other than on its ports (hand-offs, tables, questions, stop) notifies
+    /// it, so an idle worker can wait in `poll(2)` instead of waking on a timer.
+    pub wakes: Arc<[Wake]>,
 }
 
 struct OwnedPort {
@@ -227,6 +189,8 @@ pub struct Worker {
     resolve: Vec<ResolveRequest>,
     spare: Vec<Pkt>,
     handoff_wait: std::collections::VecDeque<(usize, Handoff)>,
+    /// Workers this iteration handed packets to (bit per worker), woken at its end.
+    handed: u64,
 }
 
 impl Worker {
@@ -272,6 +236,7 @@ impl Worker {
             resolve: Vec::with_capacity(256),
             spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
             handoff_wait: std::collections::VecDeque::with_capacity(cfg.tx_queue_limit),
+            handed: 0,
         }
     }
 
@@ -307,6 +272,7 @@ impl Worker {
             neigh_tx: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             stream_requests: srx,
+            wakes: vec![Wake::new()].into(),
         };
         let ports = ports
             .into_iter()
@@ -327,23 +293,71 @@ impl Worker {
     /// Runs until the stop flag is set, then flushes and returns the ports.
     pub fn run(mut self) -> WorkerExit {
         let mut idle_iters: u64 = 0;
+        let wakes = self.sh.wakes.clone();
+        let wake = &wakes[self.sh.id];
+        let mut waiter = IdleWaiter::for_ports(self.ports.iter().map(|p| &*p.port), Some(wake));
         loop {
             let now = now_ns();
             let work = self.iterate(now);
             if work {
                 idle_iters = 0;
-            } else {
-                idle_iters += 1;
-                self.sh.counters.idle_loops.add(1);
-                if self.sh.stop.load(Ordering::Acquire) {
-                    // Acquire pairs with the Release store in `Switch::stop`: everything the
-                    // stopper did before asking (last publications) is visible here.
-                    break;
-                }
-                self.cfg.idle.back_off(idle_iters);
+                continue;
             }
+            idle_iters += 1;
+            self.sh.counters.idle_loops.add(1);
+            if self.sh.stop.load(Ordering::Acquire) {
+                // Acquire pairs with the Release store in `Switch::stop`: everything the
+                // stopper did before asking (last publications) is visible here.
+                break;
+            }
+            if !self.cfg.idle.waits(idle_iters) {
+                self.cfg.idle.back_off(idle_iters, &mut waiter, None);
+                continue;
+            }
+            // Arm the wake-up before the last look at what arrives other than on the ports,
+            // so that whatever is queued after this look also ends the wait.
+            wake.arm();
+            if self.inputs_waiting() {
+                wake.disarm();
+                continue;
+            }
+            let timed = self.has_timed_work().then_some(Duration::MAX);
+            self.cfg.idle.back_off(idle_iters, &mut waiter, timed);
+            wake.disarm();
         }
         self.finish()
+    }
+
+    /// Work queued for this worker other than on its ports.
+    fn inputs_waiting(&self) -> bool {
+        !self.sh.inbox.is_empty()
+            || !self.sh.tables_rx.is_empty()
+            || !self.sh.stream_requests.is_empty()
+            || self.sh.stop.load(Ordering::Acquire)
+    }
+
+    /// True when something must happen at a time rather than on an arrival: packets held for
+    /// reordering (hold timers), packets waiting for room in a transmit ring or a peer's
+    /// hand-off ring. An idle wait is then short (the policy's `sleep_us`).
+    fn has_timed_work(&self) -> bool {
+        self.reorder.held() > 0
+            || !self.handoff_wait.is_empty()
+            || self
+                .ports
+                .iter()
+                .any(|p| !p.txq.is_empty() || p.port.tx_backlog() > 0)
+    }
+
+    /// Wakes the workers this iteration handed packets to.
+    fn wake_handed(&mut self) {
+        let mut m = std::mem::take(&mut self.handed);
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(wk) = self.sh.wakes.get(w) {
+                wk.notify();
+            }
+        }
     }
 
     /// One loop iteration at time `now`; true when it found work. Public for tests that drive a
@@ -504,6 +518,10 @@ impl Worker {
             work |= self.flush(i, now, flush_all);
         }
 
+        if self.handed != 0 {
+            self.wake_handed();
+        }
+
         // 5. Publish port state.
         for op in &self.ports {
             let st = &self.sh.status[usize::from(op.id)];
@@ -554,7 +572,10 @@ impl Worker {
             return;
         }
         match q.push(h) {
-            Ok(()) => self.sh.counters.handoff_out.add(1),
+            Ok(()) => {
+                self.sh.counters.handoff_out.add(1);
+                self.handed |= 1 << (owner % 64);
+            }
             Err(h) => self.wait_handoff(owner, h),
         }
     }
@@ -575,6 +596,7 @@ impl Worker {
             match self.sh.handoff[owner].push(h) {
                 Ok(()) => {
                     self.sh.counters.handoff_out.add(1);
+                    self.handed |= 1 << (owner % 64);
                     moved = true;
                 }
                 Err(h) => {

@@ -43,20 +43,35 @@ fn pair() -> Pair {
 /// Turns a UDP/IPv4 frame around in place: swaps MACs, addresses and ports, clears the UDP
 /// checksum (optional in IPv4); the IPv4 header checksum does not change.
 fn turn_around(f: &mut [u8]) {
+    turn_around_at(f, 14);
+}
+
+/// As [`turn_around`], for an IPv4 header at `l3` (18 behind a VLAN tag).
+fn turn_around_at(f: &mut [u8], l3: usize) {
     for i in 0..6 {
         f.swap(i, 6 + i);
     }
     for i in 0..4 {
-        f.swap(26 + i, 30 + i);
+        f.swap(l3 + 12 + i, l3 + 16 + i);
     }
-    f.swap(34, 36);
-    f.swap(35, 37);
-    f[40] = 0;
-    f[41] = 0;
+    f.swap(l3 + 20, l3 + 22);
+    f.swap(l3 + 21, l3 + 23);
+    f[l3 + 26] = 0;
+    f[l3 + 27] = 0;
 }
 
 fn is_udp_to(f: &[u8], port: u16) -> bool {
     f.len() >= 42 && f[12..14] == [0x08, 0x00] && f[23] == 17 && f[36..38] == port.to_be_bytes()
+}
+
+/// A UDP/IPv4 datagram to `port` behind an 802.1Q tag with VLAN id `vid`.
+fn is_tagged_udp_to(f: &[u8], vid: u16, port: u16) -> bool {
+    f.len() >= 46
+        && f[12..14] == [0x81, 0x00]
+        && u16::from_be_bytes([f[14], f[15]]) & 0x0fff == vid
+        && f[16..18] == [0x08, 0x00]
+        && f[27] == 17
+        && f[40..42] == port.to_be_bytes()
 }
 
 /// Receives until a datagram for UDP port 9999 arrives (others, if any, are ignored).
@@ -90,17 +105,21 @@ fn send_all(port: &mut dyn Port, pkt: Pkt) {
     }
 }
 
-/// The host sends two datagrams; the port answers the first with the received frame itself
-/// and the second with a heap copy. Returns the answers the host got.
-fn echo_through(p: &Pair, port: &mut dyn Port) -> Vec<Vec<u8>> {
-    // The kernel reports carrier (IFF_RUNNING) through its link watcher, up to a second after
-    // the veth came up.
+/// Waits for carrier: the kernel reports it (IFF_RUNNING) through its link watcher, up to a
+/// second after the veth came up; frames sent before are lost.
+fn wait_link_up(port: &mut dyn Port) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while port.link_state() != LinkState::Up {
         assert!(Instant::now() < deadline, "the port's link never came up");
         port.poll(now_ns());
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The host sends two datagrams; the port answers the first with the received frame itself
+/// and the second with a heap copy. Returns the answers the host got.
+fn echo_through(p: &Pair, port: &mut dyn Port) -> Vec<Vec<u8>> {
+    wait_link_up(port);
     std::thread::scope(|s| {
         let host = s.spawn(|| {
             p.host.enter();
@@ -164,6 +183,98 @@ fn af_xdp_port_receives_and_transmits() {
         );
         let _ = &mut umem;
     }
+}
+
+/// An 802.1Q-tagged UDP/IPv4 frame (VLAN `vid`) from the host to the port, as the host's NIC
+/// driver would hand it over (this kernel has no VLAN devices to make one).
+fn tagged_udp(vid: u16, payload: &[u8]) -> Vec<u8> {
+    let mac = |s: &str| -> Vec<u8> {
+        s.split(':')
+            .map(|h| u8::from_str_radix(h, 16).unwrap())
+            .collect()
+    };
+    let mut f = Vec::new();
+    f.extend(mac(PORT_MAC));
+    f.extend(mac(HOST_MAC));
+    f.extend([0x81, 0x00]);
+    f.extend((0x2000 | vid).to_be_bytes()); // priority 1
+    f.extend([0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 78, 0, 1, 10, 78, 0, 2,
+    ];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let mut sum = 0u32;
+    for w in ip.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f.extend(ip);
+    f.extend(4242u16.to_be_bytes());
+    f.extend(9999u16.to_be_bytes());
+    f.extend((8 + payload.len() as u16).to_be_bytes());
+    f.extend([0, 0]);
+    f.extend(payload);
+    f
+}
+
+/// Receives on `port` until a frame matching `want` arrives.
+fn recv_matching(port: &mut dyn Port, want: impl Fn(&[u8]) -> bool) -> Pkt {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut rx = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "the frame never arrived");
+        port.poll(now_ns());
+        port.rx_burst(now_ns(), &mut rx, 32);
+        if let Some(i) = rx.iter().position(|f| want(f.data())) {
+            return rx.swap_remove(i);
+        }
+        assert!(
+            !rx.iter().any(|f| is_udp_to(f.data(), 9999)),
+            "the datagram arrived without its tag"
+        );
+        rx.clear();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn af_packet_port_keeps_vlan_tags() {
+    if !available("af_packet_port_keeps_vlan_tags") {
+        return;
+    }
+    // The receiving kernel strips 802.1Q tags into metadata before packet sockets see a frame;
+    // the port puts them back. Both ends are AF_PACKET ports: the switch's answer (tag kept)
+    // must reach the host's port tagged too.
+    let p = pair();
+    let mut port =
+        p.sw.run(|| AfPacketPort::open("b0", "b0").unwrap_or_else(|e| panic!("{e}")));
+    let mut host = p
+        .host
+        .run(|| AfPacketPort::open("a0", "a0").unwrap_or_else(|e| panic!("{e}")));
+    for end in [&mut port, &mut host] {
+        wait_link_up(end);
+    }
+    let sent = tagged_udp(7, b"tagged");
+    send_all(&mut host, Pkt::from_slice(&sent));
+    let mut frame = recv_matching(&mut port, |f| is_tagged_udp_to(f, 7, 9999));
+    assert_eq!(
+        frame.data(),
+        &sent[..],
+        "received as sent, tag and priority included"
+    );
+    turn_around_at(frame.data_mut(), 18);
+    let answer = Pkt::from_slice(frame.data());
+    send_all(&mut port, frame);
+    let back = recv_matching(&mut host, |f| {
+        f.len() >= 46 && f[12..14] == [0x81, 0x00] && f[46..] == *b"tagged"
+    });
+    assert_eq!(back.data(), answer.data());
+    assert_eq!(port.dropped(), 0);
+    assert_eq!(host.dropped(), 0);
 }
 
 #[test]

@@ -9,12 +9,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::time::now_ns;
-use sprayswitch::worker::IdlePolicy;
+use sprayswitch::worker::{IdlePolicy, IdleWaiter};
 
 use crate::topo::PathSpec;
 
@@ -130,14 +131,38 @@ impl Fabric {
     pub fn run(&mut self, stop: &AtomicBool, idle: IdlePolicy) {
         sprayswitch::time::tighten_timer_slack();
         let mut idle_iters = 0u64;
+        // Nothing but its ports brings the fabric work: no wake-up needed.
+        let mut waiter = IdleWaiter::for_ports(self.ports.iter().map(|p| p as &dyn Port), None);
         while !stop.load(Ordering::Relaxed) {
             if self.iterate(now_ns()) {
                 idle_iters = 0;
             } else {
                 idle_iters += 1;
-                idle.back_off(idle_iters);
+                let timed = self.next_deadline(now_ns());
+                idle.back_off(idle_iters, &mut waiter, timed);
             }
         }
+    }
+
+    /// How soon something must leave: the next delayed or paced frame's release, at once for
+    /// frames waiting for room; `None` when nothing is in flight.
+    pub fn next_deadline(&self, now: u64) -> Option<Duration> {
+        let mut next: Option<u64> = None;
+        for p in &self.ports {
+            let at = if p.stalled() {
+                Some(now)
+            } else {
+                p.next_release_ns()
+            };
+            next = match (next, at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if self.dirs.iter().any(|d| !d.pending.is_empty()) {
+            next = Some(now);
+        }
+        next.map(|t| Duration::from_nanos(t.saturating_sub(now)))
     }
 
     /// Counters per path.

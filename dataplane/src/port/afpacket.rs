@@ -1,18 +1,22 @@
 //! AF_PACKET port backend: the portable fallback for interfaces or kernels without AF_XDP, and
 //! the backend for frames larger than an AF_XDP frame (RoCE MTU 4096).
 //!
-//! One raw packet socket per port, bound to the interface, with batched system calls:
-//! `recvmmsg` straight into frames of a [`FrameArea`] (no allocation per packet) and
-//! `sendmmsg` from the packets' own buffers with `PACKET_QDISC_BYPASS`. The socket ignores
-//! its own transmissions (`PACKET_IGNORE_OUTGOING`) and puts the interface in promiscuous mode
-//! for its lifetime. What it is not: VLAN-aware (the kernel strips received 802.1Q tags into
-//! metadata that this backend does not restore; tagged traffic needs AF_XDP).
+//! One raw packet socket per port, bound to the interface. It receives through a
+//! `PACKET_MMAP` ring (`TPACKET_V2`): the kernel writes frames into memory shared with us and
+//! flips each frame's status word, so an empty port costs a memory read, not a system call,
+//! and a busy one none per packet. Each frame is copied once from the ring into a frame of the
+//! port's [`FrameArea`] (no allocation per packet) and its ring slot given back at once. It
+//! transmits with `sendmmsg` from the packets' own buffers, with `PACKET_QDISC_BYPASS`. The
+//! socket ignores its own transmissions (`PACKET_IGNORE_OUTGOING`) and puts the interface in
+//! promiscuous mode for its lifetime. The kernel strips received 802.1Q/802.1ad tags into the
+//! ring's metadata; the port puts them back, so tagged frames arrive as they were sent.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::area::Frame;
 use super::sys::{self, LinkWatch, SetupError};
 use super::{FrameArea, LinkState, Pkt, Port};
 
@@ -21,9 +25,162 @@ const PACKET_ADD_MEMBERSHIP: i32 = 1;
 const PACKET_MR_PROMISC: u16 = 1;
 const PACKET_QDISC_BYPASS: i32 = 20;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
+const PACKET_RX_RING: i32 = 5;
+const PACKET_STATISTICS: i32 = 6;
+const PACKET_VERSION: i32 = 10;
+const TPACKET_V2: i32 = 1;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
 const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_8021Q: u16 = 0x8100;
 /// Packets per system call.
 const BATCH: usize = 64;
+/// Bytes of the receive ring (about 2000 full-size frames at MTU 1500).
+const RING_BYTES: usize = 4 << 20;
+/// Ring block size: a multiple of the page size and of every frame size used.
+const RING_BLOCK: usize = 64 << 10;
+
+/// `struct tpacket_req`.
+#[repr(C)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+}
+
+/// `struct tpacket2_hdr`: the head of every ring frame.
+#[repr(C)]
+struct Tpacket2Hdr {
+    status: u32,
+    len: u32,
+    snaplen: u32,
+    mac: u16,
+    net: u16,
+    sec: u32,
+    nsec: u32,
+    vlan_tci: u16,
+    vlan_tpid: u16,
+    padding: [u8; 4],
+}
+
+/// `struct tpacket_stats`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStats {
+    packets: u32,
+    drops: u32,
+}
+
+/// The mapped receive ring: `frames` slots of `frame` bytes, taken in order.
+#[derive(Debug)]
+struct RxRing {
+    base: NonNull<u8>,
+    bytes: usize,
+    frame: usize,
+    frames: usize,
+    next: usize,
+}
+
+// SAFETY: the ring is memory shared with the kernel only; the port that owns it is the only
+// user-space accessor, and it moves between threads only as a whole.
+unsafe impl Send for RxRing {}
+
+impl RxRing {
+    /// Sets up and maps the ring of socket `fd` (before bind) for frames of up to `max_frame`
+    /// bytes.
+    fn map(fd: &OwnedFd, max_frame: usize) -> io::Result<RxRing> {
+        sys::setsockopt(fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V2)?;
+        // Frame header, address and alignment before the data (the kernel puts the MAC header
+        // at offset 66 of a frame), plus a VLAN tag's room.
+        let frame = (max_frame + 128)
+            .next_power_of_two()
+            .clamp(2048, RING_BLOCK);
+        let req = TpacketReq {
+            block_size: RING_BLOCK as u32,
+            block_nr: (RING_BYTES / RING_BLOCK) as u32,
+            frame_size: frame as u32,
+            frame_nr: (RING_BYTES / frame) as u32,
+        };
+        sys::setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req)?;
+        // SAFETY: maps the ring the kernel just allocated for this socket; the result is
+        // checked and unmapped in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                RING_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(sys::errno());
+        }
+        Ok(RxRing {
+            base: NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?,
+            bytes: RING_BYTES,
+            frame,
+            frames: RING_BYTES / frame,
+            next: 0,
+        })
+    }
+
+    /// The status word of slot `i`, shared with the kernel.
+    fn status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: slot `i` < frames lies inside the mapping and starts with the u32 status,
+        // suitably aligned (slots are 2048-byte aligned); the kernel and we access it
+        // atomically (it with its own barriers).
+        unsafe { &*self.base.as_ptr().add(i * self.frame).cast::<AtomicU32>() }
+    }
+
+    /// The next filled slot's header, if the kernel handed it to us. The Acquire load pairs
+    /// with the kernel's barrier before it sets TP_STATUS_USER, so the frame's bytes are there.
+    fn peek(&self) -> Option<(u32, &Tpacket2Hdr)> {
+        let st = self.status(self.next).load(Ordering::Acquire);
+        if st & TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: the slot belongs to us while its status says USER; the header is at its
+        // start and plain old data.
+        let h = unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(self.next * self.frame)
+                .cast::<Tpacket2Hdr>()
+        };
+        Some((st, h))
+    }
+
+    /// `len` bytes at offset `off` of the current slot, clamped to the slot.
+    fn bytes(&self, off: usize, len: usize) -> &[u8] {
+        let off = off.min(self.frame);
+        let len = len.min(self.frame - off);
+        // SAFETY: the range lies inside the current slot, which we own until `release`.
+        unsafe {
+            std::slice::from_raw_parts(self.base.as_ptr().add(self.next * self.frame + off), len)
+        }
+    }
+
+    /// Gives the current slot back to the kernel and moves on.
+    fn release(&mut self) {
+        // Release: our reads of the slot happen before the kernel may overwrite it.
+        self.status(self.next).store(0, Ordering::Release);
+        self.next = (self.next + 1) % self.frames;
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `map`, which nothing references anymore.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.bytes);
+        }
+    }
+}
 
 /// An AF_PACKET port.
 #[derive(Debug)]
@@ -31,10 +188,40 @@ pub struct AfPacketPort {
     name: String,
     fd: OwnedFd,
     area: Arc<FrameArea>,
-    /// Frames ready for the next `recvmmsg`.
-    rx_frames: Vec<Frame>,
+    ring: RxRing,
     link: LinkWatch,
+    /// Frames lost here: truncated (larger than the ring's slots), no buffer to copy into,
+    /// refused by the kernel on transmit.
     lost: u64,
+    /// Frames the kernel dropped because the ring was full (PACKET_STATISTICS, cumulative).
+    kernel_drops: u64,
+    stats_due: u64,
+}
+
+/// Copies the Ethernet frame `data` into `out`, putting back the VLAN tag `(tpid, tci)` the
+/// kernel stripped, if any, after the MAC addresses. Returns the frame's length, 0 when it
+/// does not fit.
+fn copy_restoring_tag(data: &[u8], tag: Option<(u16, u16)>, out: &mut [u8]) -> usize {
+    match tag {
+        None => {
+            if data.len() > out.len() {
+                return 0;
+            }
+            out[..data.len()].copy_from_slice(data);
+            data.len()
+        }
+        Some((tpid, tci)) => {
+            let n = data.len() + 4;
+            if n > out.len() || data.len() < 12 {
+                return 0;
+            }
+            out[..12].copy_from_slice(&data[..12]);
+            out[12..14].copy_from_slice(&tpid.to_be_bytes());
+            out[14..16].copy_from_slice(&tci.to_be_bytes());
+            out[16..n].copy_from_slice(&data[12..]);
+            n
+        }
+    }
 }
 
 /// `struct packet_mreq`.
@@ -97,6 +284,13 @@ impl AfPacketPort {
             let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &buf);
         }
         let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &buf);
+        let ring = RxRing::map(&fd, mtu as usize + 18).map_err(|e| {
+            err(
+                "mapping the receive ring",
+                e,
+                Some("needs TPACKET_V2 (Linux 2.6.27 or later) and memlock room for 4 MiB"),
+            )
+        })?;
         // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -127,9 +321,11 @@ impl AfPacketPort {
             name: name.to_string(),
             fd,
             area,
-            rx_frames: Vec::with_capacity(BATCH),
+            ring,
             link,
             lost: 0,
+            kernel_drops: 0,
+            stats_due: 0,
         })
     }
 }
@@ -140,56 +336,42 @@ impl Port for AfPacketPort {
     }
 
     fn rx_burst(&mut self, now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
-        let want = max.min(BATCH);
-        while self.rx_frames.len() < want {
-            match self.area.alloc() {
-                Some(f) => self.rx_frames.push(f),
-                None => break,
-            }
-        }
-        let n = self.rx_frames.len().min(want);
-        if n == 0 {
-            return 0;
-        }
-        // SAFETY: iovec and mmsghdr are plain old data; all-zero is valid.
-        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..n {
-            let b = self.rx_frames[i].bytes_mut();
-            iov[i] = libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            };
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `msgs[..n]` point at `iov[..n]`, which point at frames we own for the
-        // duration of the call; the kernel writes at most each iovec's length.
-        let rc = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                n as u32,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc <= 0 {
-            return 0;
-        }
-        let rc = rc as usize;
         let mut got = 0;
-        for (m, f) in msgs[..rc].iter().zip(self.rx_frames.drain(..rc)) {
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                // Larger than the interface MTU allowed for: counted, dropped.
-                self.lost += 1;
-                continue;
+        while got < max {
+            let Some((status, h)) = self.ring.peek() else {
+                break;
+            };
+            let (mac, snap, len) = (usize::from(h.mac), h.snaplen as usize, h.len as usize);
+            let tag = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.vlan_tpid
+                } else {
+                    ETH_P_8021Q
+                };
+                (tpid, h.vlan_tci)
+            });
+            let frame = if snap < len || snap < 14 {
+                // Larger than the ring's slots (the interface MTU grew) or not Ethernet.
+                None
+            } else {
+                self.area.alloc()
+            };
+            match frame {
+                None => self.lost += 1,
+                Some(mut f) => {
+                    let data = self.ring.bytes(mac, snap);
+                    let n = copy_restoring_tag(data, tag, f.bytes_mut());
+                    if n == 0 {
+                        self.lost += 1;
+                    } else {
+                        let mut p = Pkt::in_frame(f, n);
+                        p.rx_ns = now;
+                        out.push(p);
+                        got += 1;
+                    }
+                }
             }
-            let mut p = Pkt::in_frame(f, m.msg_len as usize);
-            p.rx_ns = now;
-            out.push(p);
-            got += 1;
+            self.ring.release();
         }
         got
     }
@@ -241,6 +423,14 @@ impl Port for AfPacketPort {
 
     fn poll(&mut self, now: u64) {
         self.link.poll(now);
+        if now >= self.stats_due {
+            self.stats_due = now + 100_000_000;
+            // Reading the statistics resets them: accumulate.
+            if let Ok(s) = sys::getsockopt::<TpacketStats>(&self.fd, SOL_PACKET, PACKET_STATISTICS)
+            {
+                self.kernel_drops += u64::from(s.drops);
+            }
+        }
     }
 
     fn link_state(&self) -> LinkState {
@@ -252,6 +442,38 @@ impl Port for AfPacketPort {
     }
 
     fn dropped(&self) -> u64 {
-        self.lost
+        self.lost + self.kernel_drops
+    }
+
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        out.push(self.fd.as_raw_fd());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_restoring_tag;
+
+    #[test]
+    fn tags_go_back_after_the_addresses() {
+        let frame: Vec<u8> = (0u8..20).collect();
+        let mut out = [0u8; 64];
+        assert_eq!(copy_restoring_tag(&frame, None, &mut out), 20);
+        assert_eq!(&out[..20], &frame[..]);
+        let n = copy_restoring_tag(&frame, Some((0x88a8, 0x2007)), &mut out);
+        assert_eq!(n, 24);
+        assert_eq!(&out[..12], &frame[..12]);
+        assert_eq!(&out[12..16], &[0x88, 0xa8, 0x20, 0x07]);
+        assert_eq!(&out[16..24], &frame[12..]);
+        // Too large for the buffer, or too short to hold addresses: refused, never cut.
+        assert_eq!(copy_restoring_tag(&frame, None, &mut out[..19]), 0);
+        assert_eq!(
+            copy_restoring_tag(&frame, Some((0x8100, 1)), &mut out[..23]),
+            0
+        );
+        assert_eq!(
+            copy_restoring_tag(&frame[..11], Some((0x8100, 1)), &mut out),
+            0
+        );
     }
 }

@@ -231,6 +231,12 @@ impl<P: Port> FaultInjector<P> {
         }
     }
 
+    /// True when released packets wait for room in the inner port (or it has not finished
+    /// sending): the owner should come back soon, not only at the next release.
+    pub fn stalled(&self) -> bool {
+        !self.staged.is_empty() || self.inner.tx_backlog() > 0
+    }
+
     /// When the next held packet is due, if any.
     pub fn next_release_ns(&self) -> Option<u64> {
         self.held.peek().map(|Reverse(h)| h.release_ns)
@@ -270,6 +276,10 @@ impl<P: Port> Port for FaultInjector<P> {
 
     fn rx_finished(&self) -> bool {
         self.inner.rx_finished()
+    }
+
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.inner.wait_fds(out)
     }
 
     fn flush(&mut self) {

@@ -232,6 +232,12 @@ pub trait Port: Send {
     fn dropped(&self) -> u64 {
         0
     }
+
+    /// Appends the file descriptors that become readable when this port has packets to
+    /// receive, so an idle worker can sleep in `poll(2)` until traffic arrives instead of
+    /// waking on a timer (see `worker::IdleWaiter`). Ports without one (in-memory, pcap) add
+    /// nothing: their worker sleeps for the idle policy's interval.
+    fn wait_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
 }
 
 impl<P: Port + ?Sized> Port for Box<P> {
@@ -261,6 +267,9 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn dropped(&self) -> u64 {
         (**self).dropped()
+    }
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        (**self).wait_fds(out)
     }
 }
 

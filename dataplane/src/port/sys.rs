@@ -183,7 +183,29 @@ pub fn default_gateway4(ifname: &str) -> Option<std::net::Ipv4Addr> {
     })
 }
 
-/// `setsockopt` with a plain value.
+/// `getsockopt(2)` of a plain-old-data value of type `T`.
+pub fn getsockopt<T: Default>(fd: &OwnedFd, level: i32, name: i32) -> io::Result<T> {
+    let mut v = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`, a live `T` we own; callers use
+    // it only for plain-old-data option structures.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        Err(errno())
+    } else {
+        Ok(v)
+    }
+}
+
+/// `setsockopt(2)` with a value of type `T`.
 pub fn setsockopt<T>(fd: &OwnedFd, level: i32, name: i32, val: &T) -> io::Result<()> {
     // SAFETY: `val` points at a live `T` of the size we pass.
     let rc = unsafe {

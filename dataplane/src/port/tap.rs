@@ -108,6 +108,10 @@ impl<P: Port> Port for PcapTap<P> {
         self.inner.rx_finished()
     }
 
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        self.inner.wait_fds(out)
+    }
+
     fn flush(&mut self) {
         if self.writer.flush().is_err() {
             self.errors += 1;

@@ -44,9 +44,13 @@ struct Cli {
     /// Pin the forwarding thread to this core.
     #[arg(long)]
     core: Option<usize>,
-    /// Spin instead of backing off when idle (owns a core).
-    #[arg(long)]
-    spin: bool,
+    /// Idle policy: `backoff` (spin, yield, then wait for packets), `wait` (wait for packets at
+    /// once; for shared cores and real-time priority) or `spin` (owns a core).
+    #[arg(long, default_value = "backoff")]
+    idle: String,
+    /// Longest idle wait in microseconds (bounds how late delayed packets leave).
+    #[arg(long, default_value_t = 50)]
+    idle_us: u32,
     /// Stop after this many seconds.
     #[arg(long)]
     duration: Option<f64>,
@@ -104,11 +108,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let idle = if cli.spin {
-        IdlePolicy::Spin
-    } else {
-        IdlePolicy::default()
-    };
+    let idle =
+        IdlePolicy::from_name(&cli.idle, cli.idle_us).map_err(|e| anyhow::anyhow!("--idle {e}"))?;
     let core = cli.core;
     let seed = cli.seed;
     let started = Instant::now();

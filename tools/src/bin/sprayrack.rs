@@ -52,6 +52,12 @@ struct Cli {
     /// Pin the worker to this core.
     #[arg(long)]
     core: Option<usize>,
+    /// Idle policy of the workers: backoff, wait (event-driven) or spin.
+    #[arg(long, default_value = "backoff")]
+    idle: String,
+    /// Longest idle wait in microseconds.
+    #[arg(long, default_value_t = 50)]
+    idle_us: u32,
 }
 
 fn main() -> ExitCode {
@@ -80,6 +86,14 @@ fn main() -> ExitCode {
     if let Some(c) = cli.core {
         text = text.replacen("[switch]\n", &format!("[switch]\ncores = [{c}]\n"), 1);
     }
+    text = text.replacen(
+        "[switch]\n",
+        &format!(
+            "[switch]\nidle = \"{}\"\nidle_sleep_us = {}\n",
+            cli.idle, cli.idle_us
+        ),
+        1,
+    );
     text += &format!(
         "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
         !cli.no_reorder, cli.hold_us, cli.learn_us

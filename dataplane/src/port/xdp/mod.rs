@@ -635,4 +635,9 @@ impl Port for XdpPort {
     fn dropped(&self) -> u64 {
         self.tx_lost + self.kernel_drops
     }
+
+    /// Every queue's socket: the kernel wakes a `poll(2)` on it when its RX ring fills.
+    fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
+        out.extend(self.queues.iter().map(|q| q.fd.as_raw_fd()));
+    }
 }
