@@ -19,7 +19,7 @@
 #   HOSTS [2]  PATHS [4]  DELAYS_US ["0 20 40 60"] (one per path)  LOSS [""] (e.g. "0 0.01 0 0")
 #   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
-#   MTU [1500] (every link; above 1774 use BACKEND=af_packet: AF_XDP frames hold 3822 bytes at most)
+#   MTU [1500] (every link; up to 9000; AF_XDP uses multi-buffer above 3822 bytes per frame)
 #   IDLE [backoff]: idle policy of the switches and the fabric: backoff (spin, yield, then wait
 #     for packets), wait (wait for packets at once: event-driven) or spin; IDLE_US [50] is the
 #     longest idle wait (a packet ends it earlier)

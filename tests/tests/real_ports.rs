@@ -278,6 +278,62 @@ fn af_packet_port_keeps_vlan_tags() {
 }
 
 #[test]
+fn af_xdp_port_moves_frames_larger_than_a_umem_frame() {
+    if !available("af_xdp_port_moves_frames_larger_than_a_umem_frame") {
+        return;
+    }
+    // RoCE MTU 4096 needs frames of ~4.2 KB; a UMEM frame holds 2048 bytes. With multi-buffer
+    // AF_XDP the kernel hands such a frame over as several descriptors and the port
+    // reassembles it, then splits the answer again.
+    let p = pair();
+    for (ns, ifn) in [(&p.host, "a0"), (&p.sw, "b0")] {
+        ns.ip(&["link", "set", ifn, "mtu", "9000"]);
+    }
+    let payload: Vec<u8> = (0..4200u32).map(|i| (i * 7 % 251) as u8).collect();
+    for mode in [XdpMode::Native, XdpMode::Skb] {
+        let mut port = p.sw.run(|| {
+            let mut umem = XdpUmem::new(4096, 2048).unwrap();
+            let mut o = XdpOptions::new("b0");
+            o.mode = Some(mode);
+            umem.open("b0", &o).unwrap_or_else(|e| panic!("{e}"))
+        });
+        assert!(
+            port.multi_buffer(),
+            "this kernel (6.6 or later) does multi-buffer"
+        );
+        wait_link_up(&mut port);
+        let answer = std::thread::scope(|s| {
+            let host = s.spawn(|| {
+                p.host.enter();
+                let sock = UdpSocket::bind("10.77.0.1:0").unwrap();
+                sock.set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                sock.send_to(&payload, "10.77.0.2:9999").unwrap();
+                let mut buf = vec![0u8; 9000];
+                let (n, _) = sock.recv_from(&mut buf).expect("an answer");
+                buf.truncate(n);
+                buf
+            });
+            let mut frame = recv_udp(&mut port);
+            assert_eq!(frame.len(), 14 + 20 + 8 + payload.len(), "{mode:?}");
+            assert_eq!(
+                &frame.data()[42..],
+                &payload[..],
+                "{mode:?}: reassembled in order"
+            );
+            turn_around(frame.data_mut());
+            send_all(&mut port, frame);
+            host.join().unwrap()
+        });
+        assert_eq!(
+            answer, payload,
+            "{mode:?}: the answer was split and rejoined"
+        );
+        assert_eq!(port.dropped(), 0, "{mode:?}");
+    }
+}
+
+#[test]
 fn af_packet_port_receives_and_transmits() {
     if !available("af_packet_port_receives_and_transmits") {
         return;
@@ -308,9 +364,10 @@ fn setup_errors_name_the_port() {
             .to_string();
         assert!(e.starts_with("port dn3: interface nosuch0"), "{e}");
 
-        // An MTU that does not fit a 2048-byte frame minus the headroom.
+        // An MTU larger than any frame the switch handles (multi-buffer takes care of frames
+        // larger than a UMEM frame, up to that).
         let out = std::process::Command::new("ip")
-            .args(["link", "set", "b0", "mtu", "3000"])
+            .args(["link", "set", "b0", "mtu", "9500"])
             .output()
             .unwrap();
         assert!(out.status.success());
@@ -318,8 +375,8 @@ fn setup_errors_name_the_port() {
             .open("b0", &XdpOptions::new("b0"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("MTU 3000"), "{e}");
-        assert!(e.contains("af_packet"), "{e}");
+        assert!(e.contains("MTU 9500"), "{e}");
+        assert!(e.contains("frames of up to 9216 bytes"), "{e}");
         std::process::Command::new("ip")
             .args(["link", "set", "b0", "mtu", "1500"])
             .output()

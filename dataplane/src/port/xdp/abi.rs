@@ -33,6 +33,13 @@ pub const XDP_SHARED_UMEM: u16 = 1;
 pub const XDP_COPY: u16 = 2;
 /// Bind flag: the kernel sets `need_wakeup` flags on the rings.
 pub const XDP_USE_NEED_WAKEUP: u16 = 8;
+/// Bind flag: multi-buffer frames (a frame larger than a UMEM frame spans several
+/// descriptors); Linux 6.6 or later. A property of the UMEM: sharers inherit it.
+pub const XDP_USE_SG: u16 = 16;
+/// Descriptor option: more descriptors of the same frame follow.
+pub const XDP_PKT_CONTD: u32 = 1;
+/// Program flag: the XDP program accepts multi-buffer frames.
+pub const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 /// Ring flag: the kernel must be woken.
 pub const XDP_RING_NEED_WAKEUP: u32 = 1;
 

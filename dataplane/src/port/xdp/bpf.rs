@@ -67,11 +67,13 @@ fn insn(op: u8, regs: u8, off: i16, imm: i32) -> u64 {
 }
 
 /// Loads an XDP program (the verifier's log goes into the error) and attaches it to `ifindex`
-/// in `mode` with a bpf_link. Returns (program, link).
+/// in `mode` with a bpf_link; `frags` declares that it handles multi-buffer frames (which it
+/// must for larger-than-a-page frames to reach it). Returns (program, link).
 fn load_and_link(
     insns: &[u64],
     ifindex: u32,
     mode: XdpMode,
+    frags: bool,
 ) -> Result<(OwnedFd, OwnedFd), AttachError> {
     let license = b"Dual MIT/GPL\0";
     let mut name = [0u8; 16];
@@ -87,6 +89,7 @@ fn load_and_link(
         log_buf: log.as_mut_ptr() as u64,
         prog_name: name,
         expected_attach_type: BPF_XDP,
+        prog_flags: if frags { BPF_F_XDP_HAS_FRAGS } else { 0 },
         ..ProgLoadAttr::default()
     };
     let prog = bpf_fd(BPF_PROG_LOAD, &mut p).map_err(|e| {
@@ -158,7 +161,12 @@ impl XdpProgram {
     /// # Errors
     /// The step that failed and its errno; EBUSY at attach means another XDP program is on the
     /// interface, ERANGE (native mode on veth) that the peer's MTU is too large.
-    pub fn attach(ifindex: u32, queues: u32, mode: XdpMode) -> Result<XdpProgram, AttachError> {
+    pub fn attach(
+        ifindex: u32,
+        queues: u32,
+        mode: XdpMode,
+        frags: bool,
+    ) -> Result<XdpProgram, AttachError> {
         let fail = |what: &str| {
             let what = what.to_string();
             move |source| AttachError { what, source }
@@ -171,7 +179,7 @@ impl XdpProgram {
             map_flags: 0,
         };
         let map = bpf_fd(BPF_MAP_CREATE, &mut m).map_err(fail("creating the XSKMAP"))?;
-        let (prog, link) = load_and_link(&redirect_program(map.as_raw_fd()), ifindex, mode)?;
+        let (prog, link) = load_and_link(&redirect_program(map.as_raw_fd()), ifindex, mode, frags)?;
         Ok(XdpProgram {
             map,
             _prog: prog,
@@ -240,7 +248,7 @@ impl CountingSink {
             insn(0xb7, 0x00, 0, 1), // drop: r0 = XDP_DROP
             insn(0x95, 0, 0, 0),    // exit
         ];
-        let (prog, link) = load_and_link(&insns, ifindex, mode)?;
+        let (prog, link) = load_and_link(&insns, ifindex, mode, false)?;
         Ok(CountingSink {
             map,
             _prog: prog,

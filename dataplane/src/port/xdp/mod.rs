@@ -8,10 +8,17 @@
 //! ([`bpf::XdpProgram`]) is attached per interface, native mode first and generic (skb) mode
 //! as the fallback unless a mode is forced; the mode in use is reported.
 //!
+//! Frames larger than a UMEM frame (RoCE MTU 4096 and jumbo frames) use AF_XDP multi-buffer
+//! (Linux 6.6 or later): the UMEM is bound with `XDP_USE_SG` and the program declares frags, so
+//! the kernel hands such a frame over as several descriptors (`XDP_PKT_CONTD` on all but the
+//! last). The port reassembles them into one heap packet (one copy) on receive and splits a
+//! large packet over several frames on transmit. Frames that fit one UMEM frame, the common
+//! case, are untouched by this. On an older kernel the UMEM is bound without it and setup
+//! refuses an interface whose MTU does not fit a frame, naming the port and the fallback
+//! (`af_packet`).
+//!
 //! What it is not: zero-copy on veth (veth has no zero-copy mode; the kernel copies into the
-//! UMEM) nor multi-buffer: a frame must fit one UMEM frame minus the kernel's 256-byte
-//! headroom, so RoCE MTU 4096 (frames of ~4.2 KB) needs the AF_PACKET backend. Setup refuses an
-//! interface whose MTU does not fit, naming the port.
+//! UMEM).
 
 pub mod abi;
 pub mod bpf;
@@ -27,7 +34,11 @@ pub use self::bpf::XdpMode;
 use self::bpf::XdpProgram;
 use self::ring::{Consumer, Producer};
 use super::sys::{self, LinkWatch, SetupError};
-use super::{FrameArea, LinkState, Pkt, Port};
+use super::{FrameArea, LinkState, Pkt, Port, MAX_FRAME};
+
+/// Most descriptors one transmitted frame may span (the kernel's copy mode builds an skb with
+/// at most `MAX_SKB_FRAGS` (17) fragments; 5 frames of 2048 bytes hold the largest packet).
+const MAX_TX_DESCS: usize = 16;
 
 /// Settings of one AF_XDP port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +71,8 @@ impl XdpOptions {
 pub struct XdpUmem {
     area: Arc<FrameArea>,
     owner_fd: Option<i32>,
+    /// Whether the kernel accepted multi-buffer (`XDP_USE_SG`) when the first socket bound.
+    multi_buffer: bool,
 }
 
 impl XdpUmem {
@@ -71,6 +84,7 @@ impl XdpUmem {
         Ok(XdpUmem {
             area: FrameArea::new(frames, frame_size)?,
             owner_fd: None,
+            multi_buffer: false,
         })
     }
 
@@ -120,25 +134,34 @@ impl XdpUmem {
         let ctl = sys::ioctl_socket().map_err(|e| err("opening a control socket", e, None))?;
         let mtu = sys::ifmtu(ctl.as_raw_fd(), &opts.ifname)
             .map_err(|e| err("reading the MTU", e, None))?;
-        let room = self.area.frame_size() - XDP_PACKET_HEADROOM;
-        // Ethernet header and one VLAN tag on top of the MTU.
-        if mtu + 18 > room {
-            return Err(err(
-                &format!("MTU {mtu} of {}", opts.ifname),
-                io::Error::from_raw_os_error(libc::EMSGSIZE),
-                Some(&format!(
-                    "AF_XDP frames here hold {room} bytes (frame size {} minus the kernel's headroom); \
-                     lower the MTU to {} or use backend = \"af_packet\" for larger frames",
-                    self.area.frame_size(),
-                    room - 18
-                )),
-            ));
-        }
         let mut queues = Vec::new();
         for q in 0..opts.queues.max(1) {
             queues.push(self.open_queue(name, ifindex, q, opts.ring_size)?);
         }
-        let (prog, fallback) = attach(name, ifindex, opts)?;
+        // Checked once the UMEM is bound: whether frames larger than a UMEM frame can come as
+        // several descriptors is known then.
+        let room = self.area.frame_size() - XDP_PACKET_HEADROOM;
+        // Ethernet header and one VLAN tag on top of the MTU.
+        let largest = mtu + 18;
+        if largest as usize > MAX_FRAME || (largest > room && !self.multi_buffer) {
+            let hint = if largest as usize > MAX_FRAME {
+                format!("the switch handles frames of up to {MAX_FRAME} bytes: lower the MTU")
+            } else {
+                format!(
+                    "AF_XDP frames here hold {room} bytes (frame size {} minus the kernel's \
+                     headroom) and this kernel refused multi-buffer AF_XDP (Linux 6.6 or later): \
+                     lower the MTU to {} or use backend = \"af_packet\" for larger frames",
+                    self.area.frame_size(),
+                    room - 18
+                )
+            };
+            return Err(err(
+                &format!("MTU {mtu} of {}", opts.ifname),
+                io::Error::from_raw_os_error(libc::EMSGSIZE),
+                Some(&hint),
+            ));
+        }
+        let (prog, fallback) = attach(name, ifindex, opts, self.multi_buffer)?;
         for (q, s) in queues.iter().enumerate() {
             prog.set_socket(q as u32, &s.fd)
                 .map_err(|e| err(&format!("adding queue {q}'s socket to the XSKMAP"), e, None))?;
@@ -149,7 +172,7 @@ impl XdpUmem {
             .unwrap_or(false);
         let link = LinkWatch::new(&opts.ifname).map_err(|e| err("reading link state", e, None))?;
         log::info!(
-            "port {name}: AF_XDP on {} ({} queue(s)), XDP {} mode{}, {} copy, {} frames of {} bytes",
+            "port {name}: AF_XDP on {} ({} queue(s)), XDP {} mode{}, {} copy, {} frames of {} bytes{}",
             opts.ifname,
             queues.len(),
             prog.mode.name(),
@@ -158,7 +181,12 @@ impl XdpUmem {
                 .unwrap_or_default(),
             if zero_copy { "zero" } else { "kernel" },
             self.area.frames(),
-            self.area.frame_size()
+            self.area.frame_size(),
+            if largest > room {
+                format!(", multi-buffer for frames over {room} bytes (MTU {mtu})")
+            } else {
+                String::new()
+            }
         );
         let mut port = XdpPort {
             name: name.to_string(),
@@ -170,9 +198,11 @@ impl XdpUmem {
             tx_outstanding: 0,
             next_rx: 0,
             tx_lost: 0,
+            rx_lost: 0,
             kernel_drops: 0,
             stats_due: 0,
             zero_copy,
+            multi_buffer: self.multi_buffer,
         };
         port.refill();
         Ok(port)
@@ -248,12 +278,12 @@ impl XdpUmem {
             Consumer::map(&fd, XDP_UMEM_PGOFF_COMPLETION_RING, ring, &off.cr).map_err(map_err)?;
         let rx = Consumer::map(&fd, XDP_PGOFF_RX_RING, ring, &off.rx).map_err(map_err)?;
         let tx = Producer::map(&fd, XDP_PGOFF_TX_RING, ring, &off.tx).map_err(map_err)?;
-        let addr = SockaddrXdp {
+        let mut addr = SockaddrXdp {
             family: AF_XDP as u16,
-            // The UMEM owner chooses copy/zero-copy and wakeup; sharers must pass only
-            // XDP_SHARED_UMEM (anything else is EINVAL: they inherit the owner's flags).
+            // The UMEM owner chooses copy/zero-copy, wakeup and multi-buffer; sharers must pass
+            // only XDP_SHARED_UMEM (anything else is EINVAL: they inherit the owner's flags).
             flags: if first {
-                XDP_USE_NEED_WAKEUP
+                XDP_USE_NEED_WAKEUP | XDP_USE_SG
             } else {
                 XDP_SHARED_UMEM
             },
@@ -261,7 +291,18 @@ impl XdpUmem {
             queue_id: queue,
             shared_umem_fd: self.owner_fd.unwrap_or(0) as u32,
         };
-        bind_retrying(&fd, &addr).map_err(|e| {
+        let mut bound = bind_retrying(&fd, &addr);
+        if first {
+            // Kernels before 6.6 do not know XDP_USE_SG (EINVAL): bind without it.
+            if matches!(&bound, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+                addr.flags = XDP_USE_NEED_WAKEUP;
+                bound = bind_retrying(&fd, &addr);
+                self.multi_buffer = false;
+            } else {
+                self.multi_buffer = bound.is_ok();
+            }
+        }
+        bound.map_err(|e| {
             let hint = match e.raw_os_error() {
                 Some(libc::EBUSY) => Some(
                     "the queue is still owned by another AF_XDP socket (retried for 2 s): \
@@ -279,12 +320,65 @@ impl XdpUmem {
             self.owner_fd = Some(fd.as_raw_fd());
         }
         Ok(Xsk {
+            partial: None,
             fd,
             rx,
             tx,
             fill,
             comp,
         })
+    }
+}
+
+/// Descriptors and fresh frames packet `p` needs to leave through a port of `area`: one and
+/// none when it already is in one of its frames, one and one when a copy fits a frame, one per
+/// frame-sized piece with multi-buffer; (0, 0) when it can never be sent.
+fn tx_needs(p: &Pkt, area: &FrameArea, multi_buffer: bool) -> (usize, usize) {
+    let fs = area.frame_size() as usize;
+    if p.in_frame_of(area) {
+        (1, 0)
+    } else if p.len() <= fs {
+        (1, 1)
+    } else if multi_buffer && p.len() <= MAX_FRAME && p.len().div_ceil(fs) <= MAX_TX_DESCS {
+        let n = p.len().div_ceil(fs);
+        (n, n)
+    } else {
+        (0, 0)
+    }
+}
+
+/// Adds descriptor `d` of a multi-buffer frame to the frame being reassembled in `partial`
+/// (copying its bytes and giving its UMEM frame back); on the last descriptor (`more` false)
+/// moves the whole frame to `out`, or counts it in `lost` if it outgrew [`MAX_FRAME`].
+fn reassemble(
+    area: &Arc<FrameArea>,
+    partial: &mut Option<(Pkt, bool)>,
+    d: XdpDesc,
+    more: bool,
+    now: u64,
+    out: &mut Vec<Pkt>,
+    lost: &mut u64,
+) {
+    let (pkt, good) = partial.get_or_insert_with(|| (Pkt::with_capacity(MAX_FRAME), true));
+    // Dropped at the end of this function: the frame goes back to the free list.
+    let frame = area.claim(d.addr);
+    match &frame {
+        Some(f) if *good && pkt.len() + d.len as usize <= MAX_FRAME => {
+            let at = pkt.len();
+            let n = (d.len as usize).min(f.bytes().len());
+            pkt.resize(at + n)[at..].copy_from_slice(&f.bytes()[..n]);
+        }
+        _ => *good = false,
+    }
+    if !more {
+        if let Some((mut p, good)) = partial.take() {
+            if good {
+                p.rx_ns = now;
+                out.push(p);
+            } else {
+                *lost += 1;
+            }
+        }
     }
 }
 
@@ -319,6 +413,7 @@ fn attach(
     name: &str,
     ifindex: u32,
     opts: &XdpOptions,
+    frags: bool,
 ) -> Result<(XdpProgram, Option<String>), SetupError> {
     let hint = |e: &io::Error, mode: XdpMode| -> Option<String> {
         match e.raw_os_error() {
@@ -327,7 +422,7 @@ fn attach(
                 opts.ifname, opts.ifname
             )),
             Some(libc::ERANGE) if mode == XdpMode::Native => Some(
-                "native XDP refuses this MTU (on veth: the peer's MTU must be at most 3506): use xdp_mode = \"skb\" or a smaller MTU".into(),
+                "native XDP refuses this MTU (on veth without multi-buffer: the peer's MTU must be at most 3506): use xdp_mode = \"skb\" or a smaller MTU".into(),
             ),
             Some(libc::EOPNOTSUPP) => Some(format!("the driver of {} has no {} XDP", opts.ifname, mode.name())),
             _ => None,
@@ -339,10 +434,10 @@ fn attach(
         SetupError::new(name, &e.what, e.source, h.as_deref())
     };
     match opts.mode {
-        Some(m) => XdpProgram::attach(ifindex, queues, m)
+        Some(m) => XdpProgram::attach(ifindex, queues, m, frags)
             .map(|p| (p, None))
             .map_err(|e| fail(e, m)),
-        None => match XdpProgram::attach(ifindex, queues, XdpMode::Native) {
+        None => match XdpProgram::attach(ifindex, queues, XdpMode::Native, frags) {
             Ok(p) => Ok((p, None)),
             // Another program on the interface: falling back would not help.
             Err(e) if matches!(e.source.raw_os_error(), Some(libc::EBUSY | libc::EEXIST)) => {
@@ -350,7 +445,7 @@ fn attach(
             }
             Err(native) => {
                 let why = format!("{}: {}", native.what, native.source);
-                XdpProgram::attach(ifindex, queues, XdpMode::Skb)
+                XdpProgram::attach(ifindex, queues, XdpMode::Skb, frags)
                     .map(|p| (p, Some(why)))
                     .map_err(|e| fail(e, XdpMode::Skb))
             }
@@ -381,6 +476,9 @@ fn options(fd: &OwnedFd) -> u32 {
 /// One AF_XDP socket (one queue of a port) and its four rings.
 #[derive(Debug)]
 struct Xsk {
+    /// A multi-buffer frame being reassembled: its descriptors so far (copied), and whether it
+    /// is still good (false once it outgrew the largest frame).
+    partial: Option<(Pkt, bool)>,
     // Field order matters for drop: rings unmap before the socket closes.
     rx: Consumer<XdpDesc>,
     tx: Producer<XdpDesc>,
@@ -448,17 +546,26 @@ pub struct XdpPort {
     fill_target: u32,
     tx_outstanding: usize,
     next_rx: usize,
-    /// Frames refused as larger than a UMEM frame (or with no frame to copy into).
+    /// Frames refused as larger than the port can send (or with no frame to copy into).
     tx_lost: u64,
+    /// Multi-buffer frames received larger than the largest frame the switch handles.
+    rx_lost: u64,
     kernel_drops: u64,
     stats_due: u64,
     zero_copy: bool,
+    /// Frames larger than a UMEM frame span several descriptors.
+    multi_buffer: bool,
 }
 
 impl XdpPort {
     /// The XDP hook in use.
     pub fn mode(&self) -> XdpMode {
         self._prog.mode
+    }
+
+    /// True when frames larger than a UMEM frame can be received and sent (multi-buffer).
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer
     }
 
     /// True when the kernel bound the sockets in zero-copy mode.
@@ -516,6 +623,7 @@ impl Port for XdpPort {
 
     fn rx_burst(&mut self, now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
         let mut got = 0;
+        let mut consumed = false;
         let n = self.queues.len();
         for i in 0..n {
             if got >= max {
@@ -524,15 +632,25 @@ impl Port for XdpPort {
             let qi = (self.next_rx + i) % n;
             let q = &mut self.queues[qi];
             let area = &self.area;
-            let took = q.rx.consume((max - got) as u32, |d| {
-                if let Some(f) = area.claim(d.addr) {
-                    let mut p = Pkt::in_frame(f, d.len as usize);
-                    p.rx_ns = now;
-                    out.push(p);
+            let before = out.len();
+            let rx_lost = &mut self.rx_lost;
+            let Xsk { rx, partial, .. } = q;
+            let descs = rx.consume((max - got) as u32, |d| {
+                let more = d.options & XDP_PKT_CONTD != 0;
+                if partial.is_none() && !more {
+                    // One descriptor, one frame: the packet owns the UMEM frame (no copy).
+                    if let Some(f) = area.claim(d.addr) {
+                        let mut p = Pkt::in_frame(f, d.len as usize);
+                        p.rx_ns = now;
+                        out.push(p);
+                    }
+                    return;
                 }
+                reassemble(area, partial, d, more, now, out, rx_lost);
             });
-            got += took as usize;
-            if took == 0 && q.fill.needs_wakeup() {
+            got += out.len() - before;
+            consumed |= descs > 0;
+            if descs == 0 && q.fill.needs_wakeup() {
                 // SAFETY: a zero-length non-blocking recvfrom on our socket is the documented
                 // fill-ring wakeup; no buffer is written.
                 unsafe {
@@ -548,7 +666,7 @@ impl Port for XdpPort {
             }
         }
         self.next_rx = self.next_rx.wrapping_add(1);
-        if got > 0 {
+        if consumed {
             self.refill();
         }
         got
@@ -557,54 +675,75 @@ impl Port for XdpPort {
     fn tx_burst(&mut self, _now: u64, pkts: &mut Vec<Pkt>) -> usize {
         self.reclaim();
         let area = self.area.clone();
-        let room = self.queues[0].tx.free(pkts.len() as u32) as usize;
-        // Decide how many fit: ring slots, and free frames for those needing a copy.
-        let mut take = 0;
+        let multi = self.multi_buffer;
+        let q = &mut self.queues[0];
+        // Decide how many fit: ring slots (one per descriptor) and free frames for copies.
+        let mut slots = q.tx.free(pkts.len() as u32) as usize;
+        let mut refreshed = false;
         let mut free = area.free_frames();
-        for p in pkts.iter().take(room) {
-            if !p.in_frame_of(&area) && p.len() <= area.frame_size() as usize {
-                if free == 0 {
-                    break;
-                }
-                free -= 1;
+        let (mut take, mut used) = (0, 0);
+        for p in pkts.iter() {
+            let (descs, frames) = tx_needs(p, &area, multi);
+            if used + descs > slots && !refreshed {
+                // A multi-buffer frame may need more slots than the cached count shows.
+                slots = q.tx.free(u32::MAX) as usize;
+                refreshed = true;
             }
+            if used + descs > slots || frames > free {
+                break;
+            }
+            used += descs;
+            free -= frames;
             take += 1;
         }
         if take == 0 {
             return 0;
         }
-        let q = &mut self.queues[0];
-        let mut r = q.tx.reserve(take as u32);
-        let mut sent = 0;
+        let fs = area.frame_size() as usize;
+        let mut r = q.tx.reserve(used as u32);
         let mut lost = 0;
         for p in pkts.drain(..take) {
-            let desc = match p.into_frame_of(&area) {
-                Ok((addr, len)) => Some(XdpDesc {
-                    addr,
-                    len,
-                    options: 0,
-                }),
-                // Larger than a frame: it can never be sent here (counted, not retried).
-                Err(p) if p.len() > area.frame_size() as usize => None,
-                Err(p) => area.alloc().map(|mut f| {
-                    f.bytes_mut()[..p.len()].copy_from_slice(p.data());
-                    XdpDesc {
-                        addr: f.into_addr(),
-                        len: p.len() as u32,
+            let p = match p.into_frame_of(&area) {
+                Ok((addr, len)) => {
+                    r.push(XdpDesc {
+                        addr,
+                        len,
                         options: 0,
-                    }
-                }),
-            };
-            match desc {
-                Some(d) => {
-                    r.push(d);
-                    sent += 1;
+                    });
+                    continue;
                 }
-                None => lost += 1,
+                Err(p) => p,
+            };
+            let (descs, _) = tx_needs(&p, &area, multi);
+            if descs == 0 {
+                // Larger than this port can ever send: counted, not retried.
+                lost += 1;
+                continue;
+            }
+            // Copied into `descs` fresh frames, chained with XDP_PKT_CONTD. The frames were
+            // counted above and only this thread takes from the area, so they are there.
+            let mut frames: [Option<super::area::Frame>; MAX_TX_DESCS] =
+                std::array::from_fn(|_| None);
+            for slot in frames.iter_mut().take(descs) {
+                *slot = area.alloc();
+            }
+            if frames[..descs].iter().any(Option::is_none) {
+                lost += 1;
+                continue;
+            }
+            let chunks = p.data().chunks(fs);
+            for (i, (chunk, f)) in chunks.zip(frames.iter_mut()).enumerate() {
+                let Some(mut f) = f.take() else { break };
+                f.bytes_mut()[..chunk.len()].copy_from_slice(chunk);
+                r.push(XdpDesc {
+                    addr: f.into_addr(),
+                    len: chunk.len() as u32,
+                    options: if i + 1 < descs { XDP_PKT_CONTD } else { 0 },
+                });
             }
         }
-        r.commit();
-        self.tx_outstanding += sent;
+        let sent = r.commit();
+        self.tx_outstanding += sent as usize;
         self.tx_lost += lost;
         q.kick_tx();
         take
@@ -633,7 +772,7 @@ impl Port for XdpPort {
     }
 
     fn dropped(&self) -> u64 {
-        self.tx_lost + self.kernel_drops
+        self.tx_lost + self.rx_lost + self.kernel_drops
     }
 
     /// Every queue's socket: the kernel wakes a `poll(2)` on it when its RX ring fills.
