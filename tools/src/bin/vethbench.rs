@@ -50,6 +50,14 @@ struct Cli {
     /// Directory of the sprayswitch binary.
     #[arg(long, default_value = "target/release")]
     bin: String,
+    /// Packets per receive burst, for the bare loop and sprayswitch alike (the switch's
+    /// `burst`), so that both amortise their system calls the same way.
+    #[arg(long, default_value_t = 64)]
+    burst: usize,
+    /// Rounds of the throughput cases, interleaved (every case once per round): the table
+    /// shows each case's median and range, and the median of its per-round ratios.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
 }
 
 /// The sender's core; the forwarder under test runs on the other one. The kernel cases do
@@ -219,11 +227,87 @@ fn cpu_ticks() -> u64 {
 struct Row {
     case: &'static str,
     size: usize,
+    /// Which round of `--repeat` it belongs to.
+    round: usize,
     sent: u64,
     got: u64,
     secs: f64,
     cpu_s: f64,
     lat: Option<(f64, f64)>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// One line per case and size: median Mpps (and range over the rounds), the median of the
+/// per-round ratios to the bare loop and to the bridge measured in the same round, CPU per
+/// packet.
+fn print_throughput(rows: &[Row], cases: &[&'static str], rounds: usize) {
+    let mpps = |r: &Row| r.got as f64 / r.secs / 1e6;
+    let find = |case: &str, size: usize, round: usize| {
+        rows.iter()
+            .find(|x| x.lat.is_none() && x.case == case && x.size == size && x.round == round)
+    };
+    println!(
+        "{:<24} {:>6} {:>10} {:>16} {:>10} {:>10} {:>12}",
+        "case", "bytes", "Mpps", "range", "vs bare", "vs bridge", "CPU us/pkt"
+    );
+    let mut sizes: Vec<usize> = rows
+        .iter()
+        .filter(|r| r.lat.is_none())
+        .map(|r| r.size)
+        .collect();
+    sizes.dedup();
+    for size in sizes {
+        for &case in cases {
+            let mine: Vec<&Row> = (0..rounds).filter_map(|k| find(case, size, k)).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let ratio = |base: &str| {
+                let v: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| find(base, size, r.round).map(|b| mpps(r) / mpps(b)))
+                    .collect();
+                let m = median(v);
+                if m.is_finite() {
+                    format!("{m:.2}x")
+                } else {
+                    "-".into()
+                }
+            };
+            let all: Vec<f64> = mine.iter().map(|r| mpps(r)).collect();
+            let lo = all.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = all.iter().copied().fold(0.0, f64::max);
+            let cpu = median(
+                mine.iter()
+                    .map(|r| r.cpu_s * 1e6 / r.got.max(1) as f64)
+                    .collect(),
+            );
+            let sent = median(mine.iter().map(|r| r.sent as f64).collect());
+            println!(
+                "{:<24} {:>6} {:>10.3} {:>16} {:>10} {:>10} {:>12.2}   (sent {sent:.0} in all)",
+                case,
+                size,
+                median(all),
+                format!("{lo:.3}-{hi:.3}"),
+                ratio("bare AF_XDP loop"),
+                ratio("Linux bridge"),
+                cpu
+            );
+        }
+    }
 }
 
 /// Runs the sender and sink around whatever forwards in W; returns (sent, received, seconds, cpu seconds).
@@ -350,9 +434,9 @@ fn blast(
     Ok((sent, g1 - g0, el, (c1 - c0) as f64 / hz))
 }
 
-fn switch_config(backend: &str) -> String {
+fn switch_config(backend: &str, burst: usize) -> String {
     format!(
-        "[switch]\nname = \"bench\"\nworkers = 1\ncores = [{FORWARDER_CORE}]\nidle = \"spin\"\n[reorder]\nenabled = true\n\
+        "[switch]\nname = \"bench\"\nworkers = 1\ncores = [{FORWARDER_CORE}]\nidle = \"spin\"\nburst = {burst}\n[reorder]\nenabled = true\n\
          [[port]]\nname = \"p0\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.1.0.1/24\"]\n\
          [[port]]\nname = \"p1\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.2.0.1/24\"]\n\
          [[neighbor]]\nip = \"10.2.0.2\"\nmac = \"{}\"\nport = \"p1\"\n",
@@ -368,16 +452,17 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
         "bare AF_XDP loop" => {
             let stop = Arc::new(AtomicBool::new(false));
             let st = stop.clone();
+            let burst = cli.burst;
             let fwd = std::thread::spawn(move || -> anyhow::Result<()> {
                 Topo::enter(&ns)?;
                 core_affinity::set_for_current(core_affinity::CoreId { id: FORWARDER_CORE });
                 let mut u = XdpUmem::new(8192, 2048)?;
                 let mut a = u.open("p0", &XdpOptions::new("p0"))?;
                 let mut b = u.open("p1", &XdpOptions::new("p1"))?;
-                let mut v = Vec::with_capacity(64);
+                let mut v = Vec::with_capacity(burst);
                 while !st.load(Ordering::Relaxed) {
                     let now = now_ns();
-                    if a.rx_burst(now, &mut v, 64) > 0 {
+                    if a.rx_burst(now, &mut v, burst) > 0 {
                         b.tx_burst(now, &mut v);
                         v.clear();
                     }
@@ -400,7 +485,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 "af_packet"
             };
             let cfg = std::env::temp_dir().join(format!("{}-{backend}.toml", t.w));
-            std::fs::write(&cfg, switch_config(backend))?;
+            std::fs::write(&cfg, switch_config(backend, cli.burst))?;
             let mut child = Command::new("ip")
                 .args([
                     "netns",
@@ -492,6 +577,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
     Ok(Row {
         case,
         size,
+        round: 0,
         sent: o.sent,
         got: o.got,
         secs: o.secs,
@@ -527,45 +613,26 @@ fn main() -> ExitCode {
         .chain(cli.latency.then_some(0))
         .collect();
     for &size in &sizes {
-        for (case, key) in cases
-            .into_iter()
-            .zip(["bare", "xdp", "packet", "bridge", "forward"])
-        {
-            if !cli.cases.is_empty() && !cli.cases.iter().any(|c| c == key) {
-                continue;
-            }
-            match run_case(&t, &cli, case, size) {
-                Ok(r) => rows.push(r),
-                Err(e) => {
-                    eprintln!("vethbench: {case} at {size} B: {e:#}");
-                    return ExitCode::FAILURE;
+        let rounds = if size == 0 { 1 } else { cli.repeat.max(1) };
+        for round in 0..rounds {
+            for (case, key) in cases
+                .into_iter()
+                .zip(["bare", "xdp", "packet", "bridge", "forward"])
+            {
+                if !cli.cases.is_empty() && !cli.cases.iter().any(|c| c == key) {
+                    continue;
+                }
+                match run_case(&t, &cli, case, size) {
+                    Ok(r) => rows.push(Row { round, ..r }),
+                    Err(e) => {
+                        eprintln!("vethbench: {case} at {size} B: {e:#}");
+                        return ExitCode::FAILURE;
+                    }
                 }
             }
         }
     }
-    println!(
-        "{:<24} {:>6} {:>10} {:>10} {:>12} {:>14}",
-        "case", "bytes", "Mpps", "vs bare", "vs bridge", "CPU us/pkt"
-    );
-    for r in rows.iter().filter(|r| r.lat.is_none()) {
-        let mpps = r.got as f64 / r.secs / 1e6;
-        let base = |name: &str| {
-            rows.iter()
-                .find(|x| x.case == name && x.size == r.size)
-                .map(|x| x.got as f64 / x.secs / 1e6)
-                .unwrap_or(f64::NAN)
-        };
-        println!(
-            "{:<24} {:>6} {:>10.3} {:>9.2}x {:>11.2}x {:>14.2}   (sent {} in all)",
-            r.case,
-            r.size,
-            mpps,
-            mpps / base("bare AF_XDP loop"),
-            mpps / base("Linux bridge"),
-            r.cpu_s * 1e6 / r.got.max(1) as f64,
-            r.sent
-        );
-    }
+    print_throughput(&rows, &cases, cli.repeat.max(1));
     let lat: Vec<&Row> = rows.iter().filter(|r| r.lat.is_some()).collect();
     if !lat.is_empty() {
         println!("\none-way latency, 2000 UD probes of 64 B at 10 kpps (AF_PACKET at both hosts)");
