@@ -17,7 +17,7 @@
 # Environment: MODES ["direct ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
 #   RT_PRIO [""] (see netns-rack.sh), PMTUS_OVERRIDE (e.g. "4096"),
-#   RATE_MBPS [per fabric path, default 100], DELAYS_US ["0 20 40 60"], BIN [target/release],
+#   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
@@ -32,7 +32,12 @@ cd "$(dirname "$0")/.."
 
 PROFILE=${1:-quick}
 MODES=${MODES:-"direct ecmp spray reorder"}
-RATE_MBPS=${RATE_MBPS:-100}
+# Rate of each fabric path. The experiment needs one path slower than what the guests can do on
+# a direct link (so ECMP, pinned to one path, shows its limit) and all four together well
+# faster (so spraying is limited by the switch, not by the fabric). The guests do about
+# 140 Mbit/s at RoCE MTU 1024 and 330-400 at 4096 (BENCHMARKS.md): 100 and 150 per path.
+RATE_MBPS=${RATE_MBPS:-}
+rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 150 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
 LOSS=${LOSS:-}
 BIN=${BIN:-target/release}
@@ -129,9 +134,8 @@ run_mode() {  # mode pmtu
     [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
-    [ "$mtu" -gt 1774 ] && backend=af_packet
     HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
-      RATE_MBPS=$RATE_MBPS DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
+      RATE_MBPS=$(rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
     guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
@@ -218,7 +222,7 @@ done
 printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc result \
   oos_req dup_req seq_nak retries hold_to resync
 cat "$ROWS"
-echo "fabric: 4 paths, ${RATE_MBPS} Mbit/s each, delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
+echo "fabric: 4 paths, $(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s; ' "$(rate_for "$m")" "$m"; done) delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
 echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
 echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"

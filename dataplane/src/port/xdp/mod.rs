@@ -257,21 +257,8 @@ impl XdpUmem {
         ] {
             sys::setsockopt(&fd, SOL_XDP, opt, &ring).map_err(|e| err(what, e, None))?;
         }
-        let mut off = MmapOffsets::default();
-        let mut len = std::mem::size_of::<MmapOffsets>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `off`, which we own.
-        let rc = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                SOL_XDP,
-                XDP_MMAP_OFFSETS,
-                (&mut off as *mut MmapOffsets).cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return Err(err("reading ring offsets", sys::errno(), None));
-        }
+        let off: MmapOffsets = sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS)
+            .map_err(|e| err("reading ring offsets", e, None))?;
         let map_err = |e| err("mapping the rings", e, None);
         let fill = Producer::map(&fd, XDP_UMEM_PGOFF_FILL_RING, ring, &off.fr).map_err(map_err)?;
         let comp =
@@ -454,23 +441,7 @@ fn attach(
 }
 
 fn options(fd: &OwnedFd) -> u32 {
-    let mut v = 0u32;
-    let mut len = 4 as libc::socklen_t;
-    // SAFETY: getsockopt writes at most 4 bytes into `v`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            SOL_XDP,
-            XDP_OPTIONS,
-            (&mut v as *mut u32).cast(),
-            &mut len,
-        )
-    };
-    if rc < 0 {
-        0
-    } else {
-        v
-    }
+    sys::getsockopt(fd, SOL_XDP, XDP_OPTIONS).unwrap_or(0)
 }
 
 /// One AF_XDP socket (one queue of a port) and its four rings.
@@ -489,19 +460,7 @@ struct Xsk {
 
 impl Xsk {
     fn stats(&self) -> XdpStatistics {
-        let mut s = XdpStatistics::default();
-        let mut len = std::mem::size_of::<XdpStatistics>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `s`.
-        unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                SOL_XDP,
-                XDP_STATISTICS,
-                (&mut s as *mut XdpStatistics).cast(),
-                &mut len,
-            );
-        }
-        s
+        sys::getsockopt(&self.fd, SOL_XDP, XDP_STATISTICS).unwrap_or_default()
     }
 
     /// Wakes the kernel to send what the TX ring holds: `sendto` until the ring is empty or
