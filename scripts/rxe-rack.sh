@@ -222,7 +222,23 @@ done
 printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc result \
   oos_req dup_req seq_nak retries hold_to resync
 cat "$ROWS"
-echo "fabric: 4 paths, $(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s; ' "$(rate_for "$m")" "$m"; done) delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
+# Goodput of each mode against the direct link's for the same test in this run (bandwidth tests).
+if grep -q '^direct ' "$ROWS"; then
+  echo
+  awk '$6 == "Mb/s" { v[$1" "$2" "$3] = $5; if (!(($2" "$3) in seen)) { seen[$2" "$3] = 1; order[++n] = $2" "$3 } }
+    END {
+      printf "goodput vs direct, same run\n%-5s %-12s %8s %8s %8s\n", "pmtu", "test", "ecmp", "spray", "reorder"
+      for (i = 1; i <= n; i++) {
+        k = order[i]; d = v["direct " k]; if (d == "") continue
+        split(k, f, " "); printf "%-5s %-12s", f[1], f[2]
+        split("ecmp spray reorder", m, " ")
+        for (j = 1; j <= 3; j++) { x = v[m[j]" "k]; if (x == "") printf " %8s", "-"; else printf " %7.0f%%", 100 * x / d }
+        printf "\n"
+      }
+    }' "$ROWS"
+fi
+rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
+echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
 echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
 echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"
