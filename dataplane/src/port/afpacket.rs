@@ -350,26 +350,25 @@ impl Port for AfPacketPort {
                 };
                 (tpid, h.vlan_tci)
             });
-            let frame = if snap < len || snap < 14 {
+            if snap < len || snap < 14 {
                 // Larger than the ring's slots (the interface MTU grew) or not Ethernet.
-                None
-            } else {
-                self.area.alloc()
+                self.lost += 1;
+                self.ring.release();
+                continue;
+            }
+            let Some(mut f) = self.area.alloc() else {
+                // Every buffer is inside the switch: leave the frame in the ring for the next
+                // burst (if the ring fills meanwhile, the kernel drops and counts).
+                break;
             };
-            match frame {
-                None => self.lost += 1,
-                Some(mut f) => {
-                    let data = self.ring.bytes(mac, snap);
-                    let n = copy_restoring_tag(data, tag, f.bytes_mut());
-                    if n == 0 {
-                        self.lost += 1;
-                    } else {
-                        let mut p = Pkt::in_frame(f, n);
-                        p.rx_ns = now;
-                        out.push(p);
-                        got += 1;
-                    }
-                }
+            let n = copy_restoring_tag(self.ring.bytes(mac, snap), tag, f.bytes_mut());
+            if n == 0 {
+                self.lost += 1;
+            } else {
+                let mut p = Pkt::in_frame(f, n);
+                p.rx_ns = now;
+                out.push(p);
+                got += 1;
             }
             self.ring.release();
         }
