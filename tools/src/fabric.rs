@@ -276,6 +276,11 @@ mod tests {
         let mut got = Vec::new();
         b_out.rx_burst(500_000, &mut got, 256);
         assert!(got.is_empty(), "nothing arrives before the path's delay");
+        // The idle wait ends at the next release: 1 ms after the frames entered at t = 10.
+        assert_eq!(
+            f.next_deadline(500_000),
+            Some(Duration::from_nanos(500_010))
+        );
         f.iterate(1_000_011);
         b_out.rx_burst(1_000_011, &mut got, 256);
         let order: Vec<u8> = got.iter().map(|p| p.data()[0]).collect();
@@ -284,6 +289,8 @@ mod tests {
         a_out.rx_burst(1_000_011, &mut rev, 256);
         assert_eq!(rev.len(), 1);
         assert_eq!(rev[0].data()[0], 200);
+        // Delivered and taken by the hosts: nothing timed is left.
+        assert_eq!(f.next_deadline(1_000_011), None, "nothing left in flight");
         let r = f.report();
         assert_eq!(r[0].rx, [100, 1]);
         assert_eq!(r[0].lost, [0, 0]);

@@ -231,8 +231,10 @@ impl<P: Port> FaultInjector<P> {
         }
     }
 
-    /// True when released packets wait for room in the inner port (or it has not finished
-    /// sending): the owner should come back soon, not only at the next release.
+    /// True when released packets wait for room in the inner port, or it has not finished
+    /// sending them (an AF_XDP port with descriptors still in its TX ring, an in-memory link
+    /// whose peer has not taken them): the owner should come back soon, not only at the next
+    /// release.
     pub fn stalled(&self) -> bool {
         !self.staged.is_empty() || self.inner.tx_backlog() > 0
     }
