@@ -124,6 +124,8 @@ impl IdlePolicy {
 pub struct IdleWaiter {
     fds: Vec<libc::pollfd>,
     hears_all: bool,
+    /// Index of the wake-up eventfd in `fds`, drained whenever a wait finds it readable.
+    wake_at: Option<usize>,
 }
 
 impl IdleWaiter {
@@ -141,13 +143,18 @@ impl IdleWaiter {
             p.wait_fds(&mut raw);
             hears_all &= raw.len() > before;
         }
+        let mut wake_at = None;
         if let Some(w) = wake {
             match &w.fd {
-                Some(fd) => raw.push(fd.as_raw_fd()),
+                Some(fd) => {
+                    wake_at = Some(raw.len());
+                    raw.push(fd.as_raw_fd());
+                }
                 None => hears_all = false,
             }
         }
         IdleWaiter {
+            wake_at,
             hears_all: hears_all && !raw.is_empty(),
             fds: raw
                 .into_iter()
@@ -189,13 +196,26 @@ impl IdleWaiter {
         // SAFETY: `fds` is a live array of `len` pollfd the kernel may write `revents` into;
         // `ts` outlives the call; a null signal mask keeps the thread's. The descriptors belong
         // to ports (and a wake) that the caller owns for as long as it uses this waiter.
-        unsafe {
+        let ready = unsafe {
             libc::ppoll(
                 self.fds.as_mut_ptr(),
                 self.fds.len() as libc::nfds_t,
                 &ts,
                 std::ptr::null(),
-            );
+            )
+        };
+        // A wake-up is consumed by whoever sees it readable, so a write that raced with the
+        // sleeper's disarm never leaves the eventfd readable (which would end every later wait
+        // at once).
+        if let Some(pfd) = self.wake_at.and_then(|i| self.fds.get(i)) {
+            if ready > 0 && pfd.revents & libc::POLLIN != 0 {
+                let mut v = 0u64;
+                // SAFETY: reads 8 bytes into `v` from the wake's non-blocking eventfd, which
+                // the caller keeps open while it uses this waiter.
+                unsafe {
+                    libc::read(pfd.fd, (&mut v as *mut u64).cast(), 8);
+                }
+            }
         }
     }
 }
@@ -248,18 +268,11 @@ impl Wake {
         fence(Ordering::SeqCst);
     }
 
-    /// Called by the sleeper after waiting (or instead of it); consumes a pending wake-up.
+    /// Called by the sleeper after waiting (or instead of it). The eventfd itself is drained
+    /// by the wait that finds it readable ([`IdleWaiter::wait`]).
     pub fn disarm(&self) {
         self.armed.store(false, Ordering::Relaxed);
-        if self.signalled.swap(false, Ordering::AcqRel) {
-            if let Some(fd) = &self.fd {
-                let mut v = 0u64;
-                // SAFETY: reads 8 bytes into `v` from our own non-blocking eventfd.
-                unsafe {
-                    libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8);
-                }
-            }
-        }
+        self.signalled.store(false, Ordering::Release);
     }
 
     /// Called after queueing work for the sleeper: wakes it if it is (about to be) waiting.
@@ -374,6 +387,32 @@ mod tests {
             start.elapsed() >= Duration::from_millis(20),
             "a descriptor was readable"
         );
+    }
+
+    #[test]
+    fn a_wake_up_landing_after_disarm_ends_one_wait_only() {
+        // A notifier that saw the sleeper armed may write after the sleeper disarmed (it lost
+        // the race): the next wait ends at once and drains it, the one after that sleeps.
+        let (a, _b) = UnixDatagram::pair().unwrap();
+        let port = FdPort(a);
+        let wake = Wake::new();
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], Some(&wake));
+        wake.arm();
+        wake.disarm();
+        let fd = wake.raw_fd().unwrap();
+        let one = 1u64;
+        // SAFETY: writes 8 bytes to the wake's eventfd, as `notify` does.
+        assert_eq!(
+            unsafe { libc::write(fd, (&one as *const u64).cast(), 8) },
+            8
+        );
+        let start = Instant::now();
+        w.wait(LONG);
+        assert!(
+            start.elapsed() < EARLY,
+            "the stray wake-up did not end the wait"
+        );
+        assert_times_out(&mut w);
     }
 
     #[test]

@@ -321,6 +321,8 @@ impl Worker {
                 wake.disarm();
                 continue;
             }
+            // Timed work at a time the worker does not track (hold timers live in the reorder
+            // stage): the policy's short wait.
             let timed = self.has_timed_work().then_some(Duration::MAX);
             self.cfg.idle.back_off(idle_iters, &mut waiter, timed);
             wake.disarm();
