@@ -161,7 +161,10 @@ impl XdpUmem {
                 Some(&hint),
             ));
         }
-        let (prog, fallback) = attach(name, ifindex, opts, self.multi_buffer)?;
+        // Only interfaces whose frames can exceed a UMEM frame get a frags-aware program: some
+        // drivers refuse those in native mode, and the others gain nothing from it.
+        let frags = self.multi_buffer && largest > room;
+        let (prog, fallback) = attach(name, ifindex, opts, frags)?;
         for (q, s) in queues.iter().enumerate() {
             prog.set_socket(q as u32, &s.fd)
                 .map_err(|e| err(&format!("adding queue {q}'s socket to the XSKMAP"), e, None))?;
