@@ -9,8 +9,8 @@
 //! as the fallback unless a mode is forced; the mode in use is reported.
 //!
 //! Frames larger than a UMEM frame (RoCE MTU 4096 and jumbo frames) use AF_XDP multi-buffer
-//! (Linux 6.6 or later): the UMEM is bound with `XDP_USE_SG` and the program declares frags, so
-//! the kernel hands such a frame over as several descriptors (`XDP_PKT_CONTD` on all but the
+//! (Linux 6.6 or later): the UMEM is bound with `XDP_USE_SG` and, on interfaces whose MTU needs
+//! it, the program declares frags, so the kernel hands such a frame over as several descriptors (`XDP_PKT_CONTD` on all but the
 //! last). The port reassembles them into one heap packet (one copy) on receive and splits a
 //! large packet over several frames on transmit. Frames that fit one UMEM frame, the common
 //! case, are untouched by this. On an older kernel the UMEM is bound without it and setup
