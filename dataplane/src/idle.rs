@@ -5,7 +5,8 @@
 //! once. The loops here spin a little, yield a little, then wait in `ppoll(2)` on their ports'
 //! receive descriptors: the kernel wakes them when a packet arrives. When the loop has timed
 //! work (packets held for reordering, delayed or paced packets, transmit rings pushing back) the
-//! wait is short (the policy's `sleep_us`); when it has none it waits for a packet or a
+//! wait ends at its deadline, or after the policy's `sleep_us` when the loop does not track the
+//! deadline; when it has none it waits for a packet or a
 //! [`Wake`] (another worker handing over packets, the control plane publishing tables, asking a
 //! question or stopping the switch), up to [`QUIET_WAIT`].
 
@@ -88,31 +89,36 @@ impl IdlePolicy {
         }
     }
 
+    /// The policy's short wait (`sleep_us`): for loops with timed work whose deadline they do
+    /// not track, and for waiters that cannot hear all of their work.
+    pub fn short_wait(&self) -> Duration {
+        match *self {
+            IdlePolicy::Spin => Duration::ZERO,
+            IdlePolicy::Backoff { sleep_us, .. } => Duration::from_micros(u64::from(sleep_us)),
+        }
+    }
+
     /// Backs off as the policy says after `idle` consecutive iterations without work. `timed`
-    /// is how soon the loop has timed work: `Some(d)` waits at most `d` (and at most the
-    /// policy's `sleep_us`), `None` (nothing timed) waits up to [`QUIET_WAIT`] if `waiter`
-    /// hears every source of work, else `sleep_us`.
+    /// is how soon the loop has timed work (`None`: nothing timed). A wait lasts until then,
+    /// and at most [`QUIET_WAIT`] if `waiter` hears every source of work, else at most the
+    /// policy's short wait.
     pub fn back_off(&self, idle: u64, waiter: &mut IdleWaiter, timed: Option<Duration>) {
         match *self {
             IdlePolicy::Spin => std::hint::spin_loop(),
-            IdlePolicy::Backoff {
-                spins,
-                yields,
-                sleep_us,
-            } => {
+            IdlePolicy::Backoff { spins, .. } if !self.waits(idle) => {
                 if idle <= u64::from(spins) {
                     std::hint::spin_loop();
-                } else if idle <= u64::from(spins) + u64::from(yields) {
-                    std::thread::yield_now();
                 } else {
-                    let short = Duration::from_micros(u64::from(sleep_us));
-                    let max = match timed {
-                        Some(d) => d.min(short),
-                        None if waiter.hears_all() => QUIET_WAIT,
-                        None => short,
-                    };
-                    waiter.wait(max);
+                    std::thread::yield_now();
                 }
+            }
+            IdlePolicy::Backoff { .. } => {
+                let cap = if waiter.hears_all() {
+                    QUIET_WAIT
+                } else {
+                    self.short_wait()
+                };
+                waiter.wait(timed.map_or(cap, |d| d.min(cap)));
             }
         }
     }

@@ -17,7 +17,6 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crossbeam::channel::{Receiver, Sender, TrySendError};
 use crossbeam::queue::ArrayQueue;
@@ -323,7 +322,7 @@ impl Worker {
             }
             // Timed work at a time the worker does not track (hold timers live in the reorder
             // stage): the policy's short wait.
-            let timed = self.has_timed_work().then_some(Duration::MAX);
+            let timed = self.has_timed_work().then(|| self.cfg.idle.short_wait());
             self.cfg.idle.back_off(idle_iters, &mut waiter, timed);
             wake.disarm();
         }

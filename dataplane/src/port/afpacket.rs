@@ -13,11 +13,10 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use super::sys::{self, LinkWatch, SetupError};
+use super::sys::{self, LinkWatch, SetupError, SocketMapping};
 use super::{FrameArea, LinkState, Pkt, Port};
 
 const SOL_PACKET: i32 = 263;
@@ -76,16 +75,11 @@ struct TpacketStats {
 /// The mapped receive ring: `frames` slots of `frame` bytes, taken in order.
 #[derive(Debug)]
 struct RxRing {
-    base: NonNull<u8>,
-    bytes: usize,
+    map: SocketMapping,
     frame: usize,
     frames: usize,
     next: usize,
 }
-
-// SAFETY: the ring is memory shared with the kernel only; the port that owns it is the only
-// user-space accessor, and it moves between threads only as a whole.
-unsafe impl Send for RxRing {}
 
 impl RxRing {
     /// Sets up and maps the ring of socket `fd` (before bind) for frames of up to `max_frame`
@@ -104,24 +98,8 @@ impl RxRing {
             frame_nr: (RING_BYTES / frame) as u32,
         };
         sys::setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req)?;
-        // SAFETY: maps the ring the kernel just allocated for this socket; the result is
-        // checked and unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                RING_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(sys::errno());
-        }
         Ok(RxRing {
-            base: NonNull::new(p.cast()).ok_or_else(|| io::Error::other("mmap returned null"))?,
-            bytes: RING_BYTES,
+            map: SocketMapping::map(fd, RING_BYTES, 0)?,
             frame,
             frames: RING_BYTES / frame,
             next: 0,
@@ -133,7 +111,7 @@ impl RxRing {
         // SAFETY: slot `i` < frames lies inside the mapping and starts with the u32 status,
         // suitably aligned (slots are 2048-byte aligned); the kernel and we access it
         // atomically (it with its own barriers).
-        unsafe { &*self.base.as_ptr().add(i * self.frame).cast::<AtomicU32>() }
+        unsafe { &*self.map.as_ptr().add(i * self.frame).cast::<AtomicU32>() }
     }
 
     /// The next filled slot's header, if the kernel handed it to us. The Acquire load pairs
@@ -147,7 +125,7 @@ impl RxRing {
         // start and plain old data.
         let h = unsafe {
             &*self
-                .base
+                .map
                 .as_ptr()
                 .add(self.next * self.frame)
                 .cast::<Tpacket2Hdr>()
@@ -161,7 +139,7 @@ impl RxRing {
         let len = len.min(self.frame - off);
         // SAFETY: the range lies inside the current slot, which we own until `release`.
         unsafe {
-            std::slice::from_raw_parts(self.base.as_ptr().add(self.next * self.frame + off), len)
+            std::slice::from_raw_parts(self.map.as_ptr().add(self.next * self.frame + off), len)
         }
     }
 
@@ -170,15 +148,6 @@ impl RxRing {
         // Release: our reads of the slot happen before the kernel may overwrite it.
         self.status(self.next).store(0, Ordering::Release);
         self.next = (self.next + 1) % self.frames;
-    }
-}
-
-impl Drop for RxRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `map`, which nothing references anymore.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.bytes);
-        }
     }
 }
 
@@ -279,16 +248,16 @@ impl AfPacketPort {
         })?;
         // Optional: without it frames pass the qdisc layer (slower, still correct).
         let _ = sys::setsockopt(&fd, SOL_PACKET, PACKET_QDISC_BYPASS, &1i32);
-        let buf = 8i32 << 20;
-        if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &buf).is_err() {
-            let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &buf);
-        }
-        let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &buf);
+        // Receiving goes through the ring, not the socket's receive queue: only the send
+        // buffer matters.
+        let _ = sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &(8i32 << 20));
         let ring = RxRing::map(&fd, mtu as usize + 18).map_err(|e| {
             err(
                 "mapping the receive ring",
                 e,
-                Some("needs TPACKET_V2 (Linux 2.6.27 or later) and memlock room for 4 MiB"),
+                Some(
+                    "needs TPACKET_V2 (Linux 2.6.27 or later) and 4 MiB of kernel memory per port",
+                ),
             )
         })?;
         // SAFETY: `sockaddr_ll` is plain old data; all-zero is valid.

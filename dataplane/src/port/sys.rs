@@ -183,6 +183,70 @@ pub fn default_gateway4(ifname: &str) -> Option<std::net::Ipv4Addr> {
     })
 }
 
+/// A socket's ring memory mapped shared into this process (AF_XDP rings, the AF_PACKET receive
+/// ring); unmapped on drop.
+#[derive(Debug)]
+pub struct SocketMapping {
+    base: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is memory shared with the kernel only; the one owner of this value is the
+// only userspace accessor, so moving it to another thread is sound.
+unsafe impl Send for SocketMapping {}
+
+impl SocketMapping {
+    /// Maps `len` bytes of socket `fd`'s ring at page offset `pgoff`, read-write, populated.
+    ///
+    /// # Errors
+    /// mmap's error.
+    pub fn map(fd: &OwnedFd, len: usize, pgoff: i64) -> io::Result<SocketMapping> {
+        // SAFETY: a shared mapping of the socket's ring at a kernel-defined page offset; the
+        // result is checked before use and unmapped exactly once, in Drop.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                pgoff,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(errno());
+        }
+        let base = std::ptr::NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(SocketMapping { base, len })
+    }
+
+    /// The start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty mapping (never: mmap refuses length 0).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for SocketMapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are what mmap returned; the owner is being dropped, so nothing
+        // references the mapping anymore.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
 /// `getsockopt(2)` of a plain-old-data value of type `T`.
 pub fn getsockopt<T: Default>(fd: &OwnedFd, level: i32, name: i32) -> io::Result<T> {
     let mut v = T::default();

@@ -10,28 +10,12 @@
 
 use std::io;
 use std::marker::PhantomData;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::abi::{RingOffset, XDP_RING_NEED_WAKEUP};
-
-/// A mapped ring region; unmapped on drop.
-#[derive(Debug)]
-struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` are what mmap returned; the ring halves holding this mapping are
-        // the only users of it, and they are being dropped.
-        unsafe {
-            libc::munmap(self.base.as_ptr().cast(), self.len);
-        }
-    }
-}
+use crate::port::sys::SocketMapping;
 
 /// The indices and entries of one mapped ring.
 #[derive(Debug)]
@@ -41,7 +25,7 @@ struct Raw<T> {
     flags: NonNull<AtomicU32>,
     entries: NonNull<T>,
     mask: u32,
-    _map: Mapping,
+    _map: SocketMapping,
     _t: PhantomData<T>,
 }
 
@@ -53,33 +37,18 @@ impl<T: Copy> Raw<T> {
     /// Maps the ring of `fd` at page offset `pgoff` with `size` entries, laid out as `off`.
     fn map(fd: &OwnedFd, pgoff: i64, size: u32, off: &RingOffset) -> io::Result<Raw<T>> {
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
-        // SAFETY: a shared mapping of the socket's ring, at the kernel-defined page offset; the
-        // result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                pgoff,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base =
-            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        let map = SocketMapping::map(fd, len, pgoff)?;
+        let base = map.as_ptr();
         // SAFETY: the offsets come from the kernel (XDP_MMAP_OFFSETS) and lie inside `len`;
         // the kernel aligns the indices for atomic access.
-        let at = |o: u64| unsafe { NonNull::new_unchecked(base.as_ptr().add(o as usize)) };
+        let at = |o: u64| unsafe { NonNull::new_unchecked(base.add(o as usize)) };
         Ok(Raw {
             producer: at(off.producer).cast(),
             consumer: at(off.consumer).cast(),
             flags: at(off.flags).cast(),
             entries: at(off.desc).cast(),
             mask: size - 1,
-            _map: Mapping { base, len },
+            _map: map,
             _t: PhantomData,
         })
     }
