@@ -5,8 +5,8 @@
 //! once. The loops here spin a little, yield a little, then wait in `ppoll(2)` on their ports'
 //! receive descriptors: the kernel wakes them when a packet arrives. When the loop has timed
 //! work (packets held for reordering, delayed or paced packets, transmit rings pushing back) the
-//! wait ends at its deadline, or after the policy's `sleep_us` when the loop does not track the
-//! deadline; when it has none it waits for a packet or a
+//! wait is short (until the deadline, at most the policy's `sleep_us`); when it has none it
+//! waits for a packet or a
 //! [`Wake`] (another worker handing over packets, the control plane publishing tables, asking a
 //! question or stopping the switch), up to [`QUIET_WAIT`].
 
@@ -99,9 +99,9 @@ impl IdlePolicy {
     }
 
     /// Backs off as the policy says after `idle` consecutive iterations without work. `timed`
-    /// is how soon the loop has timed work (`None`: nothing timed). A wait lasts until then,
-    /// and at most [`QUIET_WAIT`] if `waiter` hears every source of work, else at most the
-    /// policy's short wait.
+    /// is how soon the loop has timed work: `Some(d)` waits at most `d` and at most the
+    /// policy's short wait; `None` (nothing timed) waits up to [`QUIET_WAIT`] if `waiter`
+    /// hears every source of work, else the short wait.
     pub fn back_off(&self, idle: u64, waiter: &mut IdleWaiter, timed: Option<Duration>) {
         match *self {
             IdlePolicy::Spin => std::hint::spin_loop(),
@@ -113,12 +113,12 @@ impl IdlePolicy {
                 }
             }
             IdlePolicy::Backoff { .. } => {
-                let cap = if waiter.hears_all() {
-                    QUIET_WAIT
-                } else {
-                    self.short_wait()
-                };
-                waiter.wait(timed.map_or(cap, |d| d.min(cap)));
+                let short = self.short_wait();
+                waiter.wait(match timed {
+                    Some(d) => d.min(short),
+                    None if waiter.hears_all() => QUIET_WAIT,
+                    None => short,
+                });
             }
         }
     }
