@@ -7,16 +7,18 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
+use super::fast::{fast_ops, FastOp, Hop, RouteCache};
 use super::local::{
     arp_reply_in_place, as_v4, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
     nd_advert_in_place, nd_lladdr, nd_target,
 };
-use super::spray::{flow_hash, Sprayer, StatusBoard};
-use super::{ip_key, DropReason, IntMap, Neighbor, PortId, Role, RouteTarget, Tables};
+use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
+use super::{ip_key, DropReason, IntMap, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
 use crate::port::Pkt;
 use crate::reorder::{MetaKind, RoceMeta};
 use crate::wire::{
-    classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, RoceSummary, Transport,
+    classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,
+    ICRC_LEN, ROCEV2_UDP_PORT,
 };
 
 /// What to do with a packet after [`Engine::handle`].
@@ -89,6 +91,17 @@ pub struct Engine {
     pub observed: Option<RoceMeta>,
     /// The packet just handled was a CNP from a host (on a downlink).
     pub host_cnp: bool,
+    /// Resolved next hops of the fast path (see [`super::fast`]).
+    cache: RouteCache,
+    /// The fast path's table of opcodes.
+    fast_ops: Box<[FastOp; 256]>,
+    /// Address of the tables the cache was filled from (the last [`Engine::on_tables`]): the
+    /// fast path serves only those.
+    tables_addr: usize,
+    /// The fast path is on (it is unless a test or a benchmark turns it off).
+    fast: bool,
+    /// Packets the fast path decided.
+    pub fast_hits: u64,
 }
 
 fn is_unicast_ip(a: IpAddr) -> bool {
@@ -121,13 +134,28 @@ impl Engine {
             observed: None,
             host_cnp: false,
             learned_pmtu: vec![None; t.ports.len()],
+            cache: RouteCache::default(),
+            fast_ops: fast_ops(),
+            tables_addr: t as *const Tables as usize,
+            fast: true,
+            fast_hits: 0,
         }
     }
 
-    /// Adapts per-group state to a new snapshot (not on the packet path).
+    /// Adapts per-group state to a new snapshot (not on the packet path). Call it whenever
+    /// the tables change: the fast path's cache depends on them.
     pub fn on_tables(&mut self, t: &Tables) {
         self.sprayer.reshape(t);
         self.learned_pmtu.resize(t.ports.len(), None);
+        self.cache.invalidate();
+        self.tables_addr = t as *const Tables as usize;
+    }
+
+    /// Turns the fast path on or off (for the property test that compares both paths and for
+    /// benchmarks); decisions are the same either way.
+    pub fn set_fast_path(&mut self, on: bool) {
+        self.fast = on;
+        self.cache.invalidate();
     }
 
     /// The neighbour for `ip`: static entries first, then learned ones.
@@ -154,7 +182,9 @@ impl Engine {
     /// Records a neighbour learned by another worker.
     pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor, now: u64) {
         if self.learned.len() < MAX_LEARNED || self.learned.contains_key(&ip_key(ip)) {
-            self.learned.insert(ip_key(ip), (n, now));
+            if self.learned.insert(ip_key(ip), (n, now)).map(|e| e.0) != Some(n) {
+                self.cache.invalidate();
+            }
         }
     }
 
@@ -164,7 +194,11 @@ impl Engine {
         let before = self.learned.len();
         self.learned
             .retain(|_, (_, seen)| now.saturating_sub(*seen) <= max_age_ns);
-        before - self.learned.len()
+        let gone = before - self.learned.len();
+        if gone > 0 {
+            self.cache.invalidate();
+        }
+        gone
     }
 
     /// Neighbours learned here since the last call, for the other workers.
@@ -205,6 +239,7 @@ impl Engine {
             return;
         }
         self.learned.insert(k, (n, now));
+        self.cache.invalidate();
         self.stats.neigh_learned += 1;
         if self.learned_out.len() < MAX_PENDING {
             self.learned_out.push((ip, n));
@@ -241,6 +276,12 @@ impl Engine {
         let Some(rx_info) = t.ports.get(usize::from(rx)) else {
             return Verdict::Drop(DropReason::NotForUs);
         };
+        if self.fast && self.tables_addr == t as *const Tables as usize {
+            if let Some(v) = self.handle_fast(t, status, rx_info, pkt, now) {
+                self.fast_hits += 1;
+                return v;
+            }
+        }
         let c = match classify(pkt.data(), rx_info.pmtu) {
             Ok(c) => c,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
@@ -315,7 +356,18 @@ impl Engine {
                     return Verdict::Drop(DropReason::PortDown);
                 }
                 match self.neighbor(t, nh) {
-                    Some(n) if n.port == p => (p, n.mac),
+                    Some(n) if n.port == p => {
+                        if let IpAddr::V4(d) = ip.dst {
+                            self.cache.fill(
+                                u32::from(d),
+                                Hop::Port {
+                                    port: p,
+                                    mac: n.mac,
+                                },
+                            );
+                        }
+                        (p, n.mac)
+                    }
                     _ => {
                         self.request_resolve(p, nh, now);
                         return Verdict::Drop(DropReason::Unresolved);
@@ -323,6 +375,9 @@ impl Engine {
                 }
             }
             RouteTarget::Group(g) => {
+                if let IpAddr::V4(d) = ip.dst {
+                    self.cache.fill(u32::from(d), Hop::Group(g));
+                }
                 let hash = flow_hash(ip);
                 let policy = if roce_transport.is_some() {
                     t.policy
@@ -381,6 +436,137 @@ impl Engine {
         }
     }
 
+    /// The fast path (see [`super::fast`]): decides an IPv4 RoCE data packet towards a cached
+    /// destination from fixed offsets, or returns `None` and leaves it, untouched, to the full
+    /// path. Every check here mirrors one of the full path; where the full path would drop or
+    /// learn, this one declines. Measured cost: BENCHMARKS.md (issue 3).
+    #[inline]
+    fn handle_fast(
+        &mut self,
+        t: &Tables,
+        status: &StatusBoard,
+        rx_info: &PortInfo,
+        pkt: &mut Pkt,
+        now: u64,
+    ) -> Option<Verdict> {
+        // Ethernet II (14) + IPv4 without options (20) + UDP (8) + BTH (12) + ICRC (4).
+        const L3: usize = 14;
+        const L4: usize = L3 + 20;
+        const BTH: usize = L4 + 8;
+        let f = pkt.data();
+        if f.len() < BTH + 12 + ICRC_LEN
+            || f[0..6] != rx_info.mac
+            || f[12..14] != [0x08, 0x00]
+            || f[L3] != 0x45
+        {
+            return None;
+        }
+        let be16 = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
+        let total_len = usize::from(be16(L3 + 2));
+        let udp_len = usize::from(be16(L4 + 4));
+        // Not a fragment (MF clear, offset 0), TTL left to decrement, UDP to 4791, lengths
+        // that nest: frame >= IP packet >= UDP datagram >= UDP + BTH + ICRC.
+        if be16(L3 + 6) & 0x3FFF != 0
+            || f[L3 + 8] <= 1
+            || f[L3 + 9] != 17
+            || be16(L4 + 2) != ROCEV2_UDP_PORT
+            || L3 + total_len > f.len()
+            || udp_len + 20 > total_len
+            || udp_len < 8 + 12 + ICRC_LEN
+        {
+            return None;
+        }
+        let op = self.fast_ops[usize::from(f[BTH])];
+        let pad_tver = f[BTH + 1];
+        let need = usize::from(op.ext_len) + usize::from((pad_tver >> 4) & 3) + ICRC_LEN;
+        let ext_len = udp_len - 8 - 12;
+        if !op.ok || pad_tver & 0x0F != 0 || ext_len < need {
+            return None;
+        }
+        let dst = u32::from_be_bytes([f[L3 + 16], f[L3 + 17], f[L3 + 18], f[L3 + 19]]);
+        let src = u32::from_be_bytes([f[L3 + 12], f[L3 + 13], f[L3 + 14], f[L3 + 15]]);
+        let sport = be16(L4);
+        let hop = self.cache.get(dst)?;
+        if !ipv4_checksum_ok(&f[L3..L4]) {
+            return None;
+        }
+        // From here on the packet is the fast path's. The full path learns a host's path MTU
+        // before it decides anything (also for packets it then drops); so does this one.
+        let payload_len = (ext_len - need) as u16;
+        let qpn = u32::from_be_bytes([0, f[BTH + 5], f[BTH + 6], f[BTH + 7]]);
+        let psn = Psn::new(u32::from_be_bytes([
+            0,
+            f[BTH + 9],
+            f[BTH + 10],
+            f[BTH + 11],
+        ]));
+        let len = f.len() as u32;
+        if op.full_segment && rx_info.role == Role::Downlink {
+            self.learn_pmtu_bytes(pkt.rx_port, payload_len);
+        }
+        let (egress, mac) = match hop {
+            Hop::Port { port, mac } => {
+                let up = t.ports.get(usize::from(port)).is_some_and(|i| i.admin_up)
+                    && status.get(usize::from(port)).is_some_and(|s| s.is_up());
+                if !up {
+                    return None;
+                }
+                (port, mac)
+            }
+            Hop::Group(g) => {
+                let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCEV2_UDP_PORT);
+                let hash = flow_hash_v4(src, dst, ports);
+                let Some(p) = self.sprayer.choose(t, g, status, t.policy, hash, now) else {
+                    return Some(Verdict::Drop(DropReason::AllUplinksDown));
+                };
+                if t.policy.sprays() {
+                    self.stats.sprayed += 1;
+                } else {
+                    self.stats.hashed += 1;
+                }
+                match t.ports.get(usize::from(p)).and_then(|i| i.peer_mac) {
+                    Some(m) => (p, m),
+                    None => return Some(Verdict::Drop(DropReason::Unresolved)),
+                }
+            }
+        };
+        let out = t.ports.get(usize::from(egress))?;
+        if total_len > usize::from(out.mtu) {
+            // The spray choice above stands, as on the full path, which drops it too.
+            return Some(Verdict::Drop(DropReason::MtuExceeded));
+        }
+
+        // Decided. The facts for the reorder stage, then the rewrite.
+        let meta = (out.role == Role::Downlink).then_some(RoceMeta {
+            local: ip_key(IpAddr::V4(dst.into())),
+            remote: ip_key(IpAddr::V4(src.into())),
+            sport,
+            qpn,
+            psn,
+            span: 1,
+            len,
+            kind: if op.fill {
+                MetaKind::Fill
+            } else {
+                MetaKind::Request
+            },
+        });
+        if op.full_segment && meta.is_some() {
+            self.learn_pmtu_bytes(egress, payload_len);
+        }
+        let f = pkt.data_mut();
+        f[0..6].copy_from_slice(&mac);
+        f[6..12].copy_from_slice(&out.mac);
+        ipv4_decrement_ttl(&mut f[L3..]);
+        Some(match meta {
+            Some(m) => {
+                self.meta = Some(m);
+                Verdict::Reorder(egress)
+            }
+            None => Verdict::Forward(egress),
+        })
+    }
+
     /// Learns a port's path MTU from a full-size segment.
     #[inline]
     fn learn_pmtu(&mut self, port: PortId, r: &RoceSummary) {
@@ -388,11 +574,16 @@ impl Engine {
             r.bth.opcode.segment(),
             crate::wire::Segment::First | crate::wire::Segment::Middle
         ) {
-            if let Ok(p) = Pmtu::new(u32::from(r.payload_len)) {
-                if let Some(slot) = self.learned_pmtu.get_mut(usize::from(port)) {
-                    *slot =
-                        Some(slot.map_or(p, |old| if p.bytes() > old.bytes() { p } else { old }));
-                }
+            self.learn_pmtu_bytes(port, r.payload_len);
+        }
+    }
+
+    /// Learns a port's path MTU from the payload of a FIRST or MIDDLE segment.
+    #[inline]
+    fn learn_pmtu_bytes(&mut self, port: PortId, payload_len: u16) {
+        if let Ok(p) = Pmtu::new(u32::from(payload_len)) {
+            if let Some(slot) = self.learned_pmtu.get_mut(usize::from(port)) {
+                *slot = Some(slot.map_or(p, |old| if p.bytes() > old.bytes() { p } else { old }));
             }
         }
     }

@@ -7,6 +7,7 @@
 //! at the newest snapshot once per loop iteration, never per packet. Neighbours learned from
 //! ARP and ND are kept per worker and shared with the other workers through bounded channels.
 
+pub mod fast;
 pub mod fib;
 pub mod forward;
 pub mod local;

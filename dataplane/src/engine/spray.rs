@@ -134,18 +134,6 @@ pub fn flow_hash(ip: &IpSummary) -> u64 {
         h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
         h ^= h >> 29;
     };
-    match (ip.src, ip.dst) {
-        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
-            mix(u64::from(u32::from(s)) << 32 | u64::from(u32::from(d)));
-        }
-        (s, d) => {
-            let (s, d) = (super::ip_key(s), super::ip_key(d));
-            mix(s as u64);
-            mix((s >> 64) as u64);
-            mix(d as u64);
-            mix((d >> 64) as u64);
-        }
-    }
     let (sp, dp) = match ip.l4 {
         L4Summary::Udp { src_port, dst_port }
         | L4Summary::Tcp {
@@ -153,8 +141,39 @@ pub fn flow_hash(ip: &IpSummary) -> u64 {
         } => (src_port, dst_port),
         _ => (0, 0),
     };
-    mix(u64::from(ip.protocol) << 32 | u64::from(sp) << 16 | u64::from(dp));
-    // Final avalanche so that the low bits (used for `%`) depend on every input bit.
+    let ports = u64::from(ip.protocol) << 32 | u64::from(sp) << 16 | u64::from(dp);
+    match (ip.src, ip.dst) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => {
+            flow_hash_v4(u32::from(s), u32::from(d), ports)
+        }
+        (s, d) => {
+            let (s, d) = (super::ip_key(s), super::ip_key(d));
+            mix(s as u64);
+            mix((s >> 64) as u64);
+            mix(d as u64);
+            mix((d >> 64) as u64);
+            mix(ports);
+            avalanche(h)
+        }
+    }
+}
+
+/// [`flow_hash`] of an IPv4 5-tuple; `ports` is `protocol << 32 | src_port << 16 | dst_port`.
+#[inline]
+pub fn flow_hash_v4(src: u32, dst: u32, ports: u64) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut mix = |v: u64| {
+        h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+        h ^= h >> 29;
+    };
+    mix(u64::from(src) << 32 | u64::from(dst));
+    mix(ports);
+    avalanche(h)
+}
+
+/// Final avalanche so that the low bits (used for `%`) depend on every input bit.
+#[inline]
+fn avalanche(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^ (h >> 33)
