@@ -181,10 +181,11 @@ impl Engine {
 
     /// Records a neighbour learned by another worker.
     pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor, now: u64) {
-        if self.learned.len() < MAX_LEARNED || self.learned.contains_key(&ip_key(ip)) {
-            if self.learned.insert(ip_key(ip), (n, now)).map(|e| e.0) != Some(n) {
-                self.cache.invalidate();
-            }
+        let k = ip_key(ip);
+        if (self.learned.len() < MAX_LEARNED || self.learned.contains_key(&k))
+            && self.learned.insert(k, (n, now)).map(|e| e.0) != Some(n)
+        {
+            self.cache.invalidate();
         }
     }
 
