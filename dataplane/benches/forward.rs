@@ -1,19 +1,25 @@
 //! Forwarding cost per packet on in-memory ports with one worker, in one run:
 //!
-//! - `bare`: receive a burst on one port and transmit it on another, nothing else (the l2fwd
-//!   baseline: the same `Port` calls and burst vectors the worker uses);
-//! - `worker_patch`: the whole worker loop with a port cross-connect instead of routing;
+//! - `port_to_port`: receive a burst on one port and transmit it on another, no worker at
+//!   all (the l2fwd floor: the same `Port` calls and burst vectors the worker uses);
+//! - `bare`: the worker's bare rx -> tx forward, a port cross-connect (`Tables::patch`, like
+//!   VPP's l2patch): the whole worker loop, no lookup;
 //! - `routed`: the worker classifies, routes (LPM, neighbour, TTL and checksum, MAC rewrite)
-//!   downlink to downlink;
-//! - `routed_spray`: routed towards a 4-uplink group, sprayed round robin.
+//!   downlink to downlink, with the RoCE facts for the reorder stage (pass-through here);
+//! - `routed_spray`: routed towards a 4-uplink group, sprayed round robin;
+//! - `routed_spray_full`: the same with the engine's fast path off (every packet classified
+//!   through etherparse and routed through the FIB), for comparison.
 //!
 //! Every variant pays the same harness cost (the generator refills 42 header bytes per packet
-//! and moves buffers in and out of the rings). `cargo bench -p sprayswitch --bench forward`.
-
+//! and moves buffers in and out of the rings). This shared machine drifts by 10-40% over
+//! seconds, so the variants run interleaved: each round runs every variant for `--round-ms`,
+//! and the table gives the median over rounds and the median of the per-round ratios.
+//!
+//! `cargo bench -p sprayswitch --bench forward [-- --rounds 15 --round-ms 200]`
 use std::hint::black_box;
 use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sprayswitch::engine::{SprayPolicy, Tables};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
@@ -80,69 +86,147 @@ fn worker_setup(tables: Tables) -> (Worker, Vec<MemPort>) {
     (w, far)
 }
 
-fn bench(c: &mut Criterion) {
-    for payload in [64usize, 1024] {
-        let mut g = c.benchmark_group(format!("forward_{payload}B"));
-        g.throughput(Throughput::Elements(BURST as u64));
+/// One variant: a closure that moves one burst through and returns packets delivered.
+type Variant<'a> = (&'static str, Box<dyn FnMut() -> usize + 'a>);
 
-        // Bare: port to port.
-        let (mut host, mut sw_in) = mem::link("host", "in", 1024);
-        let (mut sw_out, mut sink) = mem::link("out", "sink", 1024);
-        let mut gen = Gen::new(Ipv4Addr::new(10, 0, 1, 2), payload);
-        let mut rx: Vec<Pkt> = Vec::with_capacity(BURST);
-        g.bench_function("bare", |b| {
-            b.iter(|| {
-                gen.offer(&mut host);
-                sw_in.rx_burst(0, &mut rx, BURST);
-                while !rx.is_empty() {
-                    sw_out.tx_burst(0, &mut rx);
-                }
-                black_box(gen.collect(std::slice::from_mut(&mut sink)))
-            })
-        });
+fn variants(payload: usize) -> Vec<Variant<'static>> {
+    let mut out: Vec<Variant<'static>> = Vec::new();
 
-        // The same worker loop with a cross-connect instead of routing: the fair baseline for the
-        // cost of the engine itself.
-        {
-            let mut tables = tor_tables(2, 0, SprayPolicy::Ecmp);
-            tables.patch = vec![Some(1), Some(0)];
-            let (mut w, mut far) = worker_setup(tables);
-            let mut gen = Gen::new(Ipv4Addr::new(10, 0, 1, 2), payload);
-            let mut now = 0u64;
-            g.bench_function("worker_patch", |b| {
-                b.iter(|| {
-                    gen.offer(&mut far[0]);
-                    now += 1_000;
-                    w.iterate(now);
-                    black_box(gen.collect(&mut far[1..]))
-                })
-            });
-        }
+    // Port to port, no worker.
+    let (mut host, mut sw_in) = mem::link("host", "in", 1024);
+    let (mut sw_out, mut sink) = mem::link("out", "sink", 1024);
+    let mut gen = Gen::new(Ipv4Addr::new(10, 0, 1, 2), payload);
+    let mut rx: Vec<Pkt> = Vec::with_capacity(BURST);
+    out.push((
+        "port_to_port",
+        Box::new(move || {
+            gen.offer(&mut host);
+            sw_in.rx_burst(0, &mut rx, BURST);
+            while !rx.is_empty() {
+                sw_out.tx_burst(0, &mut rx);
+            }
+            gen.collect(std::slice::from_mut(&mut sink))
+        }),
+    ));
 
-        for (name, policy, uplinks, dst) in [
-            ("routed", SprayPolicy::Ecmp, 0, Ipv4Addr::new(10, 0, 1, 2)),
-            (
-                "routed_spray",
-                SprayPolicy::RoundRobin,
-                4,
+    // The worker's bare forward: a cross-connect instead of routing.
+    let mut tables = tor_tables(2, 0, SprayPolicy::Ecmp);
+    tables.patch = vec![Some(1), Some(0)];
+    out.push((
+        "bare",
+        worker_variant(tables, Ipv4Addr::new(10, 0, 1, 2), payload, true),
+    ));
+    out.push((
+        "routed",
+        worker_variant(
+            tor_tables(2, 0, SprayPolicy::Ecmp),
+            Ipv4Addr::new(10, 0, 1, 2),
+            payload,
+            true,
+        ),
+    ));
+    for (name, fast) in [("routed_spray", true), ("routed_spray_full", false)] {
+        out.push((
+            name,
+            worker_variant(
+                tor_tables(2, 4, SprayPolicy::RoundRobin),
                 Ipv4Addr::new(10, 9, 1, 2),
+                payload,
+                fast,
             ),
-        ] {
-            let (mut w, mut far) = worker_setup(tor_tables(2, uplinks, policy));
-            let mut gen = Gen::new(dst, payload);
-            let mut now = 0u64;
-            g.bench_function(name, |b| {
-                b.iter(|| {
-                    gen.offer(&mut far[0]);
-                    now += 1_000;
-                    w.iterate(now);
-                    black_box(gen.collect(&mut far[1..]))
-                })
-            });
-        }
-        g.finish();
+        ));
     }
+    out
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+fn worker_variant(
+    tables: Tables,
+    dst: Ipv4Addr,
+    payload: usize,
+    fast: bool,
+) -> Box<dyn FnMut() -> usize> {
+    let (mut w, mut far) = worker_setup(tables);
+    w.set_fast_path(fast);
+    let mut gen = Gen::new(dst, payload);
+    let mut now = 0u64;
+    Box::new(move || {
+        gen.offer(&mut far[0]);
+        now += 1_000;
+        w.iterate(now);
+        gen.collect(&mut far[1..])
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let rounds = arg("--rounds", 15).max(1) as usize;
+    let round = Duration::from_millis(arg("--round-ms", 200).max(1));
+    println!(
+        "forward bench: {rounds} interleaved rounds of {} ms per variant, burst {BURST}",
+        round.as_millis()
+    );
+    for payload in [64usize, 1024] {
+        let mut vs = variants(payload);
+        let mut ns: Vec<Vec<f64>> = vec![Vec::new(); vs.len()];
+        // Warm-up: one short pass of each.
+        for (_, f) in vs.iter_mut() {
+            for _ in 0..10_000 {
+                black_box(f());
+            }
+        }
+        for _ in 0..rounds {
+            for (i, (_, f)) in vs.iter_mut().enumerate() {
+                let start = Instant::now();
+                let mut pkts = 0usize;
+                while start.elapsed() < round {
+                    for _ in 0..64 {
+                        pkts += black_box(f());
+                    }
+                }
+                ns[i].push(start.elapsed().as_nanos() as f64 / pkts.max(1) as f64);
+            }
+        }
+        let bare = vs.iter().position(|(n, _)| *n == "bare").unwrap_or(0);
+        let floor = vs
+            .iter()
+            .position(|(n, _)| *n == "port_to_port")
+            .unwrap_or(0);
+        println!();
+        println!("payload {payload} B");
+        println!(
+            "{:<20} {:>9} {:>9} {:>9} {:>15}  {:>15}",
+            "variant", "ns/pkt", "Mpps", "x bare", "x port_to_port", "ns/pkt min-max"
+        );
+        for (i, (name, _)) in vs.iter().enumerate() {
+            let ratio = |base: usize| {
+                let mut r: Vec<f64> = ns[i].iter().zip(&ns[base]).map(|(a, b)| a / b).collect();
+                median(&mut r)
+            };
+            let (rb, rf) = (ratio(bare), ratio(floor));
+            let mut v = ns[i].clone();
+            let m = median(&mut v);
+            println!(
+                "{:<20} {:>9.1} {:>9.2} {:>8.2}x {:>14.2}x  {:>15}",
+                name,
+                m,
+                1_000.0 / m,
+                rb,
+                rf,
+                format!("{:.1}-{:.1}", v[0], v[v.len() - 1])
+            );
+        }
+    }
+}

@@ -1,11 +1,11 @@
 //! Live packet capture on a port of a running switch (`sprayctl capture start PORT FILE`).
 //!
-//! One slot per port. While a slot is off, the workers pay one relaxed load per packet; while
-//! it is on, they copy each packet received on the port or queued to it into the slot's bounded
+//! One slot per port. While every slot is off, a worker pays one relaxed load per loop
+//! iteration ([`CaptureTaps::any_on`]); while one is on, they copy each packet received on the port or queued to it into the slot's bounded
 //! queue (a copy, so the packet itself moves on untouched) and count what does not fit. The
 //! control thread drains the queues into pcap files. Nothing here blocks a worker.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam::queue::ArrayQueue;
 
@@ -26,6 +26,8 @@ pub struct TapSlot {
 #[derive(Debug)]
 pub struct CaptureTaps {
     slots: Box<[TapSlot]>,
+    /// Slots that are on.
+    active: AtomicUsize,
 }
 
 impl CaptureTaps {
@@ -39,7 +41,16 @@ impl CaptureTaps {
                     dropped: AtomicU64::new(0),
                 })
                 .collect(),
+            active: AtomicUsize::new(0),
         }
+    }
+
+    /// True while a capture runs on any port. Workers look once per loop iteration and call
+    /// [`CaptureTaps::tap`] only then.
+    #[inline]
+    pub fn any_on(&self) -> bool {
+        // Relaxed, as for each slot's flag: a capture may start an iteration late.
+        self.active.load(Ordering::Relaxed) != 0
     }
 
     /// Called by workers for each packet received on or queued to `port` at `now`.
@@ -61,7 +72,16 @@ impl CaptureTaps {
                 if on {
                     s.dropped.store(0, Ordering::Relaxed);
                 }
-                s.on.store(on, Ordering::Relaxed);
+                // Relaxed: `active` only counts slots; it orders nothing else.
+                match (s.on.swap(on, Ordering::Relaxed), on) {
+                    (false, true) => {
+                        self.active.fetch_add(1, Ordering::Relaxed);
+                    }
+                    (true, false) => {
+                        self.active.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
                 true
             }
             None => false,

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use super::fast::{fast_ops, FastOp, Hop, RouteCache};
 use super::local::{
     arp_reply_in_place, as_v4, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
-    nd_advert_in_place, nd_lladdr, nd_target,
+    ipv4_header_ok, nd_advert_in_place, nd_lladdr, nd_target,
 };
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, IntMap, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
@@ -266,6 +266,7 @@ impl Engine {
 
     /// Decides what to do with `pkt`, received on `pkt.rx_port`, rewriting it in place when it
     /// is routed or answered.
+    #[inline]
     pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
         let rx = pkt.rx_port;
         self.clock = now;
@@ -283,6 +284,21 @@ impl Engine {
                 return v;
             }
         }
+        self.handle_full(t, status, rx_info, pkt, now)
+    }
+
+    /// The full path: everything [`Engine::handle`] does not leave to the fast path. Kept out
+    /// of line so that the fast path does not pay for its stack frame.
+    #[inline(never)]
+    fn handle_full(
+        &mut self,
+        t: &Tables,
+        status: &StatusBoard,
+        rx_info: &PortInfo,
+        pkt: &mut Pkt,
+        now: u64,
+    ) -> Verdict {
+        let rx = pkt.rx_port;
         let c = match classify(pkt.data(), rx_info.pmtu) {
             Ok(c) => c,
             Err(_) => return Verdict::Drop(DropReason::Malformed),
@@ -488,7 +504,7 @@ impl Engine {
         let src = u32::from_be_bytes([f[L3 + 12], f[L3 + 13], f[L3 + 14], f[L3 + 15]]);
         let sport = be16(L4);
         let hop = self.cache.get(dst)?;
-        if !ipv4_checksum_ok(&f[L3..L4]) {
+        if !ipv4_header_ok(f[L3..L4].try_into().unwrap_or(&[0; 20])) {
             return None;
         }
         // From here on the packet is the fast path's. The full path learns a host's path MTU
@@ -515,8 +531,13 @@ impl Engine {
                 (port, mac)
             }
             Hop::Group(g) => {
-                let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCEV2_UDP_PORT);
-                let hash = flow_hash_v4(src, dst, ports);
+                // Only the hashing policies read the hash.
+                let hash = if t.policy.uses_flow_hash() {
+                    let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCEV2_UDP_PORT);
+                    flow_hash_v4(src, dst, ports)
+                } else {
+                    0
+                };
                 let Some(p) = self.sprayer.choose(t, g, status, t.policy, hash, now) else {
                     return Some(Verdict::Drop(DropReason::AllUplinksDown));
                 };

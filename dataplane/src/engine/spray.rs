@@ -57,6 +57,11 @@ impl SprayPolicy {
     pub fn sprays(self) -> bool {
         !matches!(self, SprayPolicy::Ecmp)
     }
+
+    /// True for the policies that read the flow hash (`ecmp`, `flowlet`).
+    pub fn uses_flow_hash(self) -> bool {
+        matches!(self, SprayPolicy::Ecmp | SprayPolicy::Flowlet)
+    }
 }
 
 impl core::str::FromStr for SprayPolicy {
@@ -179,6 +184,13 @@ fn avalanche(mut h: u64) -> u64 {
     h ^ (h >> 33)
 }
 
+/// The members of `g` that are administratively up, as a bit mask (the first 64 members).
+fn admin_mask(t: &Tables, g: &UplinkGroup) -> u64 {
+    g.ports.iter().take(64).enumerate().fold(0, |m, (i, p)| {
+        m | u64::from(t.ports.get(usize::from(*p)).is_some_and(|i| i.admin_up)) << i
+    })
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Flowlet {
     hash: u64,
@@ -192,6 +204,13 @@ const FLOWLET_SLOTS: usize = 4096;
 #[derive(Debug)]
 pub struct Sprayer {
     rr: Vec<u64>,
+    /// Round robin: the position among the group's live members that goes next.
+    rr_next: Vec<u32>,
+    /// Per group, the members that are administratively up (bit per member; groups of up to
+    /// 64 members), as of the tables at `shaped_for`.
+    admin_up: Vec<u64>,
+    /// Address of the tables of the last [`Sprayer::reshape`].
+    shaped_for: usize,
     wrr: Vec<Vec<i64>>,
     rng: Rng,
     flowlets: Box<[Flowlet]>,
@@ -202,6 +221,9 @@ impl Sprayer {
     pub fn new(groups: usize, seed: u64) -> Sprayer {
         Sprayer {
             rr: vec![0; groups],
+            rr_next: vec![0; groups],
+            admin_up: vec![0; groups],
+            shaped_for: 0,
             wrr: vec![Vec::new(); groups],
             rng: Rng::new(seed),
             flowlets: vec![Flowlet::default(); FLOWLET_SLOTS].into_boxed_slice(),
@@ -211,6 +233,9 @@ impl Sprayer {
     /// Resizes for a new table snapshot (not on the packet path).
     pub fn reshape(&mut self, t: &Tables) {
         self.rr.resize(t.groups.len(), 0);
+        self.rr_next.resize(t.groups.len(), 0);
+        self.admin_up = t.groups.iter().map(|g| admin_mask(t, g)).collect();
+        self.shaped_for = t as *const Tables as usize;
         self.wrr.resize(t.groups.len(), Vec::new());
         for (i, g) in t.groups.iter().enumerate() {
             self.wrr[i].resize(g.ports.len(), 0);
@@ -232,18 +257,55 @@ impl Sprayer {
             t.ports.get(usize::from(p)).is_some_and(|i| i.admin_up)
                 && status.get(usize::from(p)).is_some_and(|s| s.is_up())
         };
-        let n_up = g.ports.iter().filter(|p| up(**p)).count();
+        // Live members as a bit mask (one pass, no division); groups beyond 64 members count
+        // them the slow way.
+        let (n_up, mask) = if g.ports.len() <= 64 {
+            let admin = match self.admin_up.get(usize::from(gi)) {
+                Some(m) if self.shaped_for == t as *const Tables as usize => *m,
+                _ => admin_mask(t, g),
+            };
+            let mut mask = 0u64;
+            for (i, p) in g.ports.iter().enumerate() {
+                mask |= u64::from(status.get(usize::from(*p)).is_some_and(|s| s.is_up())) << i;
+            }
+            mask &= admin;
+            // All members live is the common case: no population count (a software one on
+            // baseline x86-64).
+            let all = u64::MAX >> (64 - g.ports.len().max(1));
+            let n = if mask == all {
+                g.ports.len()
+            } else {
+                mask.count_ones() as usize
+            };
+            (n, Some(mask))
+        } else {
+            (g.ports.iter().filter(|p| up(**p)).count(), None)
+        };
         if n_up == 0 {
             return None;
         }
-        let nth_up = |k: usize| g.ports.iter().copied().filter(|p| up(*p)).nth(k);
+        let nth_up = |k: usize| match mask {
+            Some(mut m) => {
+                for _ in 0..k {
+                    m &= m - 1;
+                }
+                g.ports.get(m.trailing_zeros() as usize).copied()
+            }
+            None => g.ports.iter().copied().filter(|p| up(*p)).nth(k),
+        };
         let gi = usize::from(gi);
         match policy {
             SprayPolicy::Ecmp => nth_up((flow % n_up as u64) as usize),
             SprayPolicy::RoundRobin => {
-                let c = self.rr.get_mut(gi)?;
-                *c = c.wrapping_add(1);
-                let k = ((*c - 1) % n_up as u64) as usize;
+                // The next live member in turn; exact while the membership stands, and a
+                // change (a link down or up) restarts the turn inside the new range.
+                let next = self.rr_next.get_mut(gi)?;
+                let k = if (*next as usize) < n_up {
+                    *next as usize
+                } else {
+                    0
+                };
+                *next = if k + 1 < n_up { (k + 1) as u32 } else { 0 };
                 if n_up == g.ports.len() {
                     g.ports.get(k).copied()
                 } else {
