@@ -3,7 +3,8 @@
 //! - `port_to_port`: receive a burst on one port and transmit it on another, no worker at
 //!   all (the l2fwd floor: the same `Port` calls and burst vectors the worker uses);
 //! - `bare`: the worker's bare rx -> tx forward, a port cross-connect (`Tables::patch`, like
-//!   VPP's l2patch): the whole worker loop, no lookup;
+//!   VPP's l2patch): the whole worker loop, no lookup. All worker variants run the same
+//!   six-port switch (two downlinks, four uplinks), so they differ only in the per-packet work;
 //! - `routed`: the worker classifies, routes (LPM, neighbour, TTL and checksum, MAC rewrite)
 //!   downlink to downlink, with the RoCE facts for the reorder stage (pass-through here);
 //! - `routed_spray`: routed towards a 4-uplink group, sprayed round robin;
@@ -15,7 +16,7 @@
 //! seconds, so the variants run interleaved: each round runs every variant for `--round-ms`,
 //! and the table gives the median over rounds and the median of the per-round ratios.
 //!
-//! `cargo bench -p sprayswitch --bench forward [-- --rounds 15 --round-ms 200]`
+//! `cargo bench -p sprayswitch --bench forward [-- --rounds 15 --round-ms 200 --only NAME --alone]`
 use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -109,9 +110,12 @@ fn variants(payload: usize) -> Vec<Variant<'static>> {
         }),
     ));
 
-    // The worker's bare forward: a cross-connect instead of routing.
-    let mut tables = tor_tables(2, 0, SprayPolicy::Ecmp);
-    tables.patch = vec![Some(1), Some(0)];
+    // Every worker variant runs the same switch (two downlinks, four uplinks in a group), so
+    // that they pay the same per-iteration cost of polling and publishing six ports and differ
+    // only in what the worker does per packet. The worker's bare forward: a cross-connect of
+    // the two downlinks instead of routing.
+    let mut tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
+    tables.patch = vec![Some(1), Some(0), None, None, None, None];
     out.push((
         "bare",
         worker_variant(tables, Ipv4Addr::new(10, 0, 1, 2), payload, true),
@@ -119,7 +123,7 @@ fn variants(payload: usize) -> Vec<Variant<'static>> {
     out.push((
         "routed",
         worker_variant(
-            tor_tables(2, 0, SprayPolicy::Ecmp),
+            tor_tables(2, 4, SprayPolicy::RoundRobin),
             Ipv4Addr::new(10, 0, 1, 2),
             payload,
             true,
@@ -180,6 +184,11 @@ fn main() {
     );
     for payload in [64usize, 1024] {
         let mut vs = variants(payload);
+        // `--only NAME` (for profiling): that variant and the two baselines (`--alone`: not them).
+        if let Some(only) = std::env::args().skip_while(|a| a != "--only").nth(1) {
+            let alone = std::env::args().any(|a| a == "--alone");
+            vs.retain(|(n, _)| *n == only || (!alone && (*n == "bare" || *n == "port_to_port")));
+        }
         let mut ns: Vec<Vec<f64>> = vec![Vec::new(); vs.len()];
         // Warm-up: one short pass of each.
         for (_, f) in vs.iter_mut() {

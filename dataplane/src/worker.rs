@@ -380,6 +380,7 @@ impl Worker {
         c.loops.add(1);
         let mut work = false;
         self.tapping = self.sh.taps.any_on();
+        self.engine.begin_iteration();
 
         // 1. Newest tables; neighbours from other workers.
         let mut newest = None;
@@ -467,7 +468,14 @@ impl Worker {
                     self.sh.taps.tap(id, &pkt, now);
                 }
                 let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
-                if let Some(obs) = self.engine.observed.take() {
+                // Most packets carry no observation: test before moving the (large) option.
+                if let Some(obs) = self
+                    .engine
+                    .observed
+                    .is_some()
+                    .then(|| self.engine.observed.take())
+                    .flatten()
+                {
                     if obs.kind == crate::reorder::MetaKind::HostNak {
                         pc.host_naks.add(1);
                     }

@@ -407,6 +407,9 @@ mod tests {
                 let mut now = 0u64;
                 for s in steps {
                     now += 1_000;
+                    // Each step is a worker iteration: link state is read once per iteration.
+                    fast.begin_iteration();
+                    full.begin_iteration();
                     let bytes = match s {
                         Step::Link(p, up) => {
                             status[p].set_up(up);

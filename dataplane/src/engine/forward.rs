@@ -151,6 +151,12 @@ impl Engine {
         self.tables_addr = t as *const Tables as usize;
     }
 
+    /// Starts a worker loop iteration: link state of uplink groups is then read once per
+    /// iteration (see [`Sprayer::begin_iteration`]).
+    pub fn begin_iteration(&mut self) {
+        self.sprayer.begin_iteration();
+    }
+
     /// Turns the fast path on or off (for the property test that compares both paths and for
     /// benchmarks); decisions are the same either way.
     pub fn set_fast_path(&mut self, on: bool) {

@@ -39,7 +39,8 @@ pub fn ipv6_l4_checksum(src: &[u8; 16], dst: &[u8; 16], next_header: u8, l4: &[u
 
 /// Decrements the IPv4 TTL at `ip[8]` and updates the header checksum incrementally
 /// (RFC 1624: HC' = ~(~HC + ~m + m')).
-#[inline]
+// Always inlined: on the fast path a call costs more than the arithmetic.
+#[inline(always)]
 pub fn ipv4_decrement_ttl(ip: &mut [u8]) {
     let old = u16::from_be_bytes([ip[8], ip[9]]);
     ip[8] = ip[8].wrapping_sub(1);

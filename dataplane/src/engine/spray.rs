@@ -211,6 +211,10 @@ pub struct Sprayer {
     admin_up: Vec<u64>,
     /// Address of the tables of the last [`Sprayer::reshape`].
     shaped_for: usize,
+    /// The worker's loop iteration (0: not counted, read link state per packet).
+    iteration: u64,
+    /// Per group: the iteration its live members were read in, how many, which.
+    live: Vec<(u64, usize, u64)>,
     wrr: Vec<Vec<i64>>,
     rng: Rng,
     flowlets: Box<[Flowlet]>,
@@ -224,6 +228,8 @@ impl Sprayer {
             rr_next: vec![0; groups],
             admin_up: vec![0; groups],
             shaped_for: 0,
+            iteration: 0,
+            live: vec![(0, 0, 0); groups],
             wrr: vec![Vec::new(); groups],
             rng: Rng::new(seed),
             flowlets: vec![Flowlet::default(); FLOWLET_SLOTS].into_boxed_slice(),
@@ -236,14 +242,90 @@ impl Sprayer {
         self.rr_next.resize(t.groups.len(), 0);
         self.admin_up = t.groups.iter().map(|g| admin_mask(t, g)).collect();
         self.shaped_for = t as *const Tables as usize;
+        self.live = vec![(0, 0, 0); t.groups.len()];
         self.wrr.resize(t.groups.len(), Vec::new());
         for (i, g) in t.groups.iter().enumerate() {
             self.wrr[i].resize(g.ports.len(), 0);
         }
     }
 
+    /// Starts a worker loop iteration: from now on the live members of a group are read from
+    /// the status board once per iteration instead of per packet (the board itself changes
+    /// once per iteration of the owning worker). Until the first call they are read per packet.
+    pub fn begin_iteration(&mut self) {
+        self.iteration = self.iteration.wrapping_add(1).max(1);
+    }
+
+    /// Reads the live members of group `gi` (at most 64): how many, and which as a bit mask.
+    fn sample_live(
+        &mut self,
+        t: &Tables,
+        gi: u16,
+        g: &UplinkGroup,
+        status: &StatusBoard,
+        shaped: bool,
+    ) -> (usize, u64) {
+        let admin = match self.admin_up.get(usize::from(gi)) {
+            Some(m) if shaped => *m,
+            _ => admin_mask(t, g),
+        };
+        let mut mask = 0u64;
+        for (i, p) in g.ports.iter().enumerate() {
+            mask |= u64::from(status.get(usize::from(*p)).is_some_and(|s| s.is_up())) << i;
+        }
+        mask &= admin;
+        // All members live is the common case: no population count (a software one on
+        // baseline x86-64).
+        let all = u64::MAX >> (64 - g.ports.len().max(1));
+        let n = if mask == all {
+            g.ports.len()
+        } else {
+            mask.count_ones() as usize
+        };
+        if let (true, Some(slot)) = (shaped, self.live.get_mut(usize::from(gi))) {
+            *slot = (self.iteration, n, mask);
+        }
+        (n, mask)
+    }
+
     /// Picks the uplink of group `gi` for a packet, or `None` when every member is down.
+    #[inline]
     pub fn choose(
+        &mut self,
+        t: &Tables,
+        gi: u16,
+        status: &StatusBoard,
+        policy: SprayPolicy,
+        flow: u64,
+        now: u64,
+    ) -> Option<PortId> {
+        // The common case in a few instructions, inline: round robin over a group whose
+        // members were all live when this iteration looked. Same turn as the general case.
+        if policy == SprayPolicy::RoundRobin
+            && self.iteration != 0
+            && self.shaped_for == t as *const Tables as usize
+        {
+            if let (Some(g), Some(&(it, n, _)), Some(next)) = (
+                t.groups.get(usize::from(gi)),
+                self.live.get(usize::from(gi)),
+                self.rr_next.get_mut(usize::from(gi)),
+            ) {
+                if it == self.iteration && n == g.ports.len() && n > 0 {
+                    let k = if (*next as usize) < n {
+                        *next as usize
+                    } else {
+                        0
+                    };
+                    *next = if k + 1 < n { (k + 1) as u32 } else { 0 };
+                    return g.ports.get(k).copied();
+                }
+            }
+        }
+        self.choose_general(t, gi, status, policy, flow, now)
+    }
+
+    #[inline(never)]
+    fn choose_general(
         &mut self,
         t: &Tables,
         gi: u16,
@@ -260,24 +342,17 @@ impl Sprayer {
         // Live members as a bit mask (one pass, no division); groups beyond 64 members count
         // them the slow way.
         let (n_up, mask) = if g.ports.len() <= 64 {
-            let admin = match self.admin_up.get(usize::from(gi)) {
-                Some(m) if self.shaped_for == t as *const Tables as usize => *m,
-                _ => admin_mask(t, g),
-            };
-            let mut mask = 0u64;
-            for (i, p) in g.ports.iter().enumerate() {
-                mask |= u64::from(status.get(usize::from(*p)).is_some_and(|s| s.is_up())) << i;
+            let shaped = self.shaped_for == t as *const Tables as usize;
+            match self.live.get(usize::from(gi)) {
+                // Sampled already in this iteration.
+                Some(&(it, n, mask)) if shaped && self.iteration != 0 && it == self.iteration => {
+                    (n, Some(mask))
+                }
+                _ => {
+                    let (n, mask) = self.sample_live(t, gi, g, status, shaped);
+                    (n, Some(mask))
+                }
             }
-            mask &= admin;
-            // All members live is the common case: no population count (a software one on
-            // baseline x86-64).
-            let all = u64::MAX >> (64 - g.ports.len().max(1));
-            let n = if mask == all {
-                g.ports.len()
-            } else {
-                mask.count_ones() as usize
-            };
-            (n, Some(mask))
         } else {
             (g.ports.iter().filter(|p| up(**p)).count(), None)
         };
