@@ -102,6 +102,32 @@ pub struct Engine {
     fast: bool,
     /// Packets the fast path decided.
     pub fast_hits: u64,
+    /// What the fast path reads of each egress port, packed (a `PortInfo` is 88 bytes with its
+    /// name and addresses; this is 16), rebuilt with the tables.
+    egress: Vec<Egress>,
+}
+
+/// The fast path's copy of a port's forwarding facts.
+#[derive(Debug, Clone, Copy)]
+struct Egress {
+    mac: [u8; 6],
+    peer_mac: Option<[u8; 6]>,
+    mtu: u16,
+    downlink: bool,
+    admin_up: bool,
+}
+
+fn egress_table(t: &Tables) -> Vec<Egress> {
+    t.ports
+        .iter()
+        .map(|p| Egress {
+            mac: p.mac,
+            peer_mac: p.peer_mac,
+            mtu: p.mtu,
+            downlink: p.role == Role::Downlink,
+            admin_up: p.admin_up,
+        })
+        .collect()
 }
 
 fn is_unicast_ip(a: IpAddr) -> bool {
@@ -139,6 +165,7 @@ impl Engine {
             tables_addr: t as *const Tables as usize,
             fast: true,
             fast_hits: 0,
+            egress: egress_table(t),
         }
     }
 
@@ -149,6 +176,7 @@ impl Engine {
         self.learned_pmtu.resize(t.ports.len(), None);
         self.cache.invalidate();
         self.tables_addr = t as *const Tables as usize;
+        self.egress = egress_table(t);
     }
 
     /// Starts a worker loop iteration: link state of uplink groups is then read once per
@@ -529,7 +557,10 @@ impl Engine {
         }
         let (egress, mac) = match hop {
             Hop::Port { port, mac } => {
-                let up = t.ports.get(usize::from(port)).is_some_and(|i| i.admin_up)
+                let up = self
+                    .egress
+                    .get(usize::from(port))
+                    .is_some_and(|e| e.admin_up)
                     && status.get(usize::from(port)).is_some_and(|s| s.is_up());
                 if !up {
                     return None;
@@ -552,20 +583,20 @@ impl Engine {
                 } else {
                     self.stats.hashed += 1;
                 }
-                match t.ports.get(usize::from(p)).and_then(|i| i.peer_mac) {
+                match self.egress.get(usize::from(p)).and_then(|e| e.peer_mac) {
                     Some(m) => (p, m),
                     None => return Some(Verdict::Drop(DropReason::Unresolved)),
                 }
             }
         };
-        let out = t.ports.get(usize::from(egress))?;
+        let out = *self.egress.get(usize::from(egress))?;
         if total_len > usize::from(out.mtu) {
             // The spray choice above stands, as on the full path, which drops it too.
             return Some(Verdict::Drop(DropReason::MtuExceeded));
         }
 
         // Decided. The facts for the reorder stage, then the rewrite.
-        let meta = (out.role == Role::Downlink).then_some(RoceMeta {
+        let meta = out.downlink.then_some(RoceMeta {
             local: ip_key(IpAddr::V4(dst.into())),
             remote: ip_key(IpAddr::V4(src.into())),
             sport,
