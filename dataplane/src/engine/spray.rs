@@ -299,29 +299,36 @@ impl Sprayer {
         flow: u64,
         now: u64,
     ) -> Option<PortId> {
-        // The common case in a few instructions, inline: round robin over a group whose
-        // members were all live when this iteration looked. Same turn as the general case.
-        if policy == SprayPolicy::RoundRobin
-            && self.iteration != 0
-            && self.shaped_for == t as *const Tables as usize
-        {
-            if let (Some(g), Some(&(it, n, _)), Some(next)) = (
-                t.groups.get(usize::from(gi)),
-                self.live.get(usize::from(gi)),
-                self.rr_next.get_mut(usize::from(gi)),
-            ) {
-                if it == self.iteration && n == g.ports.len() && n > 0 {
-                    let k = if (*next as usize) < n {
-                        *next as usize
-                    } else {
-                        0
-                    };
-                    *next = if k + 1 < n { (k + 1) as u32 } else { 0 };
-                    return g.ports.get(k).copied();
-                }
+        if policy == SprayPolicy::RoundRobin {
+            if let Some(k) = self.round_robin_turn(t, gi) {
+                return t.groups.get(usize::from(gi))?.ports.get(k).copied();
             }
         }
         self.choose_general(t, gi, status, policy, flow, now)
+    }
+
+    /// The common case of [`Sprayer::choose`] in a few instructions: round robin over a group
+    /// whose members were all live when this iteration looked. Takes the turn and returns the
+    /// member's position in the group; `None` (nothing taken) when the general case must
+    /// decide. The same turn as the general case.
+    #[inline]
+    pub fn round_robin_turn(&mut self, t: &Tables, gi: u16) -> Option<usize> {
+        if self.iteration == 0 || self.shaped_for != t as *const Tables as usize {
+            return None;
+        }
+        let gi = usize::from(gi);
+        let (it, n, _) = *self.live.get(gi)?;
+        let next = self.rr_next.get_mut(gi)?;
+        if it != self.iteration || n == 0 || n != t.groups.get(gi)?.ports.len() {
+            return None;
+        }
+        let k = if (*next as usize) < n {
+            *next as usize
+        } else {
+            0
+        };
+        *next = if k + 1 < n { (k + 1) as u32 } else { 0 };
+        Some(k)
     }
 
     #[inline(never)]
