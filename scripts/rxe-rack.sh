@@ -111,9 +111,14 @@ netdev_mtu() { [ "$1" = 4096 ] && echo 9000 || echo 1500; }
 counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -1; }
 
 ROWS="$OUT/rows.txt"; : >"$ROWS"
+CPUS="$OUT/cpu.txt"; : >"$CPUS"
 FAIL=0
+HZ=$(getconf CLK_TCK)
+# cpu_s PID -> CPU seconds (user + system) the process has used so far.
+cpu_s() { awk -v hz="$HZ" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo "?"; }
 run_mode() {  # mode pmtu
   local mode=$1 pmtu=$2 mtu; mtu=$(netdev_mtu "$2")
+  local t0; t0=$(date +%s.%N)
   local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2
   if [ "$mode" = direct ]; then
     DIRECT_NS="ssr-$NAME-direct"
@@ -153,6 +158,11 @@ run_mode() {  # mode pmtu
     for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
   fi
   if [ "$mode" != direct ]; then
+    # What the rack's three processes took from the two cores the guests run on.
+    local wall cpus="" p
+    wall=$(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", $1 - $2}')
+    for p in tor-a fabric tor-b; do cpus="$cpus $p $(cpu_s "$(cat "$st/$p.pid" 2>/dev/null)")s"; done
+    echo "$mode $pmtu:$cpus in ${wall}s ($(echo "$cpus" | awk -v w="$wall" '{s = 0; for (i = 2; i <= NF; i += 2) s += $i; printf "%.2f", s / w}') cores)" >>"$CPUS"
     tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
     for t in a b; do
       for w in ports hosts counters; do
@@ -237,6 +247,9 @@ if grep -q '^direct ' "$ROWS"; then
       }
     }' "$ROWS"
 fi
+echo
+echo "CPU of the rack's switches and fabric (user + system) over each mode's whole run:"
+cat "$CPUS"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"

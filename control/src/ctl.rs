@@ -501,7 +501,7 @@ impl Control {
                     "generation": t.generation,
                     "spray_policy": t.policy.name(),
                     "rx_pkts": s.rx_pkts, "tx_pkts": s.tx_pkts, "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
-                    "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed,
+                    "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed, "fast_path": s.fast_path,
                     "handoff": s.handoff, "resolve_sent": s.resolve_sent, "neigh_learned": s.neigh_learned,
                     "drops": drops,
                     "reorder": {
@@ -597,6 +597,12 @@ impl Control {
             "RoCE packets sprayed over uplink groups.",
             &[],
             s.sprayed,
+        );
+        m.counter(
+            "sprayswitch_fast_path_packets_total",
+            "Packets decided by the engine's fast path (the rest took the full path).",
+            &[],
+            s.fast_path,
         );
         m.counter(
             "sprayswitch_hashed_packets_total",

@@ -63,6 +63,8 @@ pub struct WorkerCounters {
     pub sprayed: Counter,
     /// Packets spread over a group by flow hash.
     pub hashed: Counter,
+    /// Packets the engine's fast path decided (the rest took the full path).
+    pub fast_path: Counter,
     /// Neighbours learned.
     pub neigh_learned: Counter,
     /// Learned neighbours forgotten by ageing.

@@ -109,6 +109,8 @@ pub struct Stats {
     pub sprayed: u64,
     /// Packets hashed per flow onto a group.
     pub hashed: u64,
+    /// Packets the engine's fast path decided.
+    pub fast_path: u64,
     /// Neighbours learned (summed over workers: each worker learns for itself).
     pub neigh_learned: u64,
     /// Reorder totals, summed over workers.
@@ -516,6 +518,7 @@ impl Switch {
             s.resolve_sent += c.resolve_sent.get();
             s.sprayed += c.sprayed.get();
             s.hashed += c.hashed.get();
+            s.fast_path += c.fast_path.get();
             s.neigh_learned += c.neigh_learned.get();
             let r = &c.reorder;
             let t = &mut s.reorder;

@@ -539,6 +539,7 @@ impl Worker {
         let s = self.engine.stats;
         c.sprayed.set(s.sprayed);
         c.hashed.set(s.hashed);
+        c.fast_path.set(self.engine.fast_hits);
         c.neigh_learned.set(s.neigh_learned);
 
         // 4. Flush.

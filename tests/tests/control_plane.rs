@@ -238,6 +238,8 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     let counters = ctl_json(&sock, &["show", "counters"]);
     assert_eq!(counters["spray_policy"], "round_robin");
     assert!(counters["sprayed"].as_u64().unwrap() > 0, "{counters}");
+    // The host's RoCE WRITEs after the first per destination take the engine's fast path.
+    assert!(counters["fast_path"].as_u64().unwrap() > 0, "{counters}");
 
     // Settings.
     let r = ctl_json(&sock, &["set", "spray-policy", "random"]);
@@ -332,6 +334,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
             .unwrap_or_else(|| panic!("{name} missing"))
     };
     assert!(get("sprayswitch_rx_packets_total") > 0.0);
+    assert!(get("sprayswitch_fast_path_packets_total") > 0.0);
     assert!(get("sprayswitch_port_tx_packets_total{port=\"u0\",role=\"uplink\"}") > 0.0);
     assert_eq!(get("sprayswitch_port_up{port=\"u1\",role=\"uplink\"}"), 1.0);
     assert!(text.contains("# TYPE sprayswitch_drops_total counter"));
