@@ -234,13 +234,8 @@ mod tests {
         use crate::engine::spray::PortStatus;
         use crate::engine::{ip_key, Engine, SprayPolicy, Tables, Verdict};
         use crate::port::Pkt;
-        use crate::testkit::{peer_mac, port_mac, tor_tables};
-        use crate::wire::ext::{
-            AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr,
-        };
-        use crate::wire::{
-            AethRepr, BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr, Syndrome,
-        };
+        use crate::testkit::{every_ext, peer_mac, port_mac, tor_tables};
+        use crate::wire::{BthRepr, IpRepr, Opcode, Psn, RoceFrameRepr};
 
         /// Destinations: both local hosts (d1's learned, not static), a local address of the
         /// switch, a connected host never resolved, two remote hosts behind the group, one
@@ -256,17 +251,25 @@ mod tests {
         ];
         const PORTS: usize = 6;
 
+        /// A RoCE frame sent to the switch: on which port, to its MAC or not, between which of
+        /// [`DSTS`], with which opcode, payload length, TTL and PSN (which also sets QPN and UDP
+        /// source port).
+        #[derive(Debug, Clone, Copy)]
+        struct Spec {
+            rx: usize,
+            to_port_mac: bool,
+            src: usize,
+            dst: usize,
+            opcode: u8,
+            payload: usize,
+            hop_limit: u8,
+            psn: u32,
+        }
+
         #[derive(Debug, Clone)]
         enum Step {
             Frame {
-                rx: usize,
-                to_port_mac: bool,
-                src: usize,
-                dst: usize,
-                opcode: u8,
-                payload: usize,
-                hop_limit: u8,
-                psn: u32,
+                spec: Spec,
                 /// (offset, xor, fix the IPv4 checksum afterwards)
                 mutate: Option<(usize, u8, bool)>,
                 cut: Option<usize>,
@@ -294,18 +297,8 @@ mod tests {
                 )
                     .prop_map(
                         |((rx, to_port_mac, src, dst), opcode, payload, hop_limit, psn, mutate, cut)| {
-                            Step::Frame {
-                                rx,
-                                to_port_mac,
-                                src,
-                                dst,
-                                opcode,
-                                payload,
-                                hop_limit,
-                                psn,
-                                mutate,
-                                cut,
-                            }
+                            let spec = Spec { rx, to_port_mac, src, dst, opcode, payload, hop_limit, psn };
+                            Step::Frame { spec, mutate, cut }
                         }
                     ),
                 1 => any::<bool>().prop_map(Step::Arp),
@@ -313,48 +306,17 @@ mod tests {
             ]
         }
 
-        fn ext() -> ExtRepr {
-            ExtRepr {
-                deth: Some(DethRepr {
-                    qkey: 0x1111_1111,
-                    src_qp: 0x12,
-                }),
-                feth: Some(FethRepr {
-                    placement_type: 1,
-                    selectivity: 1,
-                }),
-                reth: Some(RethRepr {
-                    virtual_address: 0x1000,
-                    rkey: 0x77,
-                    dma_len: 4096,
-                }),
-                atomic_eth: Some(AtomicEthRepr {
-                    virtual_address: 8,
-                    rkey: 9,
-                    swap_add: 1,
-                    compare: 0,
-                }),
-                aeth: Some(AethRepr {
-                    syndrome: Syndrome::Ack { credits: 31 },
-                    msn: 5,
-                }),
-                atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 42 }),
-                immdt: Some(ImmDtRepr { imm: 0xdead_beef }),
-                ieth: Some(IethRepr { rkey: 0x55 }),
-            }
-        }
-
-        #[allow(clippy::too_many_arguments)]
-        fn frame(
-            rx: usize,
-            to_port_mac: bool,
-            src: usize,
-            dst: usize,
-            opcode: u8,
-            payload: usize,
-            hop_limit: u8,
-            psn: u32,
-        ) -> Option<Vec<u8>> {
+        fn frame(spec: Spec) -> Option<Vec<u8>> {
+            let Spec {
+                rx,
+                to_port_mac,
+                src,
+                dst,
+                opcode,
+                payload,
+                hop_limit,
+                psn,
+            } = spec;
             let op = Opcode::from(opcode);
             let layout = op.layout()?;
             let body = vec![0xA5u8; if layout.payload { payload } else { 0 }];
@@ -375,7 +337,7 @@ mod tests {
                 hop_limit,
                 udp_src_port: 49152 + (psn & 0xFF) as u16,
                 bth: BthRepr::new(op, psn >> 8, Psn::new(psn)),
-                ext: ext(),
+                ext: every_ext(),
                 payload: &body,
             }
             .to_vec()
@@ -428,8 +390,8 @@ mod tests {
                             p.rx_port = 1;
                             p
                         }
-                        Step::Frame { rx, to_port_mac, src, dst, opcode, payload, hop_limit, psn, mutate, cut } => {
-                            let Some(mut f) = frame(rx, to_port_mac, src, dst, opcode, payload, hop_limit, psn) else {
+                        Step::Frame { spec, mutate, cut } => {
+                            let Some(mut f) = frame(spec) else {
                                 continue;
                             };
                             if let Some((at, x, fix)) = mutate {
@@ -446,7 +408,7 @@ mod tests {
                                 f.truncate(n.min(f.len()));
                             }
                             let mut p = Pkt::from_slice(&f);
-                            p.rx_port = rx as u16;
+                            p.rx_port = spec.rx as u16;
                             p
                         }
                     };
@@ -490,18 +452,18 @@ mod tests {
                 .map(|_| CachePadded::new(PortStatus::new_up()))
                 .collect();
             let mut e = Engine::new(&t, 1);
+            let write = |dst: usize, psn: u32| Spec {
+                rx: 1,
+                to_port_mac: true,
+                src: 1,
+                dst,
+                opcode: u8::from(Opcode::RcWriteMiddle),
+                payload: 256,
+                hop_limit: 64,
+                psn,
+            };
             for (i, dst) in [0usize, 4, 5, 4, 0, 5].into_iter().enumerate() {
-                let f = frame(
-                    1,
-                    true,
-                    1,
-                    dst,
-                    u8::from(Opcode::RcWriteMiddle),
-                    256,
-                    64,
-                    i as u32,
-                )
-                .unwrap();
+                let f = frame(write(dst, i as u32)).unwrap();
                 let mut p = Pkt::from_slice(&f);
                 p.rx_port = 1;
                 let v = e.handle(&t, &status, &mut p, 1_000);
@@ -514,7 +476,7 @@ mod tests {
             // A new snapshot empties the cache.
             let t2 = Arc::new(tables());
             e.on_tables(&t2);
-            let f = frame(1, true, 1, 4, u8::from(Opcode::RcWriteMiddle), 256, 64, 9).unwrap();
+            let f = frame(write(4, 9)).unwrap();
             let mut p = Pkt::from_slice(&f);
             p.rx_port = 1;
             e.handle(&t2, &status, &mut p, 2_000);

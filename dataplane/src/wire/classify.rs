@@ -627,46 +627,13 @@ fn classify_roce(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ext::{
-        AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr,
-    };
-    use crate::wire::frame::{ExtRepr, IpRepr, RoceFrameRepr};
-    use crate::wire::{Psn, Syndrome};
+    use crate::testkit::every_ext;
+    use crate::wire::frame::{IpRepr, RoceFrameRepr};
+    use crate::wire::Psn;
     use core::net::Ipv6Addr;
     use proptest::prelude::*;
 
     const PMTU: Pmtu = Pmtu::DEFAULT;
-
-    fn all_ext() -> ExtRepr {
-        ExtRepr {
-            deth: Some(DethRepr {
-                qkey: 0x1111_1111,
-                src_qp: 0x12,
-            }),
-            feth: Some(FethRepr {
-                placement_type: 1,
-                selectivity: 1,
-            }),
-            reth: Some(RethRepr {
-                virtual_address: 0x1000,
-                rkey: 0x77,
-                dma_len: 4096,
-            }),
-            atomic_eth: Some(AtomicEthRepr {
-                virtual_address: 8,
-                rkey: 9,
-                swap_add: 1,
-                compare: 0,
-            }),
-            aeth: Some(AethRepr {
-                syndrome: Syndrome::Ack { credits: 31 },
-                msn: 5,
-            }),
-            atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 42 }),
-            immdt: Some(ImmDtRepr { imm: 0xdead_beef }),
-            ieth: Some(IethRepr { rkey: 0x55 }),
-        }
-    }
 
     fn frame(op: Opcode, ip: IpRepr, vlan: Option<VlanTag>, payload: &[u8]) -> Vec<u8> {
         RoceFrameRepr {
@@ -681,7 +648,7 @@ mod tests {
                 ack_req: true,
                 ..BthRepr::new(op, 0x11, Psn::new(0xFF_FFFE))
             },
-            ext: all_ext(),
+            ext: every_ext(),
             payload,
         }
         .to_vec()
@@ -993,7 +960,7 @@ mod tests {
                 ip: if v6_ip { v6() } else { v4() }, tos, hop_limit: 3, udp_src_port: sport,
                 bth: BthRepr { opcode: op, solicited: true, mig_req: true, pad_count: 0, tver: 0,
                     pkey: 0x8001, fecn: true, becn: false, dest_qp: qp, ack_req: false, psn: Psn::new(psn) },
-                ext: all_ext(), payload: &payload,
+                ext: every_ext(), payload: &payload,
             };
             let f = repr.to_vec().unwrap();
             let c = classify(&f, PMTU).unwrap();
