@@ -4,6 +4,7 @@
 //! - [`decode`]: one record per captured frame, human-readable or JSON (`rocecap decode`).
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 //! - [`fabric`]: the fabric emulator over any ports (`sprayfabric` runs it on real interfaces).
+//! - [`transit`]: transit times between two capture points (`rocecap transit`).
 
 pub mod analyze;
 pub mod decode;
@@ -13,3 +14,4 @@ pub mod gen;
 pub mod lat;
 pub mod rnic;
 pub mod topo;
+pub mod transit;

@@ -197,3 +197,75 @@ fn analyze_reports_reordering_retransmissions_and_naks_per_qp() {
     let text = rocecap(&["analyze", path.to_str().unwrap()]);
     assert!(String::from_utf8(text.stdout).unwrap().contains("naks 4"));
 }
+
+/// `rocecap transit` over two captures made from a real Soft-RoCE capture: the second sees every
+/// frame 25 us later, except three it never got.
+#[test]
+fn transit_between_two_capture_points() {
+    use sprayswitch::pcap::PcapWriter;
+    use sprayswitch::wire::{classify, FrameClass, Pmtu};
+    let frames = read_capture(&data("rxe-rc-ops.pcap"));
+    let key = |f: &[u8]| match classify(f, Pmtu::DEFAULT).map(|c| c.class) {
+        Ok(FrameClass::Roce(r)) => {
+            Some((r.ip.src, r.ip.dst, r.bth.dest_qp, r.bth.psn, r.bth.opcode))
+        }
+        _ => None,
+    };
+    let keys: Vec<_> = frames.iter().map(|f| key(f)).collect();
+    let unique: Vec<usize> = (0..frames.len())
+        .filter(|&i| keys[i].is_some() && keys.iter().filter(|k| **k == keys[i]).count() == 1)
+        .collect();
+    assert!(unique.len() > 10);
+    let lost = [unique[1], unique[5], unique[9]];
+    let dir = std::env::temp_dir().join(format!("sprayswitch-transit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    let mut a = PcapWriter::create(&pa).unwrap();
+    let mut b = PcapWriter::create(&pb).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let ts = 1_000_000_000 + i as u64 * 1_000_000;
+        a.write_frame(ts, f).unwrap();
+        if !lost.contains(&i) {
+            b.write_frame(ts + 25_000, f).unwrap();
+        }
+    }
+    drop(a.into_inner().unwrap());
+    drop(b.into_inner().unwrap());
+
+    let out = rocecap(&[
+        "transit",
+        "--json",
+        pa.to_str().unwrap(),
+        pb.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["only_in_a"], 3, "{r}");
+    assert_eq!(r["only_in_b"], 0, "{r}");
+    let dirs = r["directions"].as_array().unwrap();
+    assert_eq!(dirs.len(), 1, "{r}");
+    assert_eq!(dirs[0]["direction"], "a_to_b");
+    assert_eq!(dirs[0]["p50_us"], 25.0);
+    assert_eq!(dirs[0]["max_us"], 25.0);
+    let matched = dirs[0]["packets"].as_u64().unwrap();
+    assert_eq!(matched as usize, unique.len() - 3, "{r}");
+
+    // Swapped, the same packets go the other way.
+    let out = rocecap(&["transit", pb.to_str().unwrap(), pa.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!("b to a: {matched} packets, transit p50 25.0 us")),
+        "{text}"
+    );
+    assert!(text.contains("only in a: 0, only in b: 3"), "{text}");
+
+    // A missing file is named.
+    let out = rocecap(&["transit", pa.to_str().unwrap(), "/nonexistent.pcap"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.pcap"));
+    std::fs::remove_dir_all(&dir).ok();
+}
