@@ -468,14 +468,12 @@ impl Worker {
                     self.sh.taps.tap(id, &pkt, now);
                 }
                 let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
-                // Most packets carry no observation: test before moving the (large) option.
-                if let Some(obs) = self
-                    .engine
-                    .observed
-                    .is_some()
-                    .then(|| self.engine.observed.take())
-                    .flatten()
-                {
+                // Most packets carry no observation: test before moving the (large) option out.
+                let observed = match self.engine.observed {
+                    Some(_) => self.engine.observed.take(),
+                    None => None,
+                };
+                if let Some(obs) = observed {
                     if obs.kind == crate::reorder::MetaKind::HostNak {
                         pc.host_naks.add(1);
                     }
