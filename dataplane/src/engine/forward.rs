@@ -107,8 +107,6 @@ pub struct Engine {
     /// What the fast path reads of each egress port, packed (a `PortInfo` is 88 bytes with its
     /// name and addresses; this is 16), rebuilt with the tables.
     egress: Vec<Egress>,
-    /// Per uplink group, each member's port and peer MAC, in group order.
-    group_hops: Vec<Vec<(PortId, Option<[u8; 6]>)>>,
 }
 
 /// The fast path's copy of a port's forwarding facts.
@@ -119,18 +117,6 @@ struct Egress {
     mtu: u16,
     downlink: bool,
     admin_up: bool,
-}
-
-fn group_hops(t: &Tables) -> Vec<Vec<(PortId, Option<[u8; 6]>)>> {
-    t.groups
-        .iter()
-        .map(|g| {
-            g.ports
-                .iter()
-                .map(|&p| (p, t.ports.get(usize::from(p)).and_then(|i| i.peer_mac)))
-                .collect()
-        })
-        .collect()
 }
 
 fn egress_table(t: &Tables) -> Vec<Egress> {
@@ -182,7 +168,6 @@ impl Engine {
             fast: true,
             fast_hits: 0,
             egress: egress_table(t),
-            group_hops: group_hops(t),
         }
     }
 
@@ -194,7 +179,6 @@ impl Engine {
         self.cache.invalidate();
         self.tables_addr = t as *const Tables as usize;
         self.egress = egress_table(t);
-        self.group_hops = group_hops(t);
     }
 
     /// Starts a worker loop iteration: link state of uplink groups is then read once per
@@ -588,22 +572,7 @@ impl Engine {
                 }
                 (port, mac)
             }
-            Hop::Group(g) => 'group: {
-                // Round robin over a fully live group: the member's port and peer MAC side by
-                // side, one load after the turn.
-                if t.policy == super::SprayPolicy::RoundRobin {
-                    if let Some(k) = self.sprayer.round_robin_turn(t, g) {
-                        if let Some(&(p, peer)) =
-                            self.group_hops.get(usize::from(g)).and_then(|m| m.get(k))
-                        {
-                            self.stats.sprayed += 1;
-                            match peer {
-                                Some(m) => break 'group (p, m),
-                                None => return Some(Verdict::Drop(DropReason::Unresolved)),
-                            }
-                        }
-                    }
-                }
+            Hop::Group(g) => {
                 // Only the hashing policies read the hash.
                 let hash = if t.policy.uses_flow_hash() {
                     let ports = 17u64 << 32 | u64::from(sport) << 16 | u64::from(ROCEV2_UDP_PORT);

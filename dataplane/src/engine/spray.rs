@@ -312,7 +312,7 @@ impl Sprayer {
     /// member's position in the group; `None` (nothing taken) when the general case must
     /// decide. The same turn as the general case.
     #[inline]
-    pub fn round_robin_turn(&mut self, t: &Tables, gi: u16) -> Option<usize> {
+    fn round_robin_turn(&mut self, t: &Tables, gi: u16) -> Option<usize> {
         if self.iteration == 0 || self.shaped_for != t as *const Tables as usize {
             return None;
         }
