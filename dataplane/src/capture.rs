@@ -1,9 +1,10 @@
 //! Live packet capture on a port of a running switch (`sprayctl capture start PORT FILE`).
 //!
 //! One slot per port. While every slot is off, a worker pays one relaxed load per loop
-//! iteration ([`CaptureTaps::any_on`]); while one is on, they copy each packet received on the port or queued to it into the slot's bounded
-//! queue (a copy, so the packet itself moves on untouched) and count what does not fit. The
-//! control thread drains the queues into pcap files. Nothing here blocks a worker.
+//! iteration ([`CaptureTaps::any_on`]); while one is on, workers copy each packet received on
+//! a capturing port or queued to it into the slot's bounded queue (a copy, so the packet itself
+//! moves on untouched) and count what does not fit. The control thread drains the queues into
+//! pcap files. Nothing here blocks a worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use super::fast::{fast_ops, FastOp, Hop, RouteCache};
 use super::local::{
     arp_reply_in_place, as_v4, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
-    ipv4_header_ok, nd_advert_in_place, nd_lladdr, nd_target,
+    nd_advert_in_place, nd_lladdr, nd_target,
 };
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, IntMap, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
@@ -543,7 +543,7 @@ impl Engine {
         let src = u32::from_be_bytes([f[L3 + 12], f[L3 + 13], f[L3 + 14], f[L3 + 15]]);
         let sport = be16(L4);
         let hop = self.cache.get(dst)?;
-        if !ipv4_header_ok(f[L3..L4].try_into().unwrap_or(&[0; 20])) {
+        if !ipv4_checksum_ok(&f[L3..L4]) {
             return None;
         }
         // From here on the packet is the fast path's. The full path learns a host's path MTU

@@ -51,31 +51,22 @@ pub fn ipv4_decrement_ttl(ip: &mut [u8]) {
     ip[10..12].copy_from_slice(&c.to_be_bytes());
 }
 
-/// True when a 20-byte IPv4 header (no options) has a valid checksum: [`ipv4_checksum_ok`]
-/// for the fast path, summing 32-bit words (the one's-complement sum is the same whatever the
-/// word size, once folded).
+/// True when the IPv4 header (`ihl` bytes) has a valid checksum. Sums 32-bit words (an IPv4
+/// header is a whole number of them; the one's-complement sum is the same whatever the word
+/// size, once folded): about twice as fast as 16-bit words on the fast path.
 #[inline]
-pub fn ipv4_header_ok(hdr: &[u8; 20]) -> bool {
-    let w = |i: usize| {
-        u64::from(u32::from_be_bytes([
-            hdr[i],
-            hdr[i + 1],
-            hdr[i + 2],
-            hdr[i + 3],
-        ]))
-    };
-    let mut acc = w(0) + w(4) + w(8) + w(12) + w(16);
+pub fn ipv4_checksum_ok(hdr: &[u8]) -> bool {
+    let mut words = hdr.chunks_exact(4);
+    let mut acc = 0u64;
+    for w in &mut words {
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    acc += u64::from(ones_sum(words.remainder(), 0));
     acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
     acc = (acc & 0xFFFF) + (acc >> 16);
     acc = (acc & 0xFFFF) + (acc >> 16);
     acc = (acc & 0xFFFF) + (acc >> 16);
     acc == 0xFFFF
-}
-
-/// True when the IPv4 header (`ihl` bytes) has a valid checksum.
-#[inline]
-pub fn ipv4_checksum_ok(hdr: &[u8]) -> bool {
-    fold(ones_sum(hdr, 0)) == 0
 }
 
 /// Turns an ARP request (frame with its ARP packet at `l3`) for `our_ip` into the reply,
@@ -298,10 +289,11 @@ mod tests {
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
     #[test]
-    fn ipv4_header_ok_agrees_with_the_word_sum() {
+    fn ipv4_checksum_ok_agrees_with_the_16_bit_sum() {
         let mut rng = crate::rng::Rng::new(5);
-        for _ in 0..20_000 {
-            let mut h = [0u8; 20];
+        for n in 0..20_000 {
+            // Without and with options (and a length that is not a whole number of words).
+            let mut h = vec![0u8; [20, 24, 60, 22][n % 4]];
             for b in h.iter_mut() {
                 *b = rng.below(256) as u8;
             }
@@ -312,11 +304,14 @@ mod tests {
                 let c = fold(ones_sum(&h, 0));
                 h[10..12].copy_from_slice(&c.to_be_bytes());
             }
-            assert_eq!(ipv4_header_ok(&h), ipv4_checksum_ok(&h), "{h:?}");
+            assert_eq!(ipv4_checksum_ok(&h), fold(ones_sum(&h, 0)) == 0, "{h:?}");
         }
         // The all-zero and all-ones sums.
-        assert_eq!(ipv4_header_ok(&[0; 20]), ipv4_checksum_ok(&[0; 20]));
-        assert_eq!(ipv4_header_ok(&[0xFF; 20]), ipv4_checksum_ok(&[0xFF; 20]));
+        assert!(!ipv4_checksum_ok(&[0; 20]));
+        assert_eq!(
+            ipv4_checksum_ok(&[0xFF; 20]),
+            fold(ones_sum(&[0xFF; 20], 0)) == 0
+        );
     }
 
     #[test]
