@@ -17,7 +17,8 @@
 //! Routes come from a small per-worker cache of resolved next hops, keyed by destination and
 //! filled by the full path when it routes a packet. Any change that could alter a decision (a
 //! new table snapshot, a neighbour learned, changed or aged) empties it at once (an epoch
-//! bump); link state is read live on every packet.
+//! bump). Link state is read as the full path reads it: a port's on every packet, an uplink
+//! group's once per worker iteration (see `Sprayer::begin_iteration`).
 
 use super::PortId;
 use crate::wire::{Opcode, Segment, Transport};
