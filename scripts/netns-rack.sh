@@ -29,6 +29,11 @@
 #   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
 #     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
+#   SHAPE [split]: split runs tor-a, the fabric and tor-b as three processes joined by veth
+#     pairs (above); one runs all three in one process and one thread (sprayrackd): the hosts'
+#     ports are then a-h1.. and b-h1.. in one namespace <P>-rack (taps with HOST_KIND=tap), the
+#     paths in memory; the control sockets are the same (tor-a.sock, tor-b.sock). CORES is
+#     ignored there.
 # Processes' logs and configurations are in /run/sprayswitch-rack/<NAME>/.
 set -euo pipefail
 
@@ -53,6 +58,7 @@ HOST_KIND=${HOST_KIND:-veth}
 RT_PRIO=${RT_PRIO:-}
 IDLE=${IDLE:-backoff}
 IDLE_US=${IDLE_US:-50}
+SHAPE=${SHAPE:-split}
 
 mac() { printf '02:5a:%02x:%02x:00:%02x' "$1" "$2" "$3"; }
 nsx() { ip netns exec "$@"; }
@@ -67,7 +73,7 @@ down() {
       [ -e "$f" ] || continue
       pid=$(cat "$f")
       # Only a process we started: its PID file is ours and it still runs our binary.
-      if kill -0 "$pid" 2>/dev/null && grep -qE 'sprayswitch|sprayfabric' "/proc/$pid/cmdline" 2>/dev/null; then
+      if kill -0 "$pid" 2>/dev/null && grep -qE 'sprayswitch|sprayfabric|sprayrackd' "/proc/$pid/cmdline" 2>/dev/null; then
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
@@ -116,14 +122,71 @@ wait_ready() { # name logfile
   echo "$1 did not become ready:" >&2; cat "$STATE/$1.log" >&2; return 1
 }
 
+# host_port NS IF MAC RACK I LETTER: host i of rack r on interface IF in namespace NS: a tap for
+# a qemu guest (HOST_KIND=tap), else a veth to the host's own namespace with its address and
+# default route.
+host_port() {
+  local ns=$1 ifname=$2 hwaddr=$3 r=$4 i=$5 letter=$6
+  if [ "$HOST_KIND" = tap ]; then
+    # A tap for a qemu guest (`-netdev tap,ifname=IF,script=no` run in this namespace).
+    ip -n "$ns" tuntap add "$ifname" mode tap
+    ip -n "$ns" link set "$ifname" address "$hwaddr" mtu "$MTU" up
+    return
+  fi
+  local h="$P-$letter$i"
+  newns "$h"
+  veth "$ns" "$ifname" "$hwaddr" "$h" eth0 "$(mac "$r" 3 "$i")"
+  # veth leaves TCP/UDP checksums to "hardware" (CHECKSUM_PARTIAL) that never runs when
+  # a frame leaves through AF_XDP or AF_PACKET: make the hosts' stacks compute them.
+  nsx "$h" ethtool -K eth0 tx off >/dev/null
+  ip -n "$h" addr add "10.$r.$i.2/24" dev eth0
+  ip -n "$h" route add default via "10.$r.$i.1"
+}
+
+# The whole rack in one process (SHAPE=one).
+up_one() {
+  read -r -a delays <<<"$DELAYS_US"
+  read -r -a loss <<<"$LOSS"
+  newns "$P-rack"
+  for r in 1 2; do
+    letter=$([ $r = 1 ] && echo a || echo b)
+    for i in $(seq "$HOSTS"); do
+      host_port "$P-rack" "$letter-h$i" "$(mac $r 1 "$i")" "$r" "$i" "$letter"
+    done
+  done
+  args=()
+  for p in $(seq 0 $((PATHS - 1))); do
+    spec="delay_us=${delays[$p]:-0}"
+    [ -n "$RATE_MBPS" ] && spec+=",rate_mbps=$RATE_MBPS"
+    [ -n "${loss[$p]:-}" ] && spec+=",loss=${loss[$p]}"
+    args+=(--path "$spec")
+  done
+  [ "$REORDER" = 1 ] || args+=(--no-reorder)
+  rt=()
+  [ -n "$RT_PRIO" ] && rt=(chrt -f "$RT_PRIO")
+  RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-rack" "${rt[@]}" "$BIN/sprayrackd" --hosts "$HOSTS" \
+    --backend "$BACKEND" --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" \
+    --mtu "$MTU" --idle "$IDLE" --idle-us "$IDLE_US" --socket-dir "$STATE" "${args[@]}" \
+    >"$STATE/rack.log" 2>&1 &
+  echo $! >"$STATE/rack.pid"
+  wait_ready rack "rack running"
+}
+
 up() {
   command -v ethtool >/dev/null || { echo "ethtool is missing (apt-get install ethtool)" >&2; exit 1; }
-  for b in sprayswitch sprayfabric sprayrack; do
+  for b in sprayswitch sprayfabric sprayrack sprayrackd; do
     [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: run cargo build --release (or set BIN)" >&2; exit 1; }
   done
   down
   mkdir -p "$STATE"
   trap 'echo "netns-rack: setup failed, removing everything" >&2; down' ERR
+  if [ "$SHAPE" = one ]; then
+    up_one
+    trap - ERR
+    echo "rack $NAME up (one process): hosts $P-a1..$HOSTS and $P-b1..$HOSTS (10.1.i.2, 10.2.i.2), state in $STATE"
+    return
+  fi
+  [ "$SHAPE" = split ] || { echo "SHAPE=$SHAPE: use split or one" >&2; exit 2; }
   read -r -a delays <<<"$DELAYS_US"
   read -r -a loss <<<"$LOSS"
   read -r -a cores <<<"$CORES"
@@ -132,20 +195,7 @@ up() {
     tor=$([ $r = 1 ] && echo "$P-tora" || echo "$P-torb")
     letter=$([ $r = 1 ] && echo a || echo b)
     for i in $(seq "$HOSTS"); do
-      if [ "$HOST_KIND" = tap ]; then
-        # A tap for a qemu guest (`-netdev tap,ifname=h$i,script=no` run in this namespace).
-        ip -n "$tor" tuntap add "h$i" mode tap
-        ip -n "$tor" link set "h$i" address "$(mac $r 1 "$i")" mtu "$MTU" up
-        continue
-      fi
-      h="$P-$letter$i"
-      newns "$h"
-      veth "$tor" "h$i" "$(mac $r 1 "$i")" "$h" eth0 "$(mac $r 3 "$i")"
-      # veth leaves TCP/UDP checksums to "hardware" (CHECKSUM_PARTIAL) that never runs when
-      # a frame leaves through AF_XDP or AF_PACKET: make the hosts' stacks compute them.
-      nsx "$h" ethtool -K eth0 tx off >/dev/null
-      ip -n "$h" addr add "10.$r.$i.2/24" dev eth0
-      ip -n "$h" route add default via "10.$r.$i.1"
+      host_port "$tor" "h$i" "$(mac $r 1 "$i")" "$r" "$i" "$letter"
     done
     for p in $(seq 0 $((PATHS - 1))); do
       veth "$tor" "u$p" "$(mac $r 2 "$p")" "$P-fab" "$letter$p" "$(mac $r 4 "$p")"
@@ -194,5 +244,5 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) sed -n '2,26p' "$0"; exit 2 ;;
+  *) sed -n '2,31p' "$0"; exit 2 ;;
 esac

@@ -56,6 +56,9 @@ RT_PRIO=${RT_PRIO:-}   # SCHED_FIFO priority of switches and fabric (default non
 # cores busy and a switch that spins or sleeps on a timer then forwards milliseconds late.
 IDLE=${IDLE:-wait}
 IDLE_US=${IDLE_US:-50}
+# How the rack runs (netns-rack.sh): one (ToR A, fabric and ToR B in one process and one
+# thread, sprayrackd) or split (three processes joined by veth pairs).
+SHAPE=${SHAPE:-one}
 TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
 LIMIT=$TEST_LIMIT
@@ -139,11 +142,16 @@ run_mode() {  # mode pmtu
     [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
-    HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
+    SHAPE=$SHAPE HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
       RATE_MBPS=$(rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
-    guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
-    guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
+    if [ "$SHAPE" = one ]; then
+      guest "ssr-$NAME-rack" b-h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
+      guest "ssr-$NAME-rack" a-h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
+    else
+      guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
+      guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
+    fi
     if [ -n "${CAPTURE:-}" ]; then
       for t in a b; do
         "$BIN/sprayctl" -s "/run/sprayswitch-rack/$NAME/tor-$t.sock" capture start h1 "$OUT/tor-$t-h1-$mode-$pmtu.pcap" >/dev/null
@@ -158,10 +166,11 @@ run_mode() {  # mode pmtu
     for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
   fi
   if [ "$mode" != direct ]; then
-    # What the rack's three processes took from the two cores the guests run on.
-    local wall cpus="" p
+    # What the rack's processes took from the two cores the guests run on.
+    local wall cpus="" p procs="tor-a fabric tor-b"
+    [ "$SHAPE" = one ] && procs=rack
     wall=$(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", $1 - $2}')
-    for p in tor-a fabric tor-b; do cpus="$cpus $p $(cpu_s "$(cat "$st/$p.pid" 2>/dev/null)")s"; done
+    for p in $procs; do cpus="$cpus $p $(cpu_s "$(cat "$st/$p.pid" 2>/dev/null)")s"; done
     echo "$mode $pmtu:$cpus in ${wall}s ($(echo "$cpus" | awk -v w="$wall" '{s = 0; for (i = 2; i <= NF; i += 2) s += $i; printf "%.2f", s / w}') cores)" >>"$CPUS"
     tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
     for t in a b; do
@@ -171,7 +180,7 @@ run_mode() {  # mode pmtu
       done
     done >"$OUT/switches-$mode-$pmtu.txt"
     cp "$st"/*.log "$OUT/" 2>/dev/null || true
-    for f in "$OUT"/tor-?.log "$OUT"/fabric.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
+    for f in "$OUT"/tor-?.log "$OUT"/fabric.log "$OUT"/rack.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
   fi
   cleanup
   local srv="$OUT/srv-$mode-$pmtu.log" cli="$OUT/cli-$mode-$pmtu.log"

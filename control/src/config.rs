@@ -827,21 +827,44 @@ impl Validated {
         self,
         ports: Vec<Box<dyn sprayswitch::port::Port>>,
     ) -> Result<sprayswitch::switch::Switch, sprayswitch::switch::StartError> {
+        let make = self.reorder_factory();
+        sprayswitch::switch::Switch::start_with(self.tables, ports, self.run, make)
+    }
+
+    /// As [`Validated::start`], with the workers handed back to be driven by the caller
+    /// ([`sprayswitch::switch::Switch::start_driven`]).
+    ///
+    /// # Errors
+    /// When the ports do not match the tables.
+    pub fn start_driven(
+        self,
+        ports: Vec<Box<dyn sprayswitch::port::Port>>,
+    ) -> Result<
+        (
+            sprayswitch::switch::Switch,
+            Vec<sprayswitch::worker::Worker>,
+        ),
+        sprayswitch::switch::StartError,
+    > {
+        let make = self.reorder_factory();
+        sprayswitch::switch::Switch::start_driven(self.tables, ports, self.run, make)
+    }
+
+    /// Makes each worker's reorder stage: the reorder engine when reordering is on,
+    /// pass-through otherwise.
+    fn reorder_factory(
+        &self,
+    ) -> impl Fn(usize) -> Box<dyn sprayswitch::reorder::ReorderStage> + use<> {
         use sprayswitch::reorder::{Passthrough, ReorderEngine, ReorderStage};
         let tables = self.tables.clone();
         let timeouts = self.port_timeouts.clone();
         let rcfg = self.reorder;
-        sprayswitch::switch::Switch::start_with(
-            self.tables,
-            ports,
-            self.run,
-            move |_| -> Box<dyn ReorderStage> {
-                match rcfg {
-                    Some(cfg) => Box::new(ReorderEngine::new(cfg, &tables, &timeouts)),
-                    None => Box::new(Passthrough),
-                }
-            },
-        )
+        move |_| -> Box<dyn ReorderStage> {
+            match rcfg {
+                Some(cfg) => Box::new(ReorderEngine::new(cfg, &tables, &timeouts)),
+                None => Box::new(Passthrough),
+            }
+        }
     }
 }
 

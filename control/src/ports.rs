@@ -27,6 +27,25 @@ pub struct Opened {
 /// # Errors
 /// The first port that cannot be opened, with what to do about it.
 pub fn open_ports(v: &Validated) -> anyhow::Result<Opened> {
+    open_ports_with_mem(v, |i| {
+        bail!(
+            "port {}: backend 'mem' ports exist only inside one process (the tests, the demo and \
+             sprayrackd build them); to run this binary give each port a real backend (af_xdp, \
+             af_packet, auto) or pcap",
+            v.tables.ports[i].name
+        )
+    })
+}
+
+/// As [`open_ports`], with the `mem` ports made by `mem(index)`: a program that builds
+/// in-process links (the one-process rack) hands them in; every other port opens as usual.
+///
+/// # Errors
+/// The first port that cannot be opened, or `mem`'s error.
+pub fn open_ports_with_mem(
+    v: &Validated,
+    mut mem: impl FnMut(usize) -> anyhow::Result<Box<dyn Port>>,
+) -> anyhow::Result<Opened> {
     let n = v.tables.ports.len();
     let mut slots: Vec<Option<Box<dyn Port>>> = (0..n).map(|_| None).collect();
     let mut replaying = Vec::new();
@@ -39,11 +58,10 @@ pub fn open_ports(v: &Validated) -> anyhow::Result<Opened> {
     };
     for (i, (info, b)) in v.tables.ports.iter().zip(&v.backends).enumerate() {
         match b {
-            Backend::Mem => bail!(
-                "port {}: backend 'mem' ports exist only inside one process (the tests and the demo build them); \
-                 to run this binary give each port a real backend (af_xdp, af_packet, auto) or pcap",
-                info.name
-            ),
+            Backend::Mem => {
+                report[i] = "in-process link".into();
+                slots[i] = Some(mem(i)?);
+            }
             Backend::Pcap {
                 input,
                 output,

@@ -130,17 +130,18 @@ impl IdlePolicy {
 pub struct IdleWaiter {
     fds: Vec<libc::pollfd>,
     hears_all: bool,
-    /// Index of the wake-up eventfd in `fds`, drained whenever a wait finds it readable.
-    wake_at: Option<usize>,
+    /// Indices of the wake-up eventfds in `fds`, drained whenever a wait finds them readable.
+    wake_at: Vec<usize>,
 }
 
 impl IdleWaiter {
-    /// A waiter on the receive descriptors of `ports` (see [`Port::wait_fds`]) and on `wake`,
-    /// if given. It hears every source of work when every port has a descriptor and `wake`
-    /// (if given) has one: only then may a quiet loop wait longer than its policy's `sleep_us`.
-    pub fn for_ports<'a>(
+    /// A waiter on the receive descriptors of `ports` (see [`Port::wait_fds`]) and on `wakes`
+    /// (one per worker it serves: a loop that drives several workers waits on all of theirs).
+    /// It hears every source of work when every port and every wake has a descriptor: only
+    /// then may a quiet loop wait longer than its policy's `sleep_us`.
+    pub fn for_ports<'a, 'b>(
         ports: impl IntoIterator<Item = &'a dyn Port>,
-        wake: Option<&Wake>,
+        wakes: impl IntoIterator<Item = &'b Wake>,
     ) -> IdleWaiter {
         let mut raw = Vec::new();
         let mut hears_all = true;
@@ -149,11 +150,11 @@ impl IdleWaiter {
             p.wait_fds(&mut raw);
             hears_all &= raw.len() > before;
         }
-        let mut wake_at = None;
-        if let Some(w) = wake {
+        let mut wake_at = Vec::new();
+        for w in wakes {
             match &w.fd {
                 Some(fd) => {
-                    wake_at = Some(raw.len());
+                    wake_at.push(raw.len());
                     raw.push(fd.as_raw_fd());
                 }
                 None => hears_all = false,
@@ -213,13 +214,15 @@ impl IdleWaiter {
         // A wake-up is consumed by whoever sees it readable, so a write that raced with the
         // sleeper's disarm never leaves the eventfd readable (which would end every later wait
         // at once).
-        if let Some(pfd) = self.wake_at.and_then(|i| self.fds.get(i)) {
-            if ready > 0 && pfd.revents & libc::POLLIN != 0 {
-                let mut v = 0u64;
-                // SAFETY: reads 8 bytes into `v` from the wake's non-blocking eventfd, which
-                // the caller keeps open while it uses this waiter.
-                unsafe {
-                    libc::read(pfd.fd, (&mut v as *mut u64).cast(), 8);
+        if ready > 0 {
+            for pfd in self.wake_at.iter().filter_map(|&i| self.fds.get(i)) {
+                if pfd.revents & libc::POLLIN != 0 {
+                    let mut v = 0u64;
+                    // SAFETY: reads 8 bytes into `v` from the wake's non-blocking eventfd,
+                    // which the caller keeps open while it uses this waiter.
+                    unsafe {
+                        libc::read(pfd.fd, (&mut v as *mut u64).cast(), 8);
+                    }
                 }
             }
         }
@@ -343,7 +346,7 @@ mod tests {
     fn a_packet_ends_the_wait() {
         let (a, b) = UnixDatagram::pair().unwrap();
         let port = FdPort(a);
-        let mut w = IdleWaiter::for_ports([&port as &dyn Port], None);
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], []);
         assert!(w.hears_all());
         assert_eq!(w.len(), 1);
         let t = std::thread::spawn(move || {
@@ -363,7 +366,7 @@ mod tests {
         let port = FdPort(a);
         let wake = Arc::new(Wake::new());
         assert!(wake.raw_fd().is_some());
-        let mut w = IdleWaiter::for_ports([&port as &dyn Port], Some(&wake));
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], [&*wake]);
         assert!(w.hears_all());
         assert_eq!(w.len(), 2);
 
@@ -402,7 +405,7 @@ mod tests {
         let (a, _b) = UnixDatagram::pair().unwrap();
         let port = FdPort(a);
         let wake = Wake::new();
-        let mut w = IdleWaiter::for_ports([&port as &dyn Port], Some(&wake));
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], [&wake]);
         wake.arm();
         wake.disarm();
         let fd = wake.raw_fd().unwrap();
@@ -422,11 +425,36 @@ mod tests {
     }
 
     #[test]
+    fn one_waiter_hears_every_wake_it_was_given() {
+        // A loop driving two workers waits on both of their wakes: either one ends the wait,
+        // and each is drained by the wait that saw it.
+        let (a, _b) = UnixDatagram::pair().unwrap();
+        let port = FdPort(a);
+        let wakes = [Wake::new(), Wake::new()];
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], wakes.iter());
+        assert!(w.hears_all());
+        assert_eq!(w.len(), 3);
+        for which in [1, 0] {
+            for k in &wakes {
+                k.arm();
+            }
+            wakes[which].notify();
+            let start = Instant::now();
+            w.wait(LONG);
+            assert!(start.elapsed() < EARLY, "wake {which} did not end the wait");
+            for k in &wakes {
+                k.disarm();
+            }
+            assert_times_out(&mut w);
+        }
+    }
+
+    #[test]
     fn a_notify_while_disarmed_writes_nothing() {
         let (a, _b) = UnixDatagram::pair().unwrap();
         let port = FdPort(a);
         let wake = Wake::new();
-        let mut w = IdleWaiter::for_ports([&port as &dyn Port], Some(&wake));
+        let mut w = IdleWaiter::for_ports([&port as &dyn Port], [&wake]);
         wake.notify();
         assert_times_out(&mut w);
     }
@@ -436,9 +464,9 @@ mod tests {
         let (a, _b) = crate::port::mem::link("a", "b", 8);
         let (c, _d) = UnixDatagram::pair().unwrap();
         let fd = FdPort(c);
-        let w = IdleWaiter::for_ports([&a as &dyn Port], None);
+        let w = IdleWaiter::for_ports([&a as &dyn Port], []);
         assert!(w.is_empty() && !w.hears_all());
-        let w = IdleWaiter::for_ports([&a as &dyn Port, &fd as &dyn Port], None);
+        let w = IdleWaiter::for_ports([&a as &dyn Port, &fd as &dyn Port], []);
         assert_eq!(w.len(), 1);
         assert!(!w.hears_all(), "the in-memory port is not heard");
     }

@@ -225,6 +225,59 @@ impl Switch {
         run: RunConfig,
         make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
     ) -> Result<Switch, StartError> {
+        let cores = run.cores.clone();
+        let (mut switch, workers) = Self::build(tables, ports, run, make_reorder)?;
+        for (w, worker) in workers.into_iter().enumerate() {
+            let core = cores.as_ref().and_then(|c| c.get(w)).copied();
+            let t = std::thread::Builder::new()
+                .name(format!("ss-worker-{w}"))
+                .spawn(move || {
+                    crate::time::tighten_timer_slack();
+                    if let Some(core) = core {
+                        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                            log::warn!("worker {w}: could not pin to core {core}");
+                        }
+                    }
+                    worker.run()
+                });
+            match t {
+                Ok(t) => switch.threads.push(t),
+                Err(e) => {
+                    // Workers already running stop with the switch.
+                    drop(switch.stop());
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(switch)
+    }
+
+    /// As [`Switch::start_with`], but the workers are handed to the caller instead of running on
+    /// threads of their own: a loop that drives several switches in one thread (the one-process
+    /// rack of `sprayrackd`) calls [`Worker::iterate`] on each, waits with one
+    /// [`crate::idle::IdleWaiter`] over all of their ports and wake-ups, and, once
+    /// [`Worker::stop_requested`], hands [`Worker::finish`]'s result to
+    /// [`Switch::stop_driven`]. The switch's control side (tables, counters, questions about
+    /// streams, captures) works as with threads: the workers answer in `iterate`.
+    ///
+    /// # Errors
+    /// [`StartError`] when ports and tables disagree.
+    pub fn start_driven(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        run: RunConfig,
+        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+    ) -> Result<(Switch, Vec<Worker>), StartError> {
+        Self::build(tables, ports, run, make_reorder)
+    }
+
+    /// The switch and its workers, not yet running.
+    fn build(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        run: RunConfig,
+        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+    ) -> Result<(Switch, Vec<Worker>), StartError> {
         if ports.len() != tables.ports.len() {
             return Err(StartError::PortCount {
                 expected: tables.ports.len(),
@@ -292,7 +345,7 @@ impl Switch {
         }
         let mut tables_tx = Vec::new();
         let mut counters = Vec::new();
-        let mut threads = Vec::new();
+        let mut workers_built = Vec::new();
         let mut stream_requests = Vec::new();
         let taps = Arc::new(crate::capture::CaptureTaps::new(status.len()));
         let mut histograms = Vec::new();
@@ -335,25 +388,13 @@ impl Switch {
             if let Some(h) = worker.hold_histogram() {
                 histograms.push(h);
             }
-            let core = run.cores.as_ref().and_then(|c| c.get(w)).copied();
-            let t = std::thread::Builder::new()
-                .name(format!("ss-worker-{w}"))
-                .spawn(move || {
-                    crate::time::tighten_timer_slack();
-                    if let Some(core) = core {
-                        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-                            log::warn!("worker {w}: could not pin to core {core}");
-                        }
-                    }
-                    worker.run()
-                })?;
-            threads.push(t);
+            workers_built.push(worker);
         }
-        Ok(Switch {
+        let switch = Switch {
             tables,
             tables_tx,
             stop,
-            threads,
+            threads: Vec::new(),
             counters,
             port_counters,
             status,
@@ -361,7 +402,8 @@ impl Switch {
             stream_requests,
             histograms,
             wakes,
-        })
+        };
+        Ok((switch, workers_built))
     }
 
     /// Up to `max` reorder streams from every worker, the busiest first. Each worker answers
@@ -560,27 +602,46 @@ impl Switch {
         s
     }
 
-    /// Stops the workers after they flush what they hold, and hands the ports back.
-    pub fn stop(self) -> Stopped {
+    /// Asks the workers to stop (they flush what they hold first). [`Switch::stop`] does this
+    /// and waits; a loop driving the workers itself sees [`Worker::stop_requested`].
+    pub fn request_stop(&self) {
         // Release pairs with the workers' Acquire load of the flag.
         self.stop.store(true, Ordering::Release);
         for w in self.wakes.iter() {
             w.notify();
         }
+    }
+
+    /// Stops the workers after they flush what they hold, and hands the ports back.
+    pub fn stop(mut self) -> Stopped {
+        self.request_stop();
+        let mut exits = Vec::new();
+        for t in std::mem::take(&mut self.threads) {
+            match t.join() {
+                Ok(exit) => exits.push(exit),
+                Err(_) => log::error!("a worker thread panicked"),
+            }
+        }
+        self.stopped(exits)
+    }
+
+    /// Stops a switch whose workers a caller drove ([`Switch::start_driven`]): `exits` are what
+    /// [`Worker::finish`] returned for each.
+    pub fn stop_driven(self, exits: Vec<WorkerExit>) -> Stopped {
+        self.request_stop();
+        self.stopped(exits)
+    }
+
+    fn stopped(self, exits: Vec<WorkerExit>) -> Stopped {
         let mut ports: Vec<Option<Box<dyn Port>>> =
             (0..self.tables.ports.len()).map(|_| None).collect();
         let mut unsent = 0;
-        for t in self.threads {
-            match t.join() {
-                Ok(exit) => {
-                    unsent += exit.unsent;
-                    for (id, p) in exit.ports {
-                        if let Some(slot) = ports.get_mut(usize::from(id)) {
-                            *slot = Some(p);
-                        }
-                    }
+        for exit in exits {
+            unsent += exit.unsent;
+            for (id, p) in exit.ports {
+                if let Some(slot) = ports.get_mut(usize::from(id)) {
+                    *slot = Some(p);
                 }
-                Err(_) => log::error!("a worker thread panicked"),
             }
         }
         let stats = Switch {

@@ -17,6 +17,7 @@
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crossbeam::channel::{Receiver, Sender, TrySendError};
 use crossbeam::queue::ArrayQueue;
@@ -304,9 +305,7 @@ impl Worker {
     /// Runs until the stop flag is set, then flushes and returns the ports.
     pub fn run(mut self) -> WorkerExit {
         let mut idle_iters: u64 = 0;
-        let wakes = self.sh.wakes.clone();
-        let wake = &wakes[self.sh.id];
-        let mut waiter = IdleWaiter::for_ports(self.ports.iter().map(|p| &*p.port), Some(wake));
+        let mut waiter = self.idle_waiter();
         loop {
             let now = now_ns();
             let work = self.iterate(now);
@@ -315,30 +314,74 @@ impl Worker {
                 continue;
             }
             idle_iters += 1;
-            self.sh.counters.idle_loops.add(1);
-            if self.sh.stop.load(Ordering::Acquire) {
-                // Acquire pairs with the Release store in `Switch::stop`: everything the
-                // stopper did before asking (last publications) is visible here.
+            self.note_idle();
+            if self.stop_requested() {
                 break;
             }
             if !self.cfg.idle.waits(idle_iters) {
                 self.cfg.idle.back_off(idle_iters, &mut waiter, None);
                 continue;
             }
-            // Arm the wake-up before the last look at what arrives other than on the ports,
-            // so that whatever is queued after this look also ends the wait.
-            wake.arm();
-            if self.inputs_waiting() {
-                wake.disarm();
+            let Some(timed) = self.prepare_wait() else {
                 continue;
-            }
-            // Timed work at a time the worker does not track (hold timers live in the reorder
-            // stage): the policy's short wait.
-            let timed = self.has_timed_work().then(|| self.cfg.idle.short_wait());
+            };
             self.cfg.idle.back_off(idle_iters, &mut waiter, timed);
-            wake.disarm();
+            self.end_wait();
         }
         self.finish()
+    }
+
+    /// Where this worker waits when idle: its ports' descriptors and its wake-up.
+    pub fn idle_waiter(&self) -> IdleWaiter {
+        IdleWaiter::for_ports(self.wait_ports(), [self.wake()])
+    }
+
+    /// Its ports, for a loop that drives several workers and builds one [`IdleWaiter`] over
+    /// all of theirs (with [`Worker::wake`] of each).
+    pub fn wait_ports(&self) -> impl Iterator<Item = &dyn Port> {
+        self.ports.iter().map(|p| &*p.port)
+    }
+
+    /// Its wake-up: notified when work reaches it other than through its ports.
+    pub fn wake(&self) -> &Wake {
+        &self.sh.wakes[self.sh.id]
+    }
+
+    /// Its idle policy.
+    pub fn idle_policy(&self) -> IdlePolicy {
+        self.cfg.idle
+    }
+
+    /// Counts an iteration that found nothing to do.
+    pub fn note_idle(&self) {
+        self.sh.counters.idle_loops.add(1);
+    }
+
+    /// True once the switch asked its workers to stop ([`Worker::finish`] then flushes).
+    pub fn stop_requested(&self) -> bool {
+        // Acquire pairs with the Release store in `Switch::stop`: everything the stopper did
+        // before asking (last publications) is visible here.
+        self.sh.stop.load(Ordering::Acquire)
+    }
+
+    /// The first half of an idle wait: arms the wake-up, then looks one last time at what
+    /// arrives other than on the ports, so that whatever is queued after this look also ends
+    /// the wait. `None`: work is already queued (the wake-up is disarmed again), do not wait.
+    /// `Some(timed)`: wait, at most `timed` when the worker has timed work (hold timers live in
+    /// the reorder stage, so that is the policy's short wait); then call [`Worker::end_wait`].
+    pub fn prepare_wait(&self) -> Option<Option<Duration>> {
+        let wake = self.wake();
+        wake.arm();
+        if self.inputs_waiting() {
+            wake.disarm();
+            return None;
+        }
+        Some(self.timed_wait(now_ns()))
+    }
+
+    /// The second half of an idle wait (see [`Worker::prepare_wait`]).
+    pub fn end_wait(&self) {
+        self.wake().disarm();
     }
 
     /// Work queued for this worker other than on its ports.
@@ -349,16 +392,31 @@ impl Worker {
             || self.sh.stop.load(Ordering::Acquire)
     }
 
-    /// True when something must happen at a time rather than on an arrival: packets held for
-    /// reordering (hold timers), packets waiting for room in a transmit ring or a peer's
-    /// hand-off ring. An idle wait is then short (the policy's `sleep_us`).
-    fn has_timed_work(&self) -> bool {
-        self.reorder.held() > 0
-            || !self.handoff_wait.is_empty()
-            || self
-                .ports
-                .iter()
-                .any(|p| !p.txq.is_empty() || p.port.tx_backlog() > 0)
+    /// How long an idle wait may last when something must happen at a time rather than on an
+    /// arrival (`None`: nothing is timed). Packets held for reordering (hold timers live in the
+    /// reorder stage), waiting for room in a transmit ring or a peer's hand-off ring, or in a
+    /// port's backlog whose release time the port does not tell: the policy's short wait
+    /// (`sleep_us`). A port that tells when its backlog moves (a fault-injected link's next
+    /// delayed packet): until then, at most the short wait.
+    fn timed_wait(&self, now: u64) -> Option<Duration> {
+        let short = self.cfg.idle.short_wait();
+        if self.reorder.held() > 0 || !self.handoff_wait.is_empty() {
+            return Some(short);
+        }
+        let mut next: Option<Duration> = None;
+        for p in &self.ports {
+            let d = if !p.txq.is_empty() {
+                short
+            } else if p.port.tx_backlog() > 0 {
+                p.port
+                    .next_release_ns()
+                    .map_or(short, |at| Duration::from_nanos(at.saturating_sub(now)))
+            } else {
+                continue;
+            };
+            next = Some(next.map_or(d, |n| n.min(d)));
+        }
+        next.map(|d| d.min(short))
     }
 
     /// Wakes the workers this iteration handed packets to.
@@ -713,7 +771,9 @@ impl Worker {
         sent > 0
     }
 
-    fn finish(mut self) -> WorkerExit {
+    /// Flushes what the worker still holds (bounded in time) and hands its ports back: what
+    /// [`Worker::run`] does once asked to stop, for loops that drive workers themselves.
+    pub fn finish(mut self) -> WorkerExit {
         // Drain what is still queued: hand-offs, reorder holds, transmit buffers, for a bounded
         // time (a peer that never reads must not hang shutdown).
         let deadline = now_ns() + 200_000_000;
@@ -751,5 +811,65 @@ impl Worker {
             ports,
             unsent: unsent as u64,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SprayPolicy;
+    use crate::port::fault::{FaultConfig, FaultInjector};
+    use crate::port::mem;
+    use crate::reorder::Passthrough;
+    use crate::testkit::{roce_frame, tor_tables};
+
+    #[test]
+    fn an_idle_wait_lasts_until_a_delayed_packet_is_due() {
+        // A worker whose uplink delays packets by 2 ms (a fault-injected link) waits until the
+        // held packet is due, not a fixed tick: here the short wait is 10 ms, so only the
+        // release time can make the wait shorter.
+        let tables = tor_tables(1, 1, SprayPolicy::RoundRobin);
+        let (mut host, d0) = mem::link("host", "d0", 64);
+        let (u0, mut far) = mem::link("u0", "far", 64);
+        let delayed = FaultInjector::new(
+            u0,
+            FaultConfig {
+                delay_ns: 2_000_000,
+                ..FaultConfig::default()
+            },
+        );
+        let cfg = WorkerConfig {
+            idle: IdlePolicy::wait(10_000),
+            ..WorkerConfig::default()
+        };
+        let (mut w, _) = Worker::standalone(
+            tables,
+            vec![Box::new(d0), Box::new(delayed)],
+            cfg,
+            Box::new(Passthrough),
+        );
+        assert_eq!(w.prepare_wait(), Some(None), "nothing timed yet");
+        w.end_wait();
+
+        let frame = roce_frame(0, "10.9.0.5".parse().unwrap(), 1, 0, 64);
+        host.tx_burst(0, &mut vec![Pkt::from_slice(&frame)]);
+        while w.iterate(now_ns()) {}
+        let timed = w
+            .prepare_wait()
+            .expect("nothing else is queued")
+            .expect("the delayed packet is timed work");
+        w.end_wait();
+        assert!(
+            timed <= Duration::from_millis(2) && timed > Duration::from_millis(1),
+            "waits until the release, not the 10 ms short wait: {timed:?}"
+        );
+
+        // Once due, it leaves, and nothing is timed any more.
+        std::thread::sleep(Duration::from_millis(3));
+        w.iterate(now_ns());
+        let mut got = Vec::new();
+        assert_eq!(far.rx_burst(0, &mut got, 8), 1);
+        assert_eq!(w.prepare_wait(), Some(None));
+        w.end_wait();
     }
 }

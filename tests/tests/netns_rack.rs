@@ -43,6 +43,8 @@ fn bin_dir() -> PathBuf {
         "sprayswitch",
         "sprayfabric",
         "sprayrack",
+        "sprayrackd",
+        "sprayctl",
         "rocegen",
         "rocelat",
     ])
@@ -458,6 +460,70 @@ fn roce_mtu_4096_crosses_the_rack_on_af_xdp_multi_buffer() {
         assert!(log.contains("multi-buffer"), "{tor}: {log}");
         assert!(!log.contains("AF_PACKET"), "{tor} fell back: {log}");
     }
+}
+
+#[test]
+fn the_one_process_rack_forwards_sprays_and_reorders_like_the_split_one() {
+    if !available("the_one_process_rack_forwards_sprays_and_reorders_like_the_split_one") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Both ToRs and the fabric in one process and one thread (sprayrackd), event-driven.
+    let rack = Rack::up("one", &[("SHAPE", "one"), ("IDLE", "wait")]);
+    for (a, b) in [("a1", "10.2.1.2"), ("b2", "10.1.2.2"), ("a1", "10.1.2.2")] {
+        ping(&rack, a, b, 2);
+    }
+    assert_eq!(
+        ping(&rack, "a1", "10.2.1.2", 10),
+        10,
+        "a1 -> b1 across the fabric"
+    );
+    assert_eq!(
+        ping(&rack, "b2", "10.1.2.2", 10),
+        10,
+        "b2 -> a2 across the fabric"
+    );
+    assert_eq!(
+        ping(&rack, "a1", "10.1.2.2", 5),
+        5,
+        "a1 -> a2 inside rack A"
+    );
+    // RoCE WRITEs sprayed over the four skewed paths arrive in order at a Go-Back-N responder.
+    let (req, resp) = rocegen_across(&rack, "32", &[]);
+    assert_eq!(req["completed"], 320);
+    assert_eq!(resp["accepted"], 320 * 32);
+    // Each ToR answers on its own control socket, and ToR B's reorder stage did the work.
+    let sock = format!("/run/sprayswitch-rack/{}/tor-b.sock", rack.name);
+    let out = Command::new(bin_dir().join("sprayctl"))
+        .args(["-s", &sock, "--json", "show", "counters"])
+        .output()
+        .expect("sprayctl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("counters JSON");
+    let held = c["data"]["reorder"]["held_total"].as_u64().unwrap_or(0);
+    let sprayed_a = {
+        let sock = format!("/run/sprayswitch-rack/{}/tor-a.sock", rack.name);
+        let out = Command::new(bin_dir().join("sprayctl"))
+            .args(["-s", &sock, "--json", "show", "counters"])
+            .output()
+            .expect("sprayctl");
+        let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("counters JSON");
+        c["data"]["sprayed"].as_u64().unwrap_or(0)
+    };
+    assert!(sprayed_a >= 320 * 32, "ToR A sprayed the requests: {c}");
+    assert!(
+        held > 0,
+        "the skewed paths reordered and ToR B held packets: {c}"
+    );
+    let log = rack.log("rack");
+    assert!(
+        log.contains("rack running") && log.contains("af_xdp"),
+        "{log}"
+    );
 }
 
 /// rocegen WRITEs from a1 to b1 over 8 QPs (40 messages of 32 KiB each, `window` outstanding

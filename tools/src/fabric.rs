@@ -132,7 +132,7 @@ impl Fabric {
         sprayswitch::time::tighten_timer_slack();
         let mut idle_iters = 0u64;
         // Nothing but its ports brings the fabric work: no wake-up needed.
-        let mut waiter = IdleWaiter::for_ports(self.ports.iter().map(|p| p as &dyn Port), None);
+        let mut waiter = IdleWaiter::for_ports(self.ports.iter().map(|p| p as &dyn Port), []);
         while !stop.load(Ordering::Relaxed) {
             if self.iterate(now_ns()) {
                 idle_iters = 0;
@@ -191,16 +191,31 @@ impl Fabric {
 /// # Errors
 /// A message naming the bad part.
 pub fn parse_path(s: &str) -> anyhow::Result<(String, String, PathSpec)> {
-    let mut parts = s.split(',');
-    let ends = parts.next().unwrap_or_default();
+    let (ends, rest) = s.split_once(',').unwrap_or((s, ""));
     let Some((a, b)) = ends.split_once(':') else {
         bail!("path '{s}': start with the two interfaces, A:B");
     };
     if a.is_empty() || b.is_empty() {
         bail!("path '{s}': empty interface name");
     }
+    let spec = impairments(s, rest)?;
+    Ok((a.to_string(), b.to_string(), spec))
+}
+
+/// Parses a path's impairments alone: `[delay_us=N][,jitter_us=N][,loss=P][,rate_mbps=N]` (the
+/// paths of `sprayrackd`, which joins its ToRs itself). An empty text is a clean path.
+///
+/// # Errors
+/// A message naming the bad part.
+pub fn parse_impairments(s: &str) -> anyhow::Result<PathSpec> {
+    impairments(s, s)
+}
+
+/// The impairments in `text` (comma-separated key=value), naming `whole` in errors.
+fn impairments(whole: &str, text: &str) -> anyhow::Result<PathSpec> {
+    let s = whole;
     let mut spec = PathSpec::delay(0);
-    for kv in parts {
+    for kv in text.split(',').filter(|kv| !kv.is_empty()) {
         let Some((k, v)) = kv.split_once('=') else {
             bail!("path '{s}': '{kv}' is not key=value");
         };
@@ -227,7 +242,7 @@ pub fn parse_path(s: &str) -> anyhow::Result<(String, String, PathSpec)> {
             _ => bail!("path '{s}': unknown key '{k}' (delay_us, jitter_us, loss, rate_mbps)"),
         }
     }
-    Ok((a.to_string(), b.to_string(), spec))
+    Ok(spec)
 }
 
 #[cfg(test)]
@@ -253,6 +268,17 @@ mod tests {
             ("u0:v0,delay_us=-1", "zero or more"),
         ] {
             let e = parse_path(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        assert_eq!(parse_impairments("").unwrap(), PathSpec::delay(0));
+        let p = parse_impairments("delay_us=40,rate_mbps=100").unwrap();
+        assert_eq!((p.delay_ns, p.rate_bps), (40_000, Some(100_000_000)));
+        for (bad, says) in [
+            ("delay_us", "key=value"),
+            ("u0:v0", "key=value"),
+            ("loss=1.5", "probability"),
+        ] {
+            let e = parse_impairments(bad).unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

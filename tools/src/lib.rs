@@ -5,6 +5,7 @@
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 //! - [`fabric`]: the fabric emulator over any ports (`sprayfabric` runs it on real interfaces).
 //! - [`transit`]: transit times between two capture points (`rocecap transit`).
+//! - [`rack`]: a rack pair in one process with its hosts on real interfaces (`sprayrackd`).
 
 pub mod analyze;
 pub mod decode;
@@ -12,6 +13,7 @@ pub mod demo;
 pub mod fabric;
 pub mod gen;
 pub mod lat;
+pub mod rack;
 pub mod rnic;
 pub mod topo;
 pub mod transit;

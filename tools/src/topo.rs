@@ -125,6 +125,47 @@ pub struct RackPair {
     pub path_links: Vec<LinkControl>,
 }
 
+/// The fabric of a rack pair: per path, an in-memory link whose two ends are fault-injected
+/// (each direction delayed, rate-limited and lossy as the path says, with its own seed).
+pub struct FabricLinks {
+    /// The uplink ends of ToR A (`ends[0]`) and ToR B (`ends[1]`), `u0`.. in path order.
+    pub ends: [Vec<Box<dyn Port>>; 2],
+    /// Per path: impairment counters A->B and B->A.
+    pub stats: Vec<(Arc<FaultStats>, Arc<FaultStats>)>,
+    /// Per path: carrier control.
+    pub links: Vec<LinkControl>,
+}
+
+impl FabricLinks {
+    /// The paths of `spec`, each holding `spec.link_capacity` packets per direction.
+    pub fn new(spec: &RackPairSpec) -> FabricLinks {
+        let mut f = FabricLinks {
+            ends: [Vec::new(), Vec::new()],
+            stats: Vec::new(),
+            links: Vec::new(),
+        };
+        for (p, ps) in spec.paths.iter().enumerate() {
+            let (a, b) = mem::link(&format!("u{p}"), &format!("u{p}"), spec.link_capacity);
+            f.links.push(a.control());
+            let cfg = |seed| FaultConfig {
+                drop_rate: ps.loss,
+                delay_ns: ps.delay_ns,
+                jitter_ns: ps.jitter_ns,
+                rate_bps: ps.rate_bps,
+                queue_limit: spec.link_capacity,
+                seed,
+                ..FaultConfig::default()
+            };
+            let fa = FaultInjector::new(a, cfg(spec.seed * 1000 + p as u64 * 2));
+            let fb = FaultInjector::new(b, cfg(spec.seed * 1000 + p as u64 * 2 + 1));
+            f.stats.push((fa.stats(), fb.stats()));
+            f.ends[0].push(Box::new(fa));
+            f.ends[1].push(Box::new(fb));
+        }
+        f
+    }
+}
+
 /// MAC of a rack-pair element: `kind` 1 = ToR downlink, 2 = ToR uplink, 3 = host.
 pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
     [0x02, 0x5a, rack, kind, 0, i as u8]
@@ -140,12 +181,77 @@ pub fn fmt_mac(m: [u8; 6]) -> String {
 
 /// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
 pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
-    tor_config_with(spec, rack, "mem")
+    tor_config_ports(spec, rack, "mem", "mem", None)
 }
 
-/// The configuration text of ToR `rack` (1 or 2) with every port on `backend` (`mem`, or a
-/// real backend whose interfaces carry the ports' names: `h1`.., `u0`..).
-pub fn tor_config_with(spec: &RackPairSpec, rack: u8, backend: &str) -> String {
+/// A ToR of a rack pair on real interfaces (`sprayrack` prints it for the namespace rack,
+/// `sprayrackd` runs two of them in one process): where its ports are and the settings the
+/// scripts vary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorText {
+    /// Backend of the host ports: `af_xdp`, `af_packet` or `auto`.
+    pub host_backend: String,
+    /// Backend of the uplinks: the same, or `mem` when the fabric is in the same process.
+    pub uplink_backend: String,
+    /// Host port `hN` opens interface `<prefix>N`; `None`: an interface named like the port.
+    pub host_interface_prefix: Option<String>,
+    /// Ethernet MTU of every port.
+    pub mtu: u16,
+    /// Core to pin the worker to.
+    pub core: Option<usize>,
+    /// Idle policy name (`backoff`, `wait`, `spin`).
+    pub idle: String,
+    /// Longest idle wait, microseconds.
+    pub idle_us: u32,
+    /// Reordering on (otherwise spraying without reorder).
+    pub reorder: bool,
+    /// Gap hold timeout, microseconds.
+    pub hold_us: u64,
+    /// Learning window of a new stream, microseconds.
+    pub learn_us: u64,
+}
+
+/// The configuration text of ToR `rack` (1 or 2) as `t` says, validated.
+///
+/// # Errors
+/// When the switch would refuse it (a bad backend name or MTU, say).
+pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Result<String> {
+    let mut text = tor_config_ports(
+        spec,
+        rack,
+        &t.host_backend,
+        &t.uplink_backend,
+        t.host_interface_prefix.as_deref(),
+    );
+    if t.mtu != 1500 {
+        text = text.replace("\nrole = ", &format!("\nmtu = {}\nrole = ", t.mtu));
+    }
+    let mut switch = format!(
+        "[switch]\nidle = \"{}\"\nidle_sleep_us = {}\n",
+        t.idle, t.idle_us
+    );
+    if let Some(c) = t.core {
+        switch += &format!("cores = [{c}]\n");
+    }
+    text = text.replacen("[switch]\n", &switch, 1);
+    text += &format!(
+        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
+        t.reorder, t.hold_us, t.learn_us
+    );
+    Config::parse(&text, "generated")?.validate()?;
+    Ok(text)
+}
+
+/// The configuration text of ToR `rack` (1 or 2): host ports `h1`.. on `host_backend` (opening
+/// `<host_prefix>N` when given, else an interface named like the port), uplinks `u0`.. on
+/// `uplink_backend`.
+fn tor_config_ports(
+    spec: &RackPairSpec,
+    rack: u8,
+    host_backend: &str,
+    uplink_backend: &str,
+    host_prefix: Option<&str>,
+) -> String {
     let other = 3 - rack;
     let mut s = format!(
         "[switch]\nname = \"tor-{}\"\nworkers = {}\nspray_policy = \"{}\"\nseed = {}\n",
@@ -156,14 +262,17 @@ pub fn tor_config_with(spec: &RackPairSpec, rack: u8, backend: &str) -> String {
     );
     for i in 1..=spec.hosts {
         s += &format!(
-            "[[port]]\nname = \"h{i}\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
+            "[[port]]\nname = \"h{i}\"\nbackend = \"{host_backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
             fmt_mac(mac(rack, 1, i))
         );
+        if let Some(prefix) = host_prefix {
+            s += &format!("interface = \"{prefix}{i}\"\n");
+        }
     }
     let mut members = Vec::new();
     for (p, _) in spec.paths.iter().enumerate() {
         s += &format!(
-            "[[port]]\nname = \"u{p}\"\nbackend = \"{backend}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
+            "[[port]]\nname = \"u{p}\"\nbackend = \"{uplink_backend}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
             fmt_mac(mac(rack, 2, p)),
             fmt_mac(mac(other, 2, p))
         );
@@ -206,25 +315,11 @@ impl RackPair {
                 });
             }
         }
-        let mut path_stats = Vec::new();
-        let mut path_links = Vec::new();
-        for (p, ps) in spec.paths.iter().enumerate() {
-            let (a, b) = mem::link(&format!("u{p}"), &format!("u{p}"), spec.link_capacity);
-            path_links.push(a.control());
-            let cfg = |seed| FaultConfig {
-                drop_rate: ps.loss,
-                delay_ns: ps.delay_ns,
-                jitter_ns: ps.jitter_ns,
-                rate_bps: ps.rate_bps,
-                queue_limit: spec.link_capacity,
-                seed,
-                ..FaultConfig::default()
-            };
-            let fa = FaultInjector::new(a, cfg(spec.seed * 1000 + p as u64 * 2));
-            let fb = FaultInjector::new(b, cfg(spec.seed * 1000 + p as u64 * 2 + 1));
-            path_stats.push((fa.stats(), fb.stats()));
-            switch_ports[0].push(Box::new(fa));
-            switch_ports[1].push(Box::new(fb));
+        let fabric = FabricLinks::new(spec);
+        let path_stats = fabric.stats.clone();
+        let path_links = fabric.links.clone();
+        for (r, uplinks) in fabric.ends.into_iter().enumerate() {
+            switch_ports[r].extend(uplinks);
         }
         for (rack, ports) in [1u8, 2].into_iter().zip(switch_ports) {
             // ToR A of the default shape runs the embedded default configuration itself.

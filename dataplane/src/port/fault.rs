@@ -238,11 +238,6 @@ impl<P: Port> FaultInjector<P> {
     pub fn stalled(&self) -> bool {
         !self.staged.is_empty() || self.inner.tx_backlog() > 0
     }
-
-    /// When the next held packet is due, if any.
-    pub fn next_release_ns(&self) -> Option<u64> {
-        self.held.peek().map(|Reverse(h)| h.release_ns)
-    }
 }
 
 impl<P: Port> Port for FaultInjector<P> {
@@ -274,6 +269,16 @@ impl<P: Port> Port for FaultInjector<P> {
 
     fn tx_backlog(&self) -> usize {
         self.held.len() + self.staged.len() + self.inner.tx_backlog()
+    }
+
+    fn next_release_ns(&self) -> Option<u64> {
+        if self.stalled() {
+            // Waiting for room in the inner port, or for it to deliver: when it says, if it
+            // knows (otherwise the owner comes back after its short wait).
+            return self.inner.next_release_ns();
+        }
+        // The next held packet's release, if any.
+        self.held.peek().map(|Reverse(h)| h.release_ns)
     }
 
     fn rx_finished(&self) -> bool {

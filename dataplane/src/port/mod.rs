@@ -219,6 +219,14 @@ pub trait Port: Send {
     /// Packets accepted by `tx_burst` but not yet delivered to the wire or the peer.
     fn tx_backlog(&self) -> usize;
 
+    /// When that backlog next moves on its own clock (a delayed or rate-limited packet's
+    /// release, worker clock ns; a time in the past: now), for ports that hold packets until a
+    /// time rather than until a ring has room. `None`: the port does not know (its worker
+    /// comes back after its idle policy's short wait).
+    fn next_release_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// True when the port has nothing more to receive, ever (a replayed capture that ended).
     fn rx_finished(&self) -> bool {
         false
@@ -258,6 +266,9 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn tx_backlog(&self) -> usize {
         (**self).tx_backlog()
+    }
+    fn next_release_ns(&self) -> Option<u64> {
+        (**self).next_release_ns()
     }
     fn rx_finished(&self) -> bool {
         (**self).rx_finished()

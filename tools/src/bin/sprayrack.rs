@@ -6,8 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use sprayswitch::engine::SprayPolicy;
-use sprayswitch_control::Config;
-use sprayswitch_tools::topo::{tor_config_with, PathSpec, RackPairSpec};
+use sprayswitch_tools::topo::{tor_config_text, PathSpec, RackPairSpec, TorText};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Rack {
@@ -79,30 +78,26 @@ fn main() -> ExitCode {
         Rack::A => 1,
         Rack::B => 2,
     };
-    let mut text = tor_config_with(&spec, rack, &cli.backend);
-    if cli.mtu != 1500 {
-        text = text.replace("\nrole = ", &format!("\nmtu = {}\nrole = ", cli.mtu));
-    }
-    if let Some(c) = cli.core {
-        text = text.replacen("[switch]\n", &format!("[switch]\ncores = [{c}]\n"), 1);
-    }
-    text = text.replacen(
-        "[switch]\n",
-        &format!(
-            "[switch]\nidle = \"{}\"\nidle_sleep_us = {}\n",
-            cli.idle, cli.idle_us
-        ),
-        1,
-    );
-    text += &format!(
-        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
-        !cli.no_reorder, cli.hold_us, cli.learn_us
-    );
+    let t = TorText {
+        host_backend: cli.backend.clone(),
+        uplink_backend: cli.backend.clone(),
+        host_interface_prefix: None,
+        mtu: cli.mtu,
+        core: cli.core,
+        idle: cli.idle.clone(),
+        idle_us: cli.idle_us,
+        reorder: !cli.no_reorder,
+        hold_us: cli.hold_us,
+        learn_us: cli.learn_us,
+    };
     // Refuse to print something the switch would refuse.
-    if let Err(e) = Config::parse(&text, "generated").and_then(|c| c.validate().map(drop)) {
-        eprintln!("sprayrack: {e}");
-        return ExitCode::FAILURE;
-    }
+    let text = match tor_config_text(&spec, rack, &t) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("sprayrack: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     print!("{text}");
     ExitCode::SUCCESS
 }
