@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # perftest between real Soft-RoCE (rdma_rxe) hosts through sprayswitch.
 #
-#   client guest ── tap h1 ┐ tor-a ═══ sprayfabric, 4 skewed paths ═══ tor-b ┌ tap h1 ── server guest
+#   client guest ── tap ┐ tor-a ═══ fabric emulator, 4 skewed paths ═══ tor-b ┌ tap ── server guest
 #
 # Two qemu guests (TCG; stock Debian kernel, built by scripts/rxe-guest.sh) attach to tap
-# devices that are the ToRs' downlinks of the namespace rack of scripts/netns-rack.sh. For each
+# devices that are the ToRs' downlinks of the rack of scripts/netns-rack.sh (by default the
+# rack in one process, sprayrackd: see SHAPE). For each
 # fabric mode (ecmp, spray without reorder, spray with reorder) and each RoCE MTU, the guests run
 # the perftest list; then the same guests run it over a direct link (a Linux bridge) as the
 # baseline. Prints one table row per test with the goodput, the responder's out-of-sequence and
@@ -14,9 +15,15 @@
 # Usage: scripts/rxe-rack.sh [quick|full]
 #   quick  one ib_write_bw per mode, RoCE MTU 1024 (CI)
 #   full   ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat at RoCE MTU 1024 and 4096
-# Environment: MODES ["direct ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
+# Modes: direct (the two guests on one Linux bridge: the baseline), wire (the two guests joined
+# by a bare userspace forwarder on the switches' backend: what any userspace hop costs here),
+# ecmp, spray (without reorder) and reorder (spray with reorder) through the rack.
+# Environment: MODES ["direct wire ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
-#   RT_PRIO [""] (see netns-rack.sh), PMTUS_OVERRIDE (e.g. "4096"),
+#   RT_PRIO [""] (see netns-rack.sh), PMTUS_OVERRIDE (e.g. "4096"), SHAPE [one] (see netns-rack.sh:
+#   the rack in one process and thread, or split in three processes),
+#   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
+#   each round) and print each goodput ratio as the median over the rounds, with every value,
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
@@ -31,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PROFILE=${1:-quick}
-MODES=${MODES:-"direct ecmp spray reorder"}
+MODES=${MODES:-"direct wire ecmp spray reorder"}
 # Rate of each fabric path. The experiment needs one path slower than what the guests can do on
 # a direct link (so ECMP, pinned to one path, shows its limit) and all four together well
 # faster (so spraying is limited by the switch, not by the fabric). The guests do about
@@ -59,13 +66,14 @@ IDLE_US=${IDLE_US:-50}
 # How the rack runs (netns-rack.sh): one (ToR A, fabric and ToR B in one process and one
 # thread, sprayrackd) or split (three processes joined by veth pairs).
 SHAPE=${SHAPE:-one}
+ROUNDS=${ROUNDS:-1}             # repeat every mode this many times (round by round)
 TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
 LIMIT=$TEST_LIMIT
 case "$PROFILE" in
   quick) TESTS="ib_write_bw -s 65536 -n 300"; PMTUS="1024" ;;
   full) TESTS="ib_write_bw -s 65536 -n 1000;ib_read_bw -s 65536 -n 1000;ib_send_bw -s 65536 -n 1000;ib_write_lat -s 64 -n 1000"; PMTUS="1024 4096" ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
+  *) sed -n '2,/^set -euo/{/^set/!p}' "$0"; exit 2 ;;
 esac
 TESTS=${TESTS_OVERRIDE:-$TESTS}
 PMTUS=${PMTUS_OVERRIDE:-$PMTUS}
@@ -76,10 +84,13 @@ mkdir -p "$OUT"
 
 QEMU_PIDS=()
 DIRECT_NS=""
+WIRE_PID=""
 cleanup() {
   for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${QEMU_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   QEMU_PIDS=()
+  if [ -n "$WIRE_PID" ]; then kill "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; fi
+  WIRE_PID=""
   scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
   [ -n "$DIRECT_NS" ] && ip netns del "$DIRECT_NS" 2>/dev/null || true
   DIRECT_NS=""
@@ -115,23 +126,42 @@ counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -
 
 ROWS="$OUT/rows.txt"; : >"$ROWS"
 CPUS="$OUT/cpu.txt"; : >"$CPUS"
+RATIOS="$OUT/ratios.txt"; : >"$RATIOS"
 FAIL=0
 HZ=$(getconf CLK_TCK)
+# wakeups PID -> times the process's threads went to sleep and were woken (voluntary context
+# switches, summed over its threads): each is a context switch taken from a guest's core.
+wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'; }
 # cpu_s PID -> CPU seconds (user + system) the process has used so far.
 cpu_s() { awk -v hz="$HZ" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo "?"; }
 run_mode() {  # mode pmtu
   local mode=$1 pmtu=$2 mtu; mtu=$(netdev_mtu "$2")
   local t0; t0=$(date +%s.%N)
   local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2
-  if [ "$mode" = direct ]; then
+  if [ "$mode" = direct ] || [ "$mode" = wire ]; then
     DIRECT_NS="ssr-$NAME-direct"
     ip netns add "$DIRECT_NS"
-    ip -n "$DIRECT_NS" link add br0 mtu "$mtu" type bridge
-    ip -n "$DIRECT_NS" link set br0 up
+    if [ "$mode" = direct ]; then
+      ip -n "$DIRECT_NS" link add br0 mtu "$mtu" type bridge
+      ip -n "$DIRECT_NS" link set br0 up
+    fi
     for t in ta tb; do
       ip -n "$DIRECT_NS" tuntap add "$t" mode tap
-      ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" master br0 up
+      if [ "$mode" = direct ]; then
+        ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" master br0 up
+      else
+        ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" up
+      fi
     done
+    if [ "$mode" = wire ]; then
+      # The two taps joined by a bare userspace forwarder: the fabric emulator with one clean
+      # path (no delay, no rate, no loss), on the switches' backend and idle policy. Every frame
+      # crosses the same kernel paths and one wake-up as through the rack; no switching.
+      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path ta:tb \
+        --idle "$IDLE" --idle-us "$IDLE_US" >"$OUT/wire-$pmtu.log" 2>&1 &
+      WIRE_PID=$!
+      for _ in $(seq 100); do grep -q "path ta <->" "$OUT/wire-$pmtu.log" && break; sleep 0.1; done
+    fi
     srv_ns=$DIRECT_NS; cli_ns=$DIRECT_NS; srv_gw=""; cli_gw=""
     srv_ip=10.9.0.2; cli_ip=10.9.0.1
     guest "$srv_ns" tb "srv-$mode-$pmtu" "$srv_ip/24" "" server "" "$mtu"
@@ -165,13 +195,28 @@ run_mode() {  # mode pmtu
   if [ "$mode" != direct ] && [ -n "${CAPTURE:-}" ]; then
     for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
   fi
-  if [ "$mode" != direct ]; then
+  if [ "$mode" = wire ] && [ -n "$WIRE_PID" ]; then
+    local wall; wall=$(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", $1 - $2}')
+    local c w; c=$(cpu_s "$WIRE_PID"); w=$(wakeups "$WIRE_PID")
+    kill -TERM "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; WIRE_PID=""
+    local n; n=$(awk '/^path 0:/ {gsub(";", ""); print $5 + $12}' "$OUT/wire-$pmtu.log")
+    echo "wire $pmtu: forwarder ${c}s in ${wall}s ($(awk -v a="$c" -v w="$wall" 'BEGIN {printf "%.2f", a / w}') cores); $w wake-ups for ${n:-?} packets from the guests ($(awk -v a="$w" -v b="${n:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
+  fi
+  if [ "$mode" != direct ] && [ "$mode" != wire ]; then
     # What the rack's processes took from the two cores the guests run on.
     local wall cpus="" p procs="tor-a fabric tor-b"
     [ "$SHAPE" = one ] && procs=rack
     wall=$(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", $1 - $2}')
-    for p in $procs; do cpus="$cpus $p $(cpu_s "$(cat "$st/$p.pid" 2>/dev/null)")s"; done
-    echo "$mode $pmtu:$cpus in ${wall}s ($(echo "$cpus" | awk -v w="$wall" '{s = 0; for (i = 2; i <= NF; i += 2) s += $i; printf "%.2f", s / w}') cores)" >>"$CPUS"
+    local wakes=0 hostpkts=0 t
+    for p in $procs; do
+      cpus="$cpus $p $(cpu_s "$(cat "$st/$p.pid" 2>/dev/null)")s"
+      wakes=$((wakes + $(wakeups "$(cat "$st/$p.pid" 2>/dev/null)")))
+    done
+    for t in a b; do
+      hostpkts=$((hostpkts + $("$BIN/sprayctl" -s "$st/tor-$t.sock" --json show ports 2>/dev/null |
+        python3 -c 'import json,sys; print(sum(p["rx_pkts"] for p in json.load(sys.stdin)["data"] if p["name"] == "h1"))' 2>/dev/null || echo 0)))
+    done
+    echo "$mode $pmtu:$cpus in ${wall}s ($(echo "$cpus" | awk -v w="$wall" '{s = 0; for (i = 2; i <= NF; i += 2) s += $i; printf "%.2f", s / w}') cores); $wakes wake-ups for $hostpkts packets from the guests ($(awk -v a="$wakes" -v b="$hostpkts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
     tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
     for t in a b; do
       for w in ports hosts counters; do
@@ -232,29 +277,68 @@ run_mode() {  # mode pmtu
   done
 }
 
-for pmtu in $PMTUS; do
-  for mode in $MODES; do
-    echo "rxe-rack: $mode, RoCE MTU $pmtu: $TESTS" >&2
-    run_mode "$mode" "$pmtu"
+# ratios ROWS_FILE: goodput of each mode against the direct link's for the same test in that
+# round (bandwidth tests), as "pmtu test mode percent" lines.
+ratios() {
+  awk '$6 == "Mb/s" { v[$1" "$2" "$3] = $5; if (!(($2" "$3) in seen)) { seen[$2" "$3] = 1; order[++n] = $2" "$3 } }
+    END {
+      for (i = 1; i <= n; i++) {
+        k = order[i]; d = v["direct " k]; if (d == "" || d == 0) continue
+        split("wire ecmp spray reorder", m, " ")
+        for (j = 1; j <= 4; j++) { x = v[m[j]" "k]; if (x != "") printf "%s %s %.0f\n", k, m[j], 100 * x / d }
+      }
+    }' "$1"
+}
+
+# ratio_table: the ratios of every round, one column per mode; with several rounds, each
+# cell is the median over the rounds followed by every round's value.
+ratio_table() {
+  awk -v rounds="$ROUNDS" '{ k = $1" "$2; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+      c = k" "$3; cnt[c]++; val[c, cnt[c]] = $4 }
+    function cell(c,   i, j, t, a, s, m) {
+      if (!(c in cnt)) return "-"
+      m = cnt[c]; for (i = 1; i <= m; i++) a[i] = val[c, i]
+      for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      s = (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+      if (m == 1) return sprintf("%.0f%%", s)
+      t = ""; for (i = 1; i <= m; i++) t = t (i > 1 ? "/" : "") val[c, i]
+      return sprintf("%.0f%% (%s)", s, t)
+    }
+    END {
+      head = rounds > 1 ? "goodput vs direct, median of " rounds " rounds (each round: direct and the modes back to back)" : "goodput vs direct, same run"
+      printf "%s\n%-5s %-12s %-19s %-19s %-19s %-19s\n", head, "pmtu", "test", "wire", "ecmp", "spray", "reorder"
+      for (i = 1; i <= n; i++) {
+        split(order[i], f, " "); printf "%-5s %-12s", f[1], f[2]
+        printf " %-19s %-19s %-19s %-19s\n", cell(order[i]" wire"), cell(order[i]" ecmp"), cell(order[i]" spray"), cell(order[i]" reorder")
+      }
+    }' "$RATIOS"
+}
+
+OUT_ROOT=$OUT
+for round in $(seq "$ROUNDS"); do
+  if [ "$ROUNDS" -gt 1 ]; then
+    OUT="$OUT_ROOT/round-$round"; mkdir -p "$OUT"
+    ROWS="$OUT/rows.txt"; : >"$ROWS"
+  fi
+  for pmtu in $PMTUS; do
+    for mode in $MODES; do
+      echo "rxe-rack: round $round/$ROUNDS: $mode, RoCE MTU $pmtu: $TESTS" >&2
+      run_mode "$mode" "$pmtu"
+    done
   done
+  if [ "$ROUNDS" -gt 1 ]; then
+    { echo "round $round"; cat "$ROWS"; } >>"$OUT_ROOT/rows.txt"
+  fi
+  ratios "$ROWS" >>"$RATIOS"
 done
+OUT=$OUT_ROOT
+ROWS="$OUT/rows.txt"
 printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc result \
   oos_req dup_req seq_nak retries hold_to resync
 cat "$ROWS"
-# Goodput of each mode against the direct link's for the same test in this run (bandwidth tests).
-if grep -q '^direct ' "$ROWS"; then
+if [ -s "$RATIOS" ]; then
   echo
-  awk '$6 == "Mb/s" { v[$1" "$2" "$3] = $5; if (!(($2" "$3) in seen)) { seen[$2" "$3] = 1; order[++n] = $2" "$3 } }
-    END {
-      printf "goodput vs direct, same run\n%-5s %-12s %8s %8s %8s\n", "pmtu", "test", "ecmp", "spray", "reorder"
-      for (i = 1; i <= n; i++) {
-        k = order[i]; d = v["direct " k]; if (d == "") continue
-        split(k, f, " "); printf "%-5s %-12s", f[1], f[2]
-        split("ecmp spray reorder", m, " ")
-        for (j = 1; j <= 3; j++) { x = v[m[j]" "k]; if (x == "") printf " %8s", "-"; else printf " %7.0f%%", 100 * x / d }
-        printf "\n"
-      }
-    }' "$ROWS"
+  ratio_table
 fi
 echo
 echo "CPU of the rack's switches and fabric (user + system) over each mode's whole run:"
