@@ -143,10 +143,19 @@ host_port() {
   ip -n "$h" route add default via "10.$r.$i.1"
 }
 
-# The whole rack in one process (SHAPE=one).
-up_one() {
+# impairments P: path P's delay, rate and loss as the fabric emulator's key=value list.
+impairments() {
+  local delays loss spec
   read -r -a delays <<<"$DELAYS_US"
   read -r -a loss <<<"$LOSS"
+  spec="delay_us=${delays[$1]:-0}"
+  [ -n "$RATE_MBPS" ] && spec+=",rate_mbps=$RATE_MBPS"
+  [ -n "${loss[$1]:-}" ] && spec+=",loss=${loss[$1]}"
+  echo "$spec"
+}
+
+# The whole rack in one process (SHAPE=one).
+up_one() {
   newns "$P-rack"
   for r in 1 2; do
     letter=$([ $r = 1 ] && echo a || echo b)
@@ -156,10 +165,7 @@ up_one() {
   done
   args=()
   for p in $(seq 0 $((PATHS - 1))); do
-    spec="delay_us=${delays[$p]:-0}"
-    [ -n "$RATE_MBPS" ] && spec+=",rate_mbps=$RATE_MBPS"
-    [ -n "${loss[$p]:-}" ] && spec+=",loss=${loss[$p]}"
-    args+=(--path "$spec")
+    args+=(--path "$(impairments "$p")")
   done
   [ "$REORDER" = 1 ] || args+=(--no-reorder)
   rt=()
@@ -187,8 +193,6 @@ up() {
     return
   fi
   [ "$SHAPE" = split ] || { echo "SHAPE=$SHAPE: use split or one" >&2; exit 2; }
-  read -r -a delays <<<"$DELAYS_US"
-  read -r -a loss <<<"$LOSS"
   read -r -a cores <<<"$CORES"
   newns "$P-tora"; newns "$P-torb"; newns "$P-fab"
   for r in 1 2; do
@@ -203,10 +207,7 @@ up() {
   done
   fabric_args=()
   for p in $(seq 0 $((PATHS - 1))); do
-    spec="a$p:b$p,delay_us=${delays[$p]:-0}"
-    [ -n "$RATE_MBPS" ] && spec+=",rate_mbps=$RATE_MBPS"
-    [ -n "${loss[$p]:-}" ] && spec+=",loss=${loss[$p]}"
-    fabric_args+=(--path "$spec")
+    fabric_args+=(--path "a$p:b$p,$(impairments "$p")")
   done
   [ -n "${cores[0]:-}" ] && fabric_args+=(--core "${cores[0]}")
   reorder_flag=()

@@ -493,37 +493,35 @@ fn the_one_process_rack_forwards_sprays_and_reorders_like_the_split_one() {
     assert_eq!(req["completed"], 320);
     assert_eq!(resp["accepted"], 320 * 32);
     // Each ToR answers on its own control socket, and ToR B's reorder stage did the work.
-    let sock = format!("/run/sprayswitch-rack/{}/tor-b.sock", rack.name);
-    let out = Command::new(bin_dir().join("sprayctl"))
-        .args(["-s", &sock, "--json", "show", "counters"])
-        .output()
-        .expect("sprayctl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("counters JSON");
-    let held = c["data"]["reorder"]["held_total"].as_u64().unwrap_or(0);
-    let sprayed_a = {
-        let sock = format!("/run/sprayswitch-rack/{}/tor-a.sock", rack.name);
-        let out = Command::new(bin_dir().join("sprayctl"))
-            .args(["-s", &sock, "--json", "show", "counters"])
-            .output()
-            .expect("sprayctl");
-        let c: serde_json::Value = serde_json::from_slice(&out.stdout).expect("counters JSON");
-        c["data"]["sprayed"].as_u64().unwrap_or(0)
-    };
-    assert!(sprayed_a >= 320 * 32, "ToR A sprayed the requests: {c}");
+    let a = tor_counters(&rack, "tor-a");
+    let b = tor_counters(&rack, "tor-b");
+    let sprayed = a["data"]["sprayed"].as_u64().unwrap_or(0);
+    let held = b["data"]["reorder"]["held_total"].as_u64().unwrap_or(0);
+    assert!(sprayed >= 320 * 32, "ToR A sprayed the requests: {a}");
     assert!(
         held > 0,
-        "the skewed paths reordered and ToR B held packets: {c}"
+        "the skewed paths reordered and ToR B held packets: {b}"
     );
     let log = rack.log("rack");
     assert!(
         log.contains("rack running") && log.contains("af_xdp"),
         "{log}"
     );
+}
+
+/// `sprayctl --json show counters` of ToR `tor` (`tor-a`, `tor-b`) of `rack`.
+fn tor_counters(rack: &Rack, tor: &str) -> serde_json::Value {
+    let sock = format!("/run/sprayswitch-rack/{}/{tor}.sock", rack.name);
+    let out = Command::new(bin_dir().join("sprayctl"))
+        .args(["-s", &sock, "--json", "show", "counters"])
+        .output()
+        .expect("sprayctl");
+    assert!(
+        out.status.success(),
+        "{tor}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("counters JSON")
 }
 
 /// rocegen WRITEs from a1 to b1 over 8 QPs (40 messages of 32 KiB each, `window` outstanding

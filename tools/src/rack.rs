@@ -63,6 +63,13 @@ impl OneRack {
     /// # Errors
     /// A configuration the switch refuses, an interface that cannot be opened.
     pub fn start(spec: &OneRackSpec) -> anyhow::Result<OneRack> {
+        if !["af_xdp", "af_packet", "auto"].contains(&spec.tor.host_backend.as_str()) {
+            bail!(
+                "host ports on backend '{}': the hosts are real interfaces, use af_xdp, \
+                 af_packet or auto",
+                spec.tor.host_backend
+            );
+        }
         let mut fabric = FabricLinks::new(&spec.pair);
         let mut controls = Vec::new();
         let mut workers = Vec::new();

@@ -211,6 +211,59 @@ pub struct TorText {
     pub learn_us: u64,
 }
 
+/// The ToR settings `sprayrack` and `sprayrackd` take on their command lines.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TorArgs {
+    /// Port backend of the host ports: af_xdp, af_packet or auto.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Spray policy (ecmp, round_robin, random, weighted, least_loaded, flowlet).
+    #[arg(long, default_value = "round_robin")]
+    pub policy: String,
+    /// Turn the reorder stage off (spray without reorder).
+    #[arg(long)]
+    pub no_reorder: bool,
+    /// Gap hold timeout, microseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub hold_us: u64,
+    /// Learning window of a new stream, microseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub learn_us: u64,
+    /// Ethernet MTU of every port.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u16,
+    /// Longest idle wait while something is timed, microseconds.
+    #[arg(long, default_value_t = 50)]
+    pub idle_us: u32,
+}
+
+impl TorArgs {
+    /// The spray policy named.
+    ///
+    /// # Errors
+    /// An unknown name, with the ones that exist.
+    pub fn spray_policy(&self) -> anyhow::Result<SprayPolicy> {
+        self.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// The ToR's settings: every port on `--backend` (sprayrack changes nothing else), with
+    /// idle policy `idle` and the worker pinned to `core`.
+    pub fn tor_text(&self, idle: &str, core: Option<usize>) -> TorText {
+        TorText {
+            host_backend: self.backend.clone(),
+            uplink_backend: self.backend.clone(),
+            host_interface_prefix: None,
+            mtu: self.mtu,
+            core,
+            idle: idle.to_string(),
+            idle_us: self.idle_us,
+            reorder: !self.no_reorder,
+            hold_us: self.hold_us,
+            learn_us: self.learn_us,
+        }
+    }
+}
+
 /// The configuration text of ToR `rack` (1 or 2) as `t` says, validated.
 ///
 /// # Errors

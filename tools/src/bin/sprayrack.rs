@@ -5,8 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use sprayswitch::engine::SprayPolicy;
-use sprayswitch_tools::topo::{tor_config_text, PathSpec, RackPairSpec, TorText};
+use sprayswitch_tools::topo::{tor_config_text, PathSpec, RackPairSpec, TorArgs};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Rack {
@@ -30,38 +29,19 @@ struct Cli {
     /// Fabric paths (uplinks u0..u(N-1)).
     #[arg(long, default_value_t = 4)]
     paths: usize,
-    /// Port backend: af_xdp, af_packet or auto.
-    #[arg(long, default_value = "auto")]
-    backend: String,
-    /// Spray policy (ecmp, round_robin, random, weighted, least_loaded, flowlet).
-    #[arg(long, default_value = "round_robin")]
-    policy: String,
-    /// Turn the reorder stage off (spray without reorder).
-    #[arg(long)]
-    no_reorder: bool,
-    /// Gap hold timeout, microseconds.
-    #[arg(long, default_value_t = 5000)]
-    hold_us: u64,
-    /// Learning window of a new stream, microseconds.
-    #[arg(long, default_value_t = 5000)]
-    learn_us: u64,
-    /// Ethernet MTU of every port.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u16,
+    #[command(flatten)]
+    tor: TorArgs,
     /// Pin the worker to this core.
     #[arg(long)]
     core: Option<usize>,
     /// Idle policy of the workers: backoff, wait (event-driven) or spin.
     #[arg(long, default_value = "backoff")]
     idle: String,
-    /// Longest idle wait in microseconds.
-    #[arg(long, default_value_t = 50)]
-    idle_us: u32,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let policy: SprayPolicy = match cli.policy.parse() {
+    let policy = match cli.tor.spray_policy() {
         Ok(p) => p,
         Err(e) => {
             eprintln!("sprayrack: {e}");
@@ -78,18 +58,7 @@ fn main() -> ExitCode {
         Rack::A => 1,
         Rack::B => 2,
     };
-    let t = TorText {
-        host_backend: cli.backend.clone(),
-        uplink_backend: cli.backend.clone(),
-        host_interface_prefix: None,
-        mtu: cli.mtu,
-        core: cli.core,
-        idle: cli.idle.clone(),
-        idle_us: cli.idle_us,
-        reorder: !cli.no_reorder,
-        hold_us: cli.hold_us,
-        learn_us: cli.learn_us,
-    };
+    let t = cli.tor.tor_text(&cli.idle, cli.core);
     // Refuse to print something the switch would refuse.
     let text = match tor_config_text(&spec, rack, &t) {
         Ok(t) => t,

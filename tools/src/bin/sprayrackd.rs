@@ -10,11 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use sprayswitch::engine::SprayPolicy;
 use sprayswitch_control::server::ControlServer;
 use sprayswitch_tools::fabric::parse_impairments;
 use sprayswitch_tools::rack::{OneRack, OneRackSpec};
-use sprayswitch_tools::topo::{RackPairSpec, TorText};
+use sprayswitch_tools::topo::{RackPairSpec, TorArgs};
 
 #[derive(Parser)]
 #[command(
@@ -38,30 +37,11 @@ struct Cli {
     /// `delay_us=N,jitter_us=N,loss=P,rate_mbps=N` (any of them; empty: a clean path).
     #[arg(long = "path", required = true, allow_hyphen_values = true)]
     paths: Vec<String>,
-    /// Backend of the host ports: af_xdp, af_packet or auto.
-    #[arg(long, default_value = "auto")]
-    backend: String,
-    /// Spray policy (ecmp, round_robin, random, weighted, least_loaded, flowlet).
-    #[arg(long, default_value = "round_robin")]
-    policy: String,
-    /// Turn the reorder stage off (spray without reorder).
-    #[arg(long)]
-    no_reorder: bool,
-    /// Gap hold timeout, microseconds.
-    #[arg(long, default_value_t = 5000)]
-    hold_us: u64,
-    /// Learning window of a new stream, microseconds.
-    #[arg(long, default_value_t = 5000)]
-    learn_us: u64,
-    /// Ethernet MTU of every port.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u16,
+    #[command(flatten)]
+    tor: TorArgs,
     /// Idle policy of the rack thread: wait (event-driven), backoff or spin.
     #[arg(long, default_value = "wait")]
     idle: String,
-    /// Longest idle wait while something is timed (reorder holds), microseconds.
-    #[arg(long, default_value_t = 50)]
-    idle_us: u32,
     /// Directory of the control sockets `tor-a.sock` and `tor-b.sock` (none: no sockets).
     #[arg(long)]
     socket_dir: Option<PathBuf>,
@@ -74,7 +54,7 @@ struct Cli {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let policy: SprayPolicy = cli.policy.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let policy = cli.tor.spray_policy()?;
     let paths = cli
         .paths
         .iter()
@@ -91,18 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seed: cli.seed,
             ..RackPairSpec::default()
         },
-        tor: TorText {
-            host_backend: cli.backend.clone(),
-            uplink_backend: "mem".into(),
-            host_interface_prefix: None,
-            mtu: cli.mtu,
-            core: None,
-            idle: cli.idle.clone(),
-            idle_us: cli.idle_us,
-            reorder: !cli.no_reorder,
-            hold_us: cli.hold_us,
-            learn_us: cli.learn_us,
-        },
+        tor: cli.tor.tor_text(&cli.idle, None),
         host_prefixes: [cli.host_prefix_a.clone(), cli.host_prefix_b.clone()],
     };
     let mut servers = Vec::new();
