@@ -29,7 +29,7 @@
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
 #   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
-# CHECK=1 fails the run unless: every test completes in direct, ecmp and reorder modes; spray
+# CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
 # mode shows out-of-sequence requests at the responder; reorder mode shows none when the fabric
 # loses nothing, and hold timeouts when it does (LOSS).
 # Needs root and qemu-system-x86_64. Everything it creates (guests, taps, namespaces, processes)
