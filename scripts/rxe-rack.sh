@@ -27,6 +27,8 @@
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
+#   WIRE_IMPAIR [""]: impairments of the wire mode's one path (e.g. "delay_us=30"), to tell
+#   what the fabric emulation costs from what the switches cost,
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
 #   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
 # CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
@@ -157,7 +159,7 @@ run_mode() {  # mode pmtu
       # The two taps joined by a bare userspace forwarder: the fabric emulator with one clean
       # path (no delay, no rate, no loss), on the switches' backend and idle policy. Every frame
       # crosses the same kernel paths and one wake-up as through the rack; no switching.
-      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path ta:tb \
+      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${WIRE_IMPAIR:+,$WIRE_IMPAIR}" \
         --idle "$IDLE" --idle-us "$IDLE_US" >"$OUT/wire-$pmtu.log" 2>&1 &
       WIRE_PID=$!
       for _ in $(seq 100); do grep -q "path ta <->" "$OUT/wire-$pmtu.log" && break; sleep 0.1; done
