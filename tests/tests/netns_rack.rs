@@ -135,6 +135,13 @@ fn ping(rack: &Rack, from: &str, to: &str, count: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// Every ping of every case (from host, to address, count, what it shows) gets its answer.
+fn pings_arrive(rack: &Rack, cases: &[(&str, &str, u32, &str)]) {
+    for &(from, to, count, what) in cases {
+        assert_eq!(ping(rack, from, to, count), count, "{what}");
+    }
+}
+
 #[test]
 fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
     if !available("linux_hosts_ping_and_talk_tcp_through_the_rack") {
@@ -152,20 +159,13 @@ fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
     ] {
         ping(&rack, a, b, 2);
     }
-    assert_eq!(
-        ping(&rack, "a1", "10.2.1.2", 20),
-        20,
-        "a1 -> b1 across the fabric"
-    );
-    assert_eq!(
-        ping(&rack, "a2", "10.2.2.2", 20),
-        20,
-        "a2 -> b2 across the fabric"
-    );
-    assert_eq!(
-        ping(&rack, "a1", "10.1.2.2", 10),
-        10,
-        "a1 -> a2 inside rack A"
+    pings_arrive(
+        &rack,
+        &[
+            ("a1", "10.2.1.2", 20, "a1 -> b1 across the fabric"),
+            ("a2", "10.2.2.2", 20, "a2 -> b2 across the fabric"),
+            ("a1", "10.1.2.2", 10, "a1 -> a2 inside rack A"),
+        ],
     );
     assert_eq!(ping(&rack, "a1", "10.1.1.1", 5), 5, "a1 -> its gateway");
 
@@ -473,20 +473,13 @@ fn the_one_process_rack_forwards_sprays_and_reorders_like_the_split_one() {
     for (a, b) in [("a1", "10.2.1.2"), ("b2", "10.1.2.2"), ("a1", "10.1.2.2")] {
         ping(&rack, a, b, 2);
     }
-    assert_eq!(
-        ping(&rack, "a1", "10.2.1.2", 10),
-        10,
-        "a1 -> b1 across the fabric"
-    );
-    assert_eq!(
-        ping(&rack, "b2", "10.1.2.2", 10),
-        10,
-        "b2 -> a2 across the fabric"
-    );
-    assert_eq!(
-        ping(&rack, "a1", "10.1.2.2", 5),
-        5,
-        "a1 -> a2 inside rack A"
+    pings_arrive(
+        &rack,
+        &[
+            ("a1", "10.2.1.2", 10, "a1 -> b1 across the fabric"),
+            ("b2", "10.1.2.2", 10, "b2 -> a2 across the fabric"),
+            ("a1", "10.1.2.2", 5, "a1 -> a2 inside rack A"),
+        ],
     );
     // RoCE WRITEs sprayed over the four skewed paths arrive in order at a Go-Back-N responder.
     let (req, resp) = rocegen_across(&rack, "32", &[]);
