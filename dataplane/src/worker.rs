@@ -332,7 +332,7 @@ impl Worker {
     }
 
     /// Where this worker waits when idle: its ports' descriptors and its wake-up.
-    pub fn idle_waiter(&self) -> IdleWaiter {
+    fn idle_waiter(&self) -> IdleWaiter {
         IdleWaiter::for_ports(self.wait_ports(), [self.wake()])
     }
 

@@ -26,7 +26,7 @@ use sprayswitch::port::fault::FaultStats;
 use sprayswitch::port::Port;
 use sprayswitch::switch::Stopped;
 use sprayswitch::time::now_ns;
-use sprayswitch::worker::{IdlePolicy, IdleWaiter, Worker, WorkerExit};
+use sprayswitch::worker::{IdleWaiter, Worker, WorkerExit};
 use sprayswitch_control::ctl::Control;
 use sprayswitch_control::ports::open_ports_with_mem;
 use sprayswitch_control::Config;
@@ -74,7 +74,6 @@ impl OneRack {
         let mut controls = Vec::new();
         let mut workers = Vec::new();
         let mut report = Vec::new();
-        let mut idle = None;
         for rack in 1..=2u8 {
             let r = usize::from(rack - 1);
             let t = TorText {
@@ -85,9 +84,6 @@ impl OneRack {
             let text = tor_config_text(&spec.pair, rack, &t)?;
             let cfg = Config::parse(&text, &format!("tor-{}", ['a', 'b'][r]))?;
             let v = cfg.validate()?;
-            if v.run.workers != 1 {
-                bail!("the one-process rack runs one worker per ToR");
-            }
             // The uplinks, in path order, are the fabric's ends for this ToR.
             let mut uplinks = std::mem::take(&mut fabric.ends[r]).into_iter();
             let opened = open_ports_with_mem(&v, |i| {
@@ -101,15 +97,13 @@ impl OneRack {
             for (info, what) in v.tables.ports.iter().zip(&opened.report) {
                 report.push(format!("tor-{} port {}: {what}", ['a', 'b'][r], info.name));
             }
-            idle = Some(v.run.worker.idle);
             let (switch, ws) = v.clone().start_driven(opened.ports)?;
             workers.extend(ws.into_iter().map(|w| (r, w)));
             controls.push(Control::new(switch, cfg, v, None::<PathBuf>));
         }
-        let idle = idle.unwrap_or_default();
         let driver = std::thread::Builder::new()
             .name("ss-rack".into())
-            .spawn(move || drive(workers, idle))
+            .spawn(move || drive(workers))
             .context("starting the rack thread")?;
         Ok(OneRack {
             controls,
@@ -160,8 +154,13 @@ impl Drop for OneRack {
 /// one wait on every host port and both wake-ups, at most until the fabric's next release or a
 /// reorder hold's short wait. Packets on the in-memory paths need no descriptor: only this
 /// thread puts them there, and it iterates again whenever an iteration moved anything.
-fn drive(mut workers: Vec<(usize, Worker)>, idle: IdlePolicy) -> Vec<(usize, WorkerExit)> {
+fn drive(mut workers: Vec<(usize, Worker)>) -> Vec<(usize, WorkerExit)> {
     sprayswitch::time::tighten_timer_slack();
+    // Both ToRs are configured alike (one `TorText`): ToR A's policy is the rack's.
+    let idle = workers
+        .first()
+        .map(|(_, w)| w.idle_policy())
+        .unwrap_or_default();
     let mut waiter = {
         let heard = workers
             .iter()
