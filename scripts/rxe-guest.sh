@@ -42,12 +42,21 @@ if [ "$ROLE" = client ]; then
   k=0; until ping -c 1 -W 1 "$PEER" >/dev/null 2>&1; do k=$((k + 1)); [ $k -ge 30 ] && break; done
   ping -c 20 -i 0.1 "$PEER" | tail -2 | sed 's/^/  ping: /'
 fi
+# stats WHEN -> the guest's CPU time (USER_HZ ticks: user nice system idle iowait irq softirq)
+# and its NIC's interrupts, around each test: where the vCPU's time went, and how many
+# interrupts the packets cost.
+stats() {
+  echo "  stats $1 cpu $(head -1 /proc/stat | cut -d' ' -f3-9)"
+  echo "  stats $1 irq $(awk '/virtio0-input/ {s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; print s}' /proc/interrupts)"
+  echo "  stats $1 rx $(cat /sys/class/net/eth0/statistics/rx_packets) tx $(cat /sys/class/net/eth0/statistics/tx_packets)"
+}
 n=0
 echo "$TESTS" | tr ';' '\n' | while read -r t; do
   [ -z "$t" ] && continue
   n=$((n + 1))
   set -- $t; b=$1; shift
   say "=== $ROLE START $n $b $*"
+  stats before
   if [ "$ROLE" = client ]; then
     # The server may not listen yet: retry while the connection is refused.
     k=0
@@ -61,6 +70,7 @@ echo "$TESTS" | tr ';' '\n' | while read -r t; do
     timeout $((LIMIT + 30)) "$b" -d rxe0 -i 1 -x 1 -F "$@" >/tmp/out 2>&1; rc=$?
     cat /tmp/out
   fi
+  stats after
   say "=== $ROLE END $n $b rc=$rc"
 done
 say "tests done"

@@ -26,9 +26,12 @@
 #   each round) and print each goodput ratio as the median over the rounds, with every value,
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
-#   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap,
+#   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap (in the
+#   direct and wire modes, the client's and the server's taps, with tcpdump),
 #   WIRE_IMPAIR [""]: impairments of the wire mode's one path (e.g. "delay_us=30"), to tell
-#   what the fabric emulation costs from what the switches cost,
+#   what the fabric emulation costs from what the switches cost; "fabric": the fabric's mean
+#   path delay and the four paths' summed rate (one ideal link of the fabric's latency and
+#   capacity, the baseline spraying aims at),
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
 #   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
 # CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
@@ -87,10 +90,13 @@ mkdir -p "$OUT"
 QEMU_PIDS=()
 DIRECT_NS=""
 WIRE_PID=""
+DUMP_PIDS=()
 cleanup() {
   for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${QEMU_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   QEMU_PIDS=()
+  for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  DUMP_PIDS=()
   if [ -n "$WIRE_PID" ]; then kill "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; fi
   WIRE_PID=""
   scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
@@ -137,7 +143,7 @@ wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_swi
 # cpu_s PID -> CPU seconds (user + system) the process has used so far.
 cpu_s() { awk -v hz="$HZ" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo "?"; }
 run_mode() {  # mode pmtu
-  local mode=$1 pmtu=$2 mtu; mtu=$(netdev_mtu "$2")
+  local mode=$1 pmtu=$2 mtu impair=""; mtu=$(netdev_mtu "$2")
   local t0; t0=$(date +%s.%N)
   local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2
   if [ "$mode" = direct ] || [ "$mode" = wire ]; then
@@ -159,10 +165,25 @@ run_mode() {  # mode pmtu
       # The two taps joined by a bare userspace forwarder: the fabric emulator with one clean
       # path (no delay, no rate, no loss), on the switches' backend and idle policy. Every frame
       # crosses the same kernel paths and one wake-up as through the rack; no switching.
-      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${WIRE_IMPAIR:+,$WIRE_IMPAIR}" \
+      impair=$WIRE_IMPAIR
+      if [ "$impair" = fabric ]; then
+        impair="delay_us=$(echo "$DELAYS_US" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}'),rate_mbps=$(($(rate_for "$pmtu") * 4))"
+      fi
+      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${impair:+,$impair}" \
         --idle "$IDLE" --idle-us "$IDLE_US" >"$OUT/wire-$pmtu.log" 2>&1 &
       WIRE_PID=$!
       for _ in $(seq 100); do grep -q "path ta <->" "$OUT/wire-$pmtu.log" && break; sleep 0.1; done
+    fi
+    if [ -n "${CAPTURE:-}" ]; then
+      # The same two capture points as the ToRs' host ports: the client's tap (a) and the
+      # server's (b), with tcpdump (headers only, nanosecond timestamps).
+      command -v tcpdump >/dev/null || { echo "rxe-rack: CAPTURE needs tcpdump for the $mode mode" >&2; exit 1; }
+      for t in a b; do
+        ip netns exec "$DIRECT_NS" tcpdump -q -i "t$t" -s 96 -B 16384 --time-stamp-precision nano \
+          -w "$OUT/tor-$t-h1-$mode-$pmtu.pcap" >/dev/null 2>&1 &
+        DUMP_PIDS+=($!)
+      done
+      sleep 1
     fi
     srv_ns=$DIRECT_NS; cli_ns=$DIRECT_NS; srv_gw=""; cli_gw=""
     srv_ip=10.9.0.2; cli_ip=10.9.0.1
@@ -193,6 +214,8 @@ run_mode() {  # mode pmtu
   for p in "${QEMU_PIDS[@]}"; do wait "$p" || true; done
   QEMU_PIDS=()
   LIMIT=$TEST_LIMIT
+  for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  DUMP_PIDS=()
   local st="/run/sprayswitch-rack/$NAME" tb_json="{}"
   if [ "$mode" != direct ] && [ -n "${CAPTURE:-}" ]; then
     for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
@@ -202,7 +225,7 @@ run_mode() {  # mode pmtu
     local c w; c=$(cpu_s "$WIRE_PID"); w=$(wakeups "$WIRE_PID")
     kill -TERM "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; WIRE_PID=""
     local n; n=$(awk '/^path 0:/ {gsub(";", ""); print $5 + $12}' "$OUT/wire-$pmtu.log")
-    echo "wire $pmtu: forwarder ${c}s in ${wall}s ($(awk -v a="$c" -v w="$wall" 'BEGIN {printf "%.2f", a / w}') cores); $w wake-ups for ${n:-?} packets from the guests ($(awk -v a="$w" -v b="${n:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
+    echo "wire $pmtu (path ${impair:-clean}): forwarder ${c}s in ${wall}s ($(awk -v a="$c" -v w="$wall" 'BEGIN {printf "%.2f", a / w}') cores); $w wake-ups for ${n:-?} packets from the guests ($(awk -v a="$w" -v b="${n:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
   fi
   if [ "$mode" != direct ] && [ "$mode" != wire ]; then
     # What the rack's processes took from the two cores the guests run on.
