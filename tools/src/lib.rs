@@ -5,8 +5,10 @@
 //! - [`topo`]: in-process rack pairs (hosts, two ToRs, an N-path fault-injected fabric).
 //! - [`fabric`]: the fabric emulator over any ports (`sprayfabric` runs it on real interfaces).
 //! - [`transit`]: transit times between two capture points (`rocecap transit`).
+//! - [`ackloop`]: where an RC requester's ACK clock spends its time (`rocecap loop`).
 //! - [`rack`]: a rack pair in one process with its hosts on real interfaces (`sprayrackd`).
 
+pub mod ackloop;
 pub mod analyze;
 pub mod decode;
 pub mod demo;

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use sprayswitch::engine::ip_key;
+
+use crate::ackloop::quantile_us;
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
 
 /// The identity of a RoCE packet in a capture: (source, destination, DestQP, PSN, opcode).
@@ -140,17 +142,14 @@ impl Transit {
             .filter(|(_, v)| !v.is_empty())
             .map(|(direction, mut v)| {
                 v.sort_unstable();
-                let at = |q: f64| {
-                    let i = ((v.len() as f64 * q) as usize).min(v.len() - 1);
-                    v[i] as f64 / 1_000.0
-                };
+                let at = |q: f64| quantile_us(&v, q);
                 DirectionReport {
                     direction,
                     packets: v.len() as u64,
                     p50_us: at(0.5),
                     p90_us: at(0.9),
                     p99_us: at(0.99),
-                    max_us: v[v.len() - 1] as f64 / 1_000.0,
+                    max_us: at(1.0),
                 }
             })
             .collect();

@@ -269,3 +269,66 @@ fn transit_between_two_capture_points() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.pcap"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `rocecap loop` over two capture points made from a real Soft-RoCE capture: the responder's
+/// side sees every request 25 us later and every ACK 20 us earlier than the requester's side.
+#[test]
+fn ack_loop_between_two_capture_points() {
+    use sprayswitch::pcap::PcapWriter;
+    use sprayswitch::wire::{classify, Direction, Pmtu};
+    let frames = read_capture(&data("rxe-rc-ops.pcap"));
+    let dir = std::env::temp_dir().join(format!("sprayswitch-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pa, pb) = (dir.join("a.pcap"), dir.join("b.pcap"));
+    let mut a = PcapWriter::create(&pa).unwrap();
+    let mut b = PcapWriter::create(&pb).unwrap();
+    let mut shifted = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        let ts = 1_000_000_000 + i as u64 * 1_000_000;
+        a.write_frame(ts, f).unwrap();
+        let response = classify(f, Pmtu::DEFAULT)
+            .ok()
+            .and_then(|c| c.roce().map(|r| r.direction == Some(Direction::Response)))
+            .unwrap_or(false);
+        shifted.push((if response { ts - 20_000 } else { ts + 25_000 }, f));
+    }
+    shifted.sort_by_key(|(ts, _)| *ts);
+    for (ts, f) in shifted {
+        b.write_frame(ts, f).unwrap();
+    }
+    drop(a.into_inner().unwrap());
+    drop(b.into_inner().unwrap());
+
+    let out = rocecap(&["loop", "--json", pa.to_str().unwrap(), pb.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let acks = r["acks"].as_u64().unwrap();
+    assert!(acks > 0, "{r}");
+    assert_eq!(r["out"]["n"], acks);
+    assert_eq!(
+        (r["out"]["p10_us"].as_f64(), r["out"]["max_us"].as_f64()),
+        (Some(25.0), Some(25.0)),
+        "{r}"
+    );
+    assert_eq!(
+        (r["back"]["p10_us"].as_f64(), r["back"]["max_us"].as_f64()),
+        (Some(20.0), Some(20.0)),
+        "{r}"
+    );
+    // The responder's part is what is left of the round trip.
+    let rt = r["round_trip"]["p50_us"].as_f64().unwrap();
+    let resp = r["responder"]["p50_us"].as_f64().unwrap();
+    assert!(rt >= 1_000.0 && resp == rt - 45.0, "{r}");
+
+    let out = rocecap(&["loop", pa.to_str().unwrap(), pb.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("{acks} ACKs matched")), "{text}");
+    let out = rocecap(&["loop", pa.to_str().unwrap(), "/nonexistent.pcap"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent.pcap"));
+    std::fs::remove_dir_all(&dir).ok();
+}

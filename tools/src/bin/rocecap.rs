@@ -4,7 +4,10 @@
 //! `rocecap analyze FILE [--json]` prints one report per QP stream: PSN gaps, reordering depth,
 //! retransmissions, NAKs, out-of-order fraction;
 //! `rocecap transit A B [--json]` prints the transit time of the packets seen at both capture
-//! points, per direction (p50, p90, p99, max), and what only one of them saw.
+//! points, per direction (p50, p90, p99, max), and what only one of them saw;
+//! `rocecap loop A B [--quiet-us N] [--json]` splits RC requesters' ACK round trips into the
+//! network out, the responder's turnaround, the network back and the requester's resume, and
+//! sums the time the requesters sent nothing, by how full their window was.
 
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -63,26 +66,75 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Where RC requesters' ACK round trips go, from two capture points on one machine: A near
+    /// the requesters, B near the responders. Per positive ACK: the acknowledged request from A
+    /// to B, the responder's turnaround at B, the ACK from B to A; a waiting requester's resume
+    /// after the ACK; and the requesters' quiet spells by PSNs in flight when they began.
+    Loop {
+        /// The capture near the requesters (pcap or pcapng).
+        a: PathBuf,
+        /// The capture near the responders.
+        b: PathBuf,
+        /// A requester sending nothing for this long is waiting (microseconds).
+        #[arg(long, default_value_t = 500)]
+        quiet_us: u64,
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-fn run_transit(a: &PathBuf, b: &PathBuf, json: bool) -> anyhow::Result<()> {
-    let mut t = sprayswitch_tools::transit::Transit::default();
+/// Feeds every frame of `a` to `on_a` and of `b` to `on_b`, with its timestamp.
+fn read_pair(
+    a: &PathBuf,
+    b: &PathBuf,
+    mut on_a: impl FnMut(u64, &[u8]),
+    mut on_b: impl FnMut(u64, &[u8]),
+) -> anyhow::Result<()> {
     for (file, first) in [(a, true), (b, false)] {
         let mut reader =
             CaptureReader::open(file).with_context(|| format!("cannot read {}", file.display()))?;
         while reader
             .next_frame(|f| {
                 if first {
-                    t.add_a(f.ts_ns, f.data)
+                    on_a(f.ts_ns, f.data)
                 } else {
-                    t.add_b(f.ts_ns, f.data)
+                    on_b(f.ts_ns, f.data)
                 }
             })
             .with_context(|| format!("{}", file.display()))?
             .is_some()
         {}
     }
-    let r = t.report();
+    Ok(())
+}
+
+fn run_loop(a: &PathBuf, b: &PathBuf, quiet_us: u64, json: bool) -> anyhow::Result<()> {
+    let l = std::cell::RefCell::new(sprayswitch_tools::ackloop::AckLoop::default());
+    read_pair(
+        a,
+        b,
+        |ts, f| l.borrow_mut().add_a(ts, f),
+        |ts, f| l.borrow_mut().add_b(ts, f),
+    )?;
+    let r = l.borrow().report(quiet_us.saturating_mul(1_000));
+    if json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!("{}", sprayswitch_tools::ackloop::human(&r));
+    }
+    Ok(())
+}
+
+fn run_transit(a: &PathBuf, b: &PathBuf, json: bool) -> anyhow::Result<()> {
+    let t = std::cell::RefCell::new(sprayswitch_tools::transit::Transit::default());
+    read_pair(
+        a,
+        b,
+        |ts, f| t.borrow_mut().add_a(ts, f),
+        |ts, f| t.borrow_mut().add_b(ts, f),
+    )?;
+    let r = t.borrow().report();
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -160,6 +212,12 @@ fn main() -> ExitCode {
         }
         Cmd::Analyze { file, json } => run_analyze(file, *json),
         Cmd::Transit { a, b, json } => run_transit(a, b, *json),
+        Cmd::Loop {
+            a,
+            b,
+            quiet_us,
+            json,
+        } => run_loop(a, b, *quiet_us, *json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
