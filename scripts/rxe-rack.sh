@@ -16,7 +16,8 @@
 #   quick  one ib_write_bw per mode, RoCE MTU 1024 (CI)
 #   full   ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat at RoCE MTU 1024 and 4096
 # Modes: direct (the two guests on one Linux bridge: the baseline), wire (the two guests joined
-# by a bare userspace forwarder on the switches' backend: what any userspace hop costs here),
+# by a bare userspace forwarder on the switches' backend, by default with the fabric's
+# capacity and mean delay on its one path: see WIRE_IMPAIR),
 # ecmp, spray (without reorder) and reorder (spray with reorder) through the rack.
 # Environment: MODES ["direct wire ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
@@ -27,11 +28,13 @@
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap (in the
-#   direct and wire modes, the client's and the server's taps, with tcpdump),
-#   WIRE_IMPAIR [""]: impairments of the wire mode's one path (e.g. "delay_us=30"), to tell
-#   what the fabric emulation costs from what the switches cost; "fabric": the fabric's mean
-#   path delay and the four paths' summed rate (one ideal link of the fabric's latency and
-#   capacity, the baseline spraying aims at),
+#   direct mode the client's and the server's taps, with tcpdump; the wire mode is not
+#   captured); `rocecap loop` reads them,
+#   WIRE_IMPAIR [fabric]: impairments of the wire mode's one path. "fabric": the fabric's mean
+#   path delay and the four paths' summed rate, one link of the fabric's latency and capacity:
+#   the most any spraying over those paths can give, so "reorder/wire" in the ratio table is
+#   what spraying and reordering cost against it; "none": a clean path (what a bare userspace
+#   hop costs); or impairments as sprayfabric takes them (e.g. "delay_us=30"),
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
 #   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
 # CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
@@ -46,10 +49,12 @@ PROFILE=${1:-quick}
 MODES=${MODES:-"direct wire ecmp spray reorder"}
 # Rate of each fabric path. The experiment needs one path slower than what the guests can do on
 # a direct link (so ECMP, pinned to one path, shows its limit) and all four together well
-# faster (so spraying is limited by the switch, not by the fabric). The guests do about
-# 140 Mbit/s at RoCE MTU 1024 and 330-400 at 4096 (BENCHMARKS.md): 100 and 150 per path.
+# faster (so spraying is limited by the switch, not by the fabric). The guests do 130-250
+# Mbit/s at RoCE MTU 1024 and 450-590 at 4096 (BENCHMARKS.md, stop 14): 100 and 300 per path.
+# (Until stop 14, 150 at 4096, chosen when the guests did 330-400 there: four such paths then
+# offered little more than the guests alone and were the limit.)
 RATE_MBPS=${RATE_MBPS:-}
-rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 150 || echo 100; }; }
+rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 300 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
 LOSS=${LOSS:-}
 BIN=${BIN:-target/release}
@@ -162,10 +167,11 @@ run_mode() {  # mode pmtu
       fi
     done
     if [ "$mode" = wire ]; then
-      # The two taps joined by a bare userspace forwarder: the fabric emulator with one clean
-      # path (no delay, no rate, no loss), on the switches' backend and idle policy. Every frame
-      # crosses the same kernel paths and one wake-up as through the rack; no switching.
-      impair=$WIRE_IMPAIR
+      # The two taps joined by a bare userspace forwarder: the fabric emulator with one path
+      # (WIRE_IMPAIR), on the switches' backend and idle policy. Every frame crosses the same
+      # kernel paths and one wake-up as through the rack; no switching, no spraying.
+      impair=${WIRE_IMPAIR:-fabric}
+      [ "$impair" = none ] && impair=""
       if [ "$impair" = fabric ]; then
         impair="delay_us=$(echo "$DELAYS_US" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}'),rate_mbps=$(($(rate_for "$pmtu") * 4))"
       fi
@@ -174,12 +180,14 @@ run_mode() {  # mode pmtu
       WIRE_PID=$!
       for _ in $(seq 100); do grep -q "path ta <->" "$OUT/wire-$pmtu.log" && break; sleep 0.1; done
     fi
-    if [ -n "${CAPTURE:-}" ]; then
+    if [ -n "${CAPTURE:-}" ] && [ "$mode" = direct ]; then
       # The same two capture points as the ToRs' host ports: the client's tap (a) and the
-      # server's (b), with tcpdump (headers only, nanosecond timestamps).
+      # server's (b), with tcpdump (whole frames: rocecap parses them; nanosecond timestamps).
+      # Not in the wire mode: its forwarder's XDP program takes the frames before the kernel's
+      # packet taps see them.
       command -v tcpdump >/dev/null || { echo "rxe-rack: CAPTURE needs tcpdump for the $mode mode" >&2; exit 1; }
       for t in a b; do
-        ip netns exec "$DIRECT_NS" tcpdump -q -i "t$t" -s 96 -B 16384 --time-stamp-precision nano \
+        ip netns exec "$DIRECT_NS" tcpdump -q -i "t$t" -B 16384 --time-stamp-precision nano \
           -w "$OUT/tor-$t-h1-$mode-$pmtu.pcap" >/dev/null 2>&1 &
         DUMP_PIDS+=($!)
       done
@@ -311,6 +319,8 @@ ratios() {
         k = order[i]; d = v["direct " k]; if (d == "" || d == 0) continue
         split("wire ecmp spray reorder", m, " ")
         for (j = 1; j <= 4; j++) { x = v[m[j]" "k]; if (x != "") printf "%s %s %.0f\n", k, m[j], 100 * x / d }
+        w = v["wire " k]; r = v["reorder " k]
+        if (w != "" && w > 0 && r != "") printf "%s reorder/wire %.0f\n", k, 100 * r / w
       }
     }' "$1"
 }
@@ -331,10 +341,10 @@ ratio_table() {
     }
     END {
       head = rounds > 1 ? "goodput vs direct, median of " rounds " rounds (each round: direct and the modes back to back)" : "goodput vs direct, same run"
-      printf "%s\n%-5s %-12s %-19s %-19s %-19s %-19s\n", head, "pmtu", "test", "wire", "ecmp", "spray", "reorder"
+      printf "%s\n%-5s %-12s %-19s %-19s %-19s %-19s %-19s\n", head, "pmtu", "test", "wire", "ecmp", "spray", "reorder", "reorder/wire"
       for (i = 1; i <= n; i++) {
         split(order[i], f, " "); printf "%-5s %-12s", f[1], f[2]
-        printf " %-19s %-19s %-19s %-19s\n", cell(order[i]" wire"), cell(order[i]" ecmp"), cell(order[i]" spray"), cell(order[i]" reorder")
+        printf " %-19s %-19s %-19s %-19s %-19s\n", cell(order[i]" wire"), cell(order[i]" ecmp"), cell(order[i]" spray"), cell(order[i]" reorder"), cell(order[i]" reorder/wire")
       }
     }' "$RATIOS"
 }
