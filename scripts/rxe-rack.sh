@@ -139,6 +139,7 @@ counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -
 
 ROWS="$OUT/rows.txt"; : >"$ROWS"
 CPUS="$OUT/cpu.txt"; : >"$CPUS"
+GUESTS="$OUT/guests.txt"; : >"$GUESTS"
 RATIOS="$OUT/ratios.txt"; : >"$RATIOS"
 FAIL=0
 HZ=$(getconf CLK_TCK)
@@ -147,6 +148,17 @@ HZ=$(getconf CLK_TCK)
 wakeups() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s + 0}'; }
 # cpu_s PID -> CPU seconds (user + system) the process has used so far.
 cpu_s() { awk -v hz="$HZ" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat" 2>/dev/null || echo "?"; }
+# guest_stats LOG -> what a guest's vCPU and NIC did during its tests (the "stats before/after"
+# lines its /init prints around each test, summed): NIC interrupts, packets per interrupt, and
+# the CPU time split (USER_HZ ticks).
+guest_stats() {
+  tr -d '\r' <"$1" | awk '
+    $1 == "stats" { sign = ($2 == "before") ? -1 : 1
+      if ($3 == "cpu") { u += sign * $4; sy += sign * $6; id += sign * $7; si += sign * $10 }
+      if ($3 == "irq") irq += sign * $4
+      if ($3 == "rx") pk += sign * ($4 + $6) }
+    END { printf "%d interrupts, %.1f packets each; cpu ticks user %d system %d softirq %d idle %d", irq, (irq > 0 ? pk / irq : 0), u, sy, si, id }'
+}
 run_mode() {  # mode pmtu
   local mode=$1 pmtu=$2 mtu impair=""; mtu=$(netdev_mtu "$2")
   local t0; t0=$(date +%s.%N)
@@ -262,6 +274,7 @@ run_mode() {  # mode pmtu
   fi
   cleanup
   local srv="$OUT/srv-$mode-$pmtu.log" cli="$OUT/cli-$mode-$pmtu.log"
+  echo "$mode $pmtu: server $(guest_stats "$srv"); client $(guest_stats "$cli")" >>"$GUESTS"
   local hold resync
   hold=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("timeouts","-"))' 2>/dev/null || echo -)
   resync=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("resyncs","-"))' 2>/dev/null || echo -)
@@ -378,6 +391,9 @@ fi
 echo
 echo "CPU of the rack's switches and fabric (user + system) over each mode's whole run:"
 cat "$CPUS"
+echo
+echo "The guests during their tests (NIC interrupts and packets per interrupt, vCPU time in ticks):"
+cat "$GUESTS"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
