@@ -27,6 +27,8 @@ use std::net::IpAddr;
 use serde::Serialize;
 use sprayswitch::wire::{classify, Direction, Opcode, Pmtu, Psn, Syndrome, Transport};
 
+use crate::CapturePair;
+
 /// A request packet's identity: (requester, responder, PSN).
 type ReqKey = (IpAddr, IpAddr, u32);
 /// A request stream: (requester, responder, DestQP).
@@ -189,9 +191,9 @@ pub struct AckLoop {
     pub other_frames: u64,
 }
 
-impl AckLoop {
-    /// Adds a frame of capture A (near the requesters).
-    pub fn add_a(&mut self, ts_ns: u64, frame: &[u8]) {
+/// A: near the requesters; B: near the responders.
+impl CapturePair for AckLoop {
+    fn add_a(&mut self, ts_ns: u64, frame: &[u8]) {
         match kind(frame) {
             Kind::Request(stream, psn) => {
                 see(&mut self.req_a, (stream.0, stream.1, psn.value()), ts_ns);
@@ -202,8 +204,7 @@ impl AckLoop {
         }
     }
 
-    /// Adds a frame of capture B (near the responders).
-    pub fn add_b(&mut self, ts_ns: u64, frame: &[u8]) {
+    fn add_b(&mut self, ts_ns: u64, frame: &[u8]) {
         match kind(frame) {
             Kind::Request(stream, psn) => {
                 see(&mut self.req_b, (stream.0, stream.1, psn.value()), ts_ns)
@@ -212,7 +213,9 @@ impl AckLoop {
             Kind::Other => self.other_frames += 1,
         }
     }
+}
 
+impl AckLoop {
     /// The loop's parts and the requesters' quiet spells, with `quiet_ns` as the threshold.
     pub fn report(&self, quiet_ns: u64) -> LoopReport {
         let once = |m: &HashMap<ReqKey, Seen>, k: &ReqKey| {

@@ -19,3 +19,12 @@ pub mod rack;
 pub mod rnic;
 pub mod topo;
 pub mod transit;
+
+/// An analysis over two captures of the same traffic, taken at two points on one clock
+/// ([`transit::Transit`], [`ackloop::AckLoop`]).
+pub trait CapturePair {
+    /// Takes a frame of the first capture (A), with its timestamp.
+    fn add_a(&mut self, ts_ns: u64, frame: &[u8]);
+    /// Takes a frame of the second capture (B), with its timestamp.
+    fn add_b(&mut self, ts_ns: u64, frame: &[u8]);
+}

@@ -17,6 +17,7 @@ use serde::Serialize;
 use sprayswitch::engine::ip_key;
 
 use crate::ackloop::quantile_us;
+use crate::CapturePair;
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
 
 /// The identity of a RoCE packet in a capture: (source, destination, DestQP, PSN, opcode).
@@ -68,17 +69,17 @@ pub struct TransitReport {
     pub repeated: u64,
 }
 
-impl Transit {
-    /// Adds a frame of capture A.
-    pub fn add_a(&mut self, ts_ns: u64, frame: &[u8]) {
+impl CapturePair for Transit {
+    fn add_a(&mut self, ts_ns: u64, frame: &[u8]) {
         Self::add(&mut self.a, &mut self.other_frames, ts_ns, frame);
     }
 
-    /// Adds a frame of capture B.
-    pub fn add_b(&mut self, ts_ns: u64, frame: &[u8]) {
+    fn add_b(&mut self, ts_ns: u64, frame: &[u8]) {
         Self::add(&mut self.b, &mut self.other_frames, ts_ns, frame);
     }
+}
 
+impl Transit {
     fn add(map: &mut HashMap<Key, Seen>, other: &mut u64, ts_ns: u64, frame: &[u8]) {
         let key = match classify(frame, Pmtu::DEFAULT) {
             Ok(c) => match c.class {

@@ -18,6 +18,7 @@ use clap::{Parser, Subcommand};
 use sprayswitch::pcap::CaptureReader;
 use sprayswitch::wire::Pmtu;
 use sprayswitch_tools::decode::{decode, human_line};
+use sprayswitch_tools::CapturePair;
 
 #[derive(Parser)]
 #[command(
@@ -84,22 +85,17 @@ enum Cmd {
     },
 }
 
-/// Feeds every frame of `a` to `on_a` and of `b` to `on_b`, with its timestamp.
-fn read_pair(
-    a: &PathBuf,
-    b: &PathBuf,
-    mut on_a: impl FnMut(u64, &[u8]),
-    mut on_b: impl FnMut(u64, &[u8]),
-) -> anyhow::Result<()> {
+/// Feeds every frame of capture `a` and of capture `b` to `pair`, with its timestamp.
+fn read_pair(a: &PathBuf, b: &PathBuf, pair: &mut impl CapturePair) -> anyhow::Result<()> {
     for (file, first) in [(a, true), (b, false)] {
         let mut reader =
             CaptureReader::open(file).with_context(|| format!("cannot read {}", file.display()))?;
         while reader
             .next_frame(|f| {
                 if first {
-                    on_a(f.ts_ns, f.data)
+                    pair.add_a(f.ts_ns, f.data)
                 } else {
-                    on_b(f.ts_ns, f.data)
+                    pair.add_b(f.ts_ns, f.data)
                 }
             })
             .with_context(|| format!("{}", file.display()))?
@@ -110,14 +106,9 @@ fn read_pair(
 }
 
 fn run_loop(a: &PathBuf, b: &PathBuf, quiet_us: u64, json: bool) -> anyhow::Result<()> {
-    let l = std::cell::RefCell::new(sprayswitch_tools::ackloop::AckLoop::default());
-    read_pair(
-        a,
-        b,
-        |ts, f| l.borrow_mut().add_a(ts, f),
-        |ts, f| l.borrow_mut().add_b(ts, f),
-    )?;
-    let r = l.borrow().report(quiet_us.saturating_mul(1_000));
+    let mut l = sprayswitch_tools::ackloop::AckLoop::default();
+    read_pair(a, b, &mut l)?;
+    let r = l.report(quiet_us.saturating_mul(1_000));
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -127,14 +118,9 @@ fn run_loop(a: &PathBuf, b: &PathBuf, quiet_us: u64, json: bool) -> anyhow::Resu
 }
 
 fn run_transit(a: &PathBuf, b: &PathBuf, json: bool) -> anyhow::Result<()> {
-    let t = std::cell::RefCell::new(sprayswitch_tools::transit::Transit::default());
-    read_pair(
-        a,
-        b,
-        |ts, f| t.borrow_mut().add_a(ts, f),
-        |ts, f| t.borrow_mut().add_b(ts, f),
-    )?;
-    let r = t.borrow().report();
+    let mut t = sprayswitch_tools::transit::Transit::default();
+    read_pair(a, b, &mut t)?;
+    let r = t.report();
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
