@@ -227,7 +227,13 @@ impl AckLoop {
         let mut streams: HashMap<StreamKey, StreamState> = HashMap::new();
         let mut requester = vec![];
         let mut seen_acks: HashMap<ReqKey, u32> = HashMap::new();
-        for ev in &self.events {
+        // In time order, whatever order the capture wrote them in (a switch's capture may
+        // interleave its ports' packets a little out of order); stable, so ties keep theirs.
+        let mut events = self.events.clone();
+        events.sort_by_key(|e| match *e {
+            Event::Request { ts_ns, .. } | Event::Ack { ts_ns, .. } => ts_ns,
+        });
+        for ev in &events {
             match *ev {
                 Event::Request { ts_ns, stream, psn } => {
                     acked_streams.insert((stream.0, stream.1, psn.value()), stream);
@@ -293,7 +299,7 @@ impl AckLoop {
         let mut by_in_flight = [0u64; 4];
         let (mut spells, mut quiet, mut active, mut max_in_flight) = (0u64, 0u64, 0u64, 0u32);
         for st in streams.values() {
-            active += st.last_req_ns - st.first_ns;
+            active += st.last_req_ns.saturating_sub(st.first_ns);
             max_in_flight = max_in_flight.max(st.max_in_flight);
             for &(len, inf) in &st.spells {
                 spells += 1;
@@ -463,6 +469,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("most in flight 8 PSNs"), "{text}");
+    }
+
+    #[test]
+    fn capture_order_does_not_matter_only_timestamps_do() {
+        let mut l = rounds();
+        let want = l.report(50 * US);
+        l.events.reverse();
+        assert_eq!(l.report(50 * US), want);
     }
 
     #[test]
