@@ -502,7 +502,7 @@ impl Control {
                     "spray_policy": t.policy.name(),
                     "rx_pkts": s.rx_pkts, "tx_pkts": s.tx_pkts, "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
                     "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed, "fast_path": s.fast_path,
-                    "handoff": s.handoff, "resolve_sent": s.resolve_sent, "neigh_learned": s.neigh_learned,
+                    "handoff": s.handoff, "resolve_sent": s.resolve_sent, "parked": s.parked, "neigh_learned": s.neigh_learned,
                     "drops": drops,
                     "reorder": {
                         "released_in_order": r.released_in_order, "held_total": r.held_total,
@@ -609,6 +609,12 @@ impl Control {
             "Packets hashed per flow onto an uplink group.",
             &[],
             s.hashed,
+        );
+        m.counter(
+            "sprayswitch_parked_packets_total",
+            "Routed packets held until their next hop's address resolved.",
+            &[],
+            s.parked,
         );
         m.counter(
             "sprayswitch_replies_total",

@@ -59,6 +59,9 @@ pub struct WorkerCounters {
     pub handoff_in: Counter,
     /// ARP requests / neighbour solicitations sent.
     pub resolve_sent: Counter,
+    /// Routed packets held until their next hop's address resolved (then sent on; those whose
+    /// neighbour never answered are counted as `unresolved` drops).
+    pub parked: Counter,
     /// RoCE packets spread by the spray policy.
     pub sprayed: Counter,
     /// Packets spread over a group by flow hash.

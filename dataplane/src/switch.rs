@@ -105,6 +105,8 @@ pub struct Stats {
     pub handoff: u64,
     /// Resolution requests sent.
     pub resolve_sent: u64,
+    /// Routed packets held until their next hop resolved.
+    pub parked: u64,
     /// RoCE packets sprayed.
     pub sprayed: u64,
     /// Packets hashed per flow onto a group.
@@ -558,6 +560,7 @@ impl Switch {
             s.consumed += c.consumed.get();
             s.handoff += c.handoff_out.get();
             s.resolve_sent += c.resolve_sent.get();
+            s.parked += c.parked.get();
             s.sprayed += c.sprayed.get();
             s.hashed += c.hashed.get();
             s.fast_path += c.fast_path.get();

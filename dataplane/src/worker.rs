@@ -13,6 +13,12 @@
 //! Packets move as owned buffers: no copy, no allocation in steady state (proved by a test
 //! with a counting allocator). A full transmit ring keeps packets in the switch, bounded by
 //! `tx_queue_limit` per port; beyond it they are dropped and counted.
+//!
+//! A routed packet whose next hop's address is not known yet is held while the engine asks
+//! for it (ARP or neighbour solicitation), as a host's neighbour queue holds it: at most
+//! [`PARK_PER_HOP`] per next hop and [`PARK_MAX`] per worker, for at most [`PARK_NS`]. When
+//! the neighbour is learned (from its answer here, or from another worker) the held packets go
+//! on in the order they came; the rest are dropped and counted `unresolved`.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +49,21 @@ pub enum Query {
     Neighbors(Sender<Vec<(IpAddr, crate::engine::Neighbor)>>),
     /// Forget learned neighbours not confirmed for this many ns.
     AgeNeighbors(u64),
+}
+
+/// Routed packets a worker holds while their next hops resolve.
+pub const PARK_MAX: usize = 64;
+/// Of those, at most this many for one next hop.
+pub const PARK_PER_HOP: usize = 16;
+/// Longest a packet is held for its next hop: three of the engine's resolution attempts
+/// (100 ms apart).
+pub const PARK_NS: u64 = 300_000_000;
+
+/// A routed packet waiting for its next hop's address.
+struct Parked {
+    next_hop: IpAddr,
+    since_ns: u64,
+    pkt: Pkt,
 }
 
 /// Worker settings.
@@ -191,6 +212,9 @@ pub struct Worker {
     resolve: Vec<ResolveRequest>,
     spare: Vec<Pkt>,
     handoff_wait: std::collections::VecDeque<(usize, Handoff)>,
+    /// Routed packets waiting for their next hop to resolve, oldest first (see the module
+    /// docs). Capacity fixed at start: holding a packet allocates nothing.
+    parked: std::collections::VecDeque<Parked>,
     /// Workers this iteration handed packets to (bit per worker), woken at its end.
     handed: u64,
     /// A live capture runs on some port: tap packets this iteration.
@@ -241,6 +265,7 @@ impl Worker {
             resolve: Vec::with_capacity(256),
             spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
             handoff_wait: std::collections::VecDeque::with_capacity(cfg.tx_queue_limit),
+            parked: std::collections::VecDeque::with_capacity(PARK_MAX),
             handed: 0,
             tapping: false,
         }
@@ -455,8 +480,14 @@ impl Worker {
             }
             self.tables = t;
         }
+        let mut told = false;
         while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
             self.engine.learn_remote(ip, n, now);
+            told = true;
+        }
+        if told && !self.parked.is_empty() {
+            let tables = self.tables.clone();
+            self.release_parked(&tables, now);
         }
         // A control-side question about streams: answered here, between bursts, so that the
         // control thread never touches this worker's state.
@@ -540,18 +571,11 @@ impl Worker {
                 if self.engine.host_cnp {
                     pc.host_cnps.add(1);
                 }
-                match verdict {
-                    Verdict::Forward(p) => self.route_to(p, pkt, None, now),
-                    Verdict::Reorder(p) => {
-                        let meta = self.engine.meta.take();
-                        self.route_to(p, pkt, meta, now);
-                    }
-                    Verdict::Reply(p) => {
-                        c.replies.add(1);
-                        self.route_to(p, pkt, None, now);
-                    }
-                    Verdict::Consumed => c.consumed.add(1),
-                    Verdict::Drop(r) => c.count_drop(r, 1),
+                // ARP and ND are answered or consumed: what may have taught us a neighbour.
+                let learns = matches!(verdict, Verdict::Consumed | Verdict::Reply(_));
+                self.dispatch(verdict, pkt, now);
+                if learns && !self.parked.is_empty() {
+                    self.release_parked(&tables, now);
                 }
             }
             self.rx = rx;
@@ -571,6 +595,10 @@ impl Worker {
         }
         c.reorder_held.set(self.reorder.held() as u64);
         c.publish_reorder(&self.reorder.totals());
+
+        if !self.parked.is_empty() {
+            self.expire_parked(now);
+        }
 
         // Control-plane side effects of this iteration.
         self.engine.take_resolve(&mut self.resolve);
@@ -619,6 +647,87 @@ impl Worker {
                 .set(op.port.dropped());
         }
         work
+    }
+
+    /// Sends a decided packet on its way (or holds it for its next hop, or counts its drop).
+    #[inline]
+    fn dispatch(&mut self, verdict: Verdict, pkt: Pkt, now: u64) {
+        match verdict {
+            Verdict::Forward(p) => self.route_to(p, pkt, None, now),
+            Verdict::Reorder(p) => {
+                let meta = self.engine.meta.take();
+                self.route_to(p, pkt, meta, now);
+            }
+            Verdict::Reply(p) => {
+                self.sh.counters.replies.add(1);
+                self.route_to(p, pkt, None, now);
+            }
+            Verdict::Consumed => self.sh.counters.consumed.add(1),
+            Verdict::Drop(DropReason::Unresolved) => match self.engine.take_unresolved() {
+                Some(next_hop) => self.park(next_hop, pkt, now),
+                None => self.sh.counters.count_drop(DropReason::Unresolved, 1),
+            },
+            Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
+        }
+    }
+
+    /// Holds a routed packet until `next_hop` resolves, within the bounds of the module docs.
+    fn park(&mut self, next_hop: IpAddr, pkt: Pkt, now: u64) {
+        let same = self
+            .parked
+            .iter()
+            .filter(|p| p.next_hop == next_hop)
+            .count();
+        if self.parked.len() >= PARK_MAX || same >= PARK_PER_HOP {
+            self.sh.counters.count_drop(DropReason::Unresolved, 1);
+            return;
+        }
+        self.sh.counters.parked.add(1);
+        self.parked.push_back(Parked {
+            next_hop,
+            since_ns: now,
+            pkt,
+        });
+    }
+
+    /// Sends on, in the order they came, the held packets whose next hop is now known.
+    fn release_parked(&mut self, tables: &Tables, now: u64) {
+        let mut i = 0;
+        while i < self.parked.len() {
+            if self
+                .engine
+                .neighbor(tables, self.parked[i].next_hop)
+                .is_none()
+            {
+                i += 1;
+                continue;
+            }
+            let Some(mut p) = self.parked.remove(i) else {
+                break;
+            };
+            let verdict = self.engine.handle(tables, &self.sh.status, &mut p.pkt, now);
+            // What the packet told the reorder stage was taken when it first arrived.
+            self.engine.observed = None;
+            self.engine.host_cnp = false;
+            if verdict == Verdict::Drop(DropReason::Unresolved) {
+                // Known, yet not usable (learned on another port than the route's): held once.
+                self.engine.take_unresolved();
+                self.sh.counters.count_drop(DropReason::Unresolved, 1);
+            } else {
+                self.dispatch(verdict, p.pkt, now);
+            }
+        }
+    }
+
+    /// Drops (counted `unresolved`) held packets whose next hop did not answer in time.
+    fn expire_parked(&mut self, now: u64) {
+        while let Some(p) = self.parked.front() {
+            if now.saturating_sub(p.since_ns) < PARK_NS {
+                break;
+            }
+            self.parked.pop_front();
+            self.sh.counters.count_drop(DropReason::Unresolved, 1);
+        }
     }
 
     fn send_resolve(&mut self, r: &ResolveRequest, now: u64) {
@@ -819,9 +928,100 @@ mod tests {
     use super::*;
     use crate::engine::SprayPolicy;
     use crate::port::fault::{FaultConfig, FaultInjector};
-    use crate::port::mem;
+    use crate::port::mem::{self, MemPort};
     use crate::reorder::Passthrough;
     use crate::testkit::{roce_frame, tor_tables};
+
+    /// A ToR whose host behind `d1` (10.0.1.2) is not resolved yet, its far ends, and the
+    /// worker: the host behind `d0` sends to it.
+    fn unresolved_tor() -> (Worker, Arc<CachePadded<WorkerCounters>>, MemPort, MemPort) {
+        let mut tables = tor_tables(2, 1, SprayPolicy::RoundRobin);
+        tables
+            .neighbors
+            .remove(&crate::engine::ip_key("10.0.1.2".parse().unwrap()));
+        let (h0, d0) = mem::link("h0", "d0", 256);
+        let (h1, d1) = mem::link("h1", "d1", 256);
+        let (u0, _far) = mem::link("u0", "far", 256);
+        let (w, c) = Worker::standalone(
+            tables,
+            vec![Box::new(d0), Box::new(d1), Box::new(u0)],
+            WorkerConfig::default(),
+            Box::new(Passthrough),
+        );
+        (w, c, h0, h1)
+    }
+
+    fn psns_received(port: &mut MemPort) -> Vec<u32> {
+        let mut got = Vec::new();
+        port.rx_burst(0, &mut got, 256);
+        got.iter()
+            .filter_map(|p| {
+                crate::wire::classify(p.data(), crate::wire::Pmtu::DEFAULT)
+                    .ok()
+                    .and_then(|c| c.roce().map(|r| r.bth.psn.value()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packets_to_an_unresolved_host_wait_for_its_answer_in_order() {
+        let (mut w, c, mut h0, mut h1) = unresolved_tor();
+        let to = "10.0.1.2".parse().unwrap();
+        let mut burst: Vec<Pkt> = (0..20)
+            .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
+            .collect();
+        h0.tx_burst(0, &mut burst);
+        w.iterate(1_000);
+        w.iterate(1_000 + 20_000);
+        // The switch asks for the host once and holds what fits for one next hop.
+        let mut asked = Vec::new();
+        h1.rx_burst(0, &mut asked, 16);
+        assert_eq!(asked.len(), 1);
+        assert_eq!(&asked[0].data()[12..14], &[0x08, 0x06]);
+        assert_eq!(c.parked.get(), PARK_PER_HOP as u64);
+        assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 4);
+        assert!(psns_received(&mut h1).is_empty());
+
+        // The host asks for its gateway: the switch learns it from that and sends the held
+        // packets on, first to last.
+        let mut arp = vec![0u8; 60];
+        crate::engine::local::arp_request(
+            &mut arp,
+            crate::testkit::peer_mac(1),
+            "10.0.1.2".parse().unwrap(),
+            "10.0.1.1".parse().unwrap(),
+        );
+        h1.tx_burst(0, &mut vec![Pkt::from_slice(&arp)]);
+        w.iterate(2_000);
+        w.iterate(2_000 + 20_000);
+        assert_eq!(psns_received(&mut h1), (0..16).collect::<Vec<u32>>());
+        assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 4);
+
+        // Later packets go straight through.
+        h0.tx_burst(0, &mut vec![Pkt::from_slice(&roce_frame(0, to, 7, 20, 64))]);
+        w.iterate(3_000);
+        w.iterate(3_000 + 20_000);
+        assert_eq!(psns_received(&mut h1), vec![20]);
+        assert_eq!(c.parked.get(), PARK_PER_HOP as u64);
+    }
+
+    #[test]
+    fn held_packets_of_a_host_that_never_answers_are_dropped_and_counted() {
+        let (mut w, c, mut h0, mut h1) = unresolved_tor();
+        let to = "10.0.1.2".parse().unwrap();
+        let mut burst: Vec<Pkt> = (0..3)
+            .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
+            .collect();
+        h0.tx_burst(0, &mut burst);
+        w.iterate(1_000);
+        assert_eq!(c.parked.get(), 3);
+        w.iterate(1_000 + PARK_NS - 1);
+        assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 0, "not yet");
+        w.iterate(1_000 + PARK_NS);
+        assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 3);
+        assert!(w.parked.is_empty());
+        assert!(psns_received(&mut h1).is_empty());
+    }
 
     #[test]
     fn an_idle_wait_lasts_until_a_delayed_packet_is_due() {

@@ -93,6 +93,10 @@ pub struct Engine {
     pub observed: Option<RoceMeta>,
     /// The packet just handled was a CNP from a host (on a downlink).
     pub host_cnp: bool,
+    /// The next hop the last [`DropReason::Unresolved`] verdict of a routed packet waits for
+    /// (its resolution was requested): the worker may hold the packet until it resolves.
+    /// Taken with [`Engine::take_unresolved`].
+    unresolved: Option<IpAddr>,
     /// Resolved next hops of the fast path (see [`super::fast`]).
     cache: RouteCache,
     /// The fast path's table of opcodes.
@@ -161,6 +165,7 @@ impl Engine {
             meta: None,
             observed: None,
             host_cnp: false,
+            unresolved: None,
             learned_pmtu: vec![None; t.ports.len()],
             cache: RouteCache::default(),
             fast_ops: fast_ops(),
@@ -246,6 +251,13 @@ impl Engine {
     /// Next hops to resolve since the last call.
     pub fn take_resolve(&mut self, out: &mut Vec<ResolveRequest>) {
         out.append(&mut self.resolve_out);
+    }
+
+    /// The next hop whose address a packet just dropped as [`DropReason::Unresolved`] waits
+    /// for, if it was a routed packet towards a neighbour being resolved (not an uplink
+    /// without a peer address).
+    pub fn take_unresolved(&mut self) -> Option<IpAddr> {
+        self.unresolved.take()
     }
 
     /// Every learned neighbour.
@@ -423,6 +435,7 @@ impl Engine {
                     }
                     _ => {
                         self.request_resolve(p, nh, now);
+                        self.unresolved = Some(nh);
                         return Verdict::Drop(DropReason::Unresolved);
                     }
                 }
