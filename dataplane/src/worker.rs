@@ -55,8 +55,8 @@ pub enum Query {
 pub const PARK_MAX: usize = 64;
 /// Of those, at most this many for one next hop.
 pub const PARK_PER_HOP: usize = 16;
-/// Longest a packet is held for its next hop: three of the engine's resolution attempts
-/// (100 ms apart).
+/// Longest a packet is held for its next hop (the engine asks again at most every 100 ms while
+/// packets for it keep coming).
 pub const PARK_NS: u64 = 300_000_000;
 
 /// A routed packet waiting for its next hop's address.
@@ -908,6 +908,11 @@ impl Worker {
             }
             std::thread::yield_now();
         }
+        // Packets still waiting for a next hop that never answered: counted as such.
+        self.sh
+            .counters
+            .count_drop(DropReason::Unresolved, self.parked.len() as u64);
+        self.parked.clear();
         let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum::<usize>()
             + self.handoff_wait.len()
             + self.reorder.held();
