@@ -956,6 +956,15 @@ mod tests {
         (w, c, h0, h1)
     }
 
+    /// The host behind `d0` sends RC WRITEs with these PSNs to the unresolved host.
+    fn send_to_unresolved(h0: &mut MemPort, psns: std::ops::Range<u32>) {
+        let to = "10.0.1.2".parse().unwrap();
+        let mut burst: Vec<Pkt> = psns
+            .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
+            .collect();
+        h0.tx_burst(0, &mut burst);
+    }
+
     fn psns_received(port: &mut MemPort) -> Vec<u32> {
         let mut got = Vec::new();
         port.rx_burst(0, &mut got, 256);
@@ -971,11 +980,7 @@ mod tests {
     #[test]
     fn packets_to_an_unresolved_host_wait_for_its_answer_in_order() {
         let (mut w, c, mut h0, mut h1) = unresolved_tor();
-        let to = "10.0.1.2".parse().unwrap();
-        let mut burst: Vec<Pkt> = (0..20)
-            .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
-            .collect();
-        h0.tx_burst(0, &mut burst);
+        send_to_unresolved(&mut h0, 0..20);
         w.iterate(1_000);
         w.iterate(1_000 + 20_000);
         // The switch asks for the host once and holds what fits for one next hop.
@@ -1003,7 +1008,7 @@ mod tests {
         assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 4);
 
         // Later packets go straight through.
-        h0.tx_burst(0, &mut vec![Pkt::from_slice(&roce_frame(0, to, 7, 20, 64))]);
+        send_to_unresolved(&mut h0, 20..21);
         w.iterate(3_000);
         w.iterate(3_000 + 20_000);
         assert_eq!(psns_received(&mut h1), vec![20]);
@@ -1013,11 +1018,7 @@ mod tests {
     #[test]
     fn held_packets_of_a_host_that_never_answers_are_dropped_and_counted() {
         let (mut w, c, mut h0, mut h1) = unresolved_tor();
-        let to = "10.0.1.2".parse().unwrap();
-        let mut burst: Vec<Pkt> = (0..3)
-            .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
-            .collect();
-        h0.tx_burst(0, &mut burst);
+        send_to_unresolved(&mut h0, 0..3);
         w.iterate(1_000);
         assert_eq!(c.parked.get(), 3);
         w.iterate(1_000 + PARK_NS - 1);
