@@ -25,7 +25,7 @@
 #   the rack in one process and thread, or split in three processes),
 #   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
 #   each round) and print each goodput ratio as the median over the rounds, with every value,
-#   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 150 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
+#   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 300 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap (in the
 #   direct mode the client's and the server's taps, with tcpdump; the wire mode is not
@@ -49,8 +49,9 @@ PROFILE=${1:-quick}
 MODES=${MODES:-"direct wire ecmp spray reorder"}
 # Rate of each fabric path. The experiment needs one path slower than what the guests can do on
 # a direct link (so ECMP, pinned to one path, shows its limit) and all four together well
-# faster (so spraying is limited by the switch, not by the fabric). The guests do 130-250
-# Mbit/s at RoCE MTU 1024 and 450-590 at 4096 (BENCHMARKS.md, stop 14): 100 and 300 per path.
+# faster (so spraying is limited by the switch, not by the fabric). The guests write at
+# 130-260 Mbit/s at RoCE MTU 1024 and 360-590 at 4096 (BENCHMARKS.md, stop 14): 100 and 300
+# per path.
 # (Until stop 14, 150 at 4096, chosen when the guests did 330-400 there: four such paths then
 # offered little more than the guests alone and were the limit.)
 RATE_MBPS=${RATE_MBPS:-}
