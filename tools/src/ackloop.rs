@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 use sprayswitch::wire::{classify, Direction, Opcode, Pmtu, Psn, Syndrome, Transport};
 
-use crate::CapturePair;
+use crate::{quantile_us, CapturePair};
 
 /// A request packet's identity: (requester, responder, PSN).
 type ReqKey = (IpAddr, IpAddr, u32);
@@ -47,15 +47,6 @@ pub struct Dist {
     pub p90_us: f64,
     /// Largest.
     pub max_us: f64,
-}
-
-/// The `q` quantile of sorted nanosecond values, in microseconds (nearest rank below).
-pub fn quantile_us(sorted_ns: &[u64], q: f64) -> f64 {
-    if sorted_ns.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted_ns.len() as f64 * q) as usize).min(sorted_ns.len() - 1);
-    sorted_ns[i] as f64 / 1_000.0
 }
 
 impl Dist {

@@ -20,6 +20,16 @@ pub mod rnic;
 pub mod topo;
 pub mod transit;
 
+/// The `q` quantile of sorted nanosecond values, in microseconds (nearest rank below; 0 when
+/// there are none).
+pub fn quantile_us(sorted_ns: &[u64], q: f64) -> f64 {
+    if sorted_ns.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted_ns.len() as f64 * q) as usize).min(sorted_ns.len() - 1);
+    sorted_ns[i] as f64 / 1_000.0
+}
+
 /// An analysis over two captures of the same traffic, taken at two points on one clock
 /// ([`transit::Transit`], [`ackloop::AckLoop`]).
 pub trait CapturePair {

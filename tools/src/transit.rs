@@ -15,10 +15,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use sprayswitch::engine::ip_key;
-
-use crate::ackloop::quantile_us;
-use crate::CapturePair;
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
+
+use crate::{quantile_us, CapturePair};
 
 /// The identity of a RoCE packet in a capture: (source, destination, DestQP, PSN, opcode).
 type Key = (u128, u128, u32, u32, u8);
