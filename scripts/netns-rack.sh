@@ -34,7 +34,8 @@
 #     ports are then a-h1.. and b-h1.. in one namespace <P>-rack (taps with HOST_KIND=tap), the
 #     paths in memory; the control sockets are the same (tor-a.sock, tor-b.sock). CORES is
 #     ignored there.
-# Processes' logs and configurations are in /run/sprayswitch-rack/<NAME>/.
+# Processes' logs and configurations are in /run/sprayswitch-rack/<NAME>/; KEEP_LOGS=DIR with
+# down copies the logs there after the processes stopped (with their final reports).
 set -euo pipefail
 
 cmd=${1:-}
@@ -82,6 +83,12 @@ down() {
     done
   fi
   for ns in $(namespaces); do ip netns del "$ns" 2>/dev/null || true; done
+  # The processes' logs end with their final reports, written as they stop: KEEP_LOGS=DIR keeps
+  # them.
+  if [ -n "${KEEP_LOGS:-}" ] && [ -d "$STATE" ]; then
+    mkdir -p "$KEEP_LOGS"
+    cp "$STATE"/*.log "$KEEP_LOGS/" 2>/dev/null || true
+  fi
   rm -rf "$STATE"
 }
 

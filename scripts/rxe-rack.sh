@@ -112,6 +112,27 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# lateness DIR LOG... -> how late the fabric released packets in direction DIR ("a->b"), over
+# all paths, from the "released late by" lines the rack or the fabric prints as it stops.
+lateness() {
+  local dir=$1; shift
+  cat "$@" 2>/dev/null | awk -v dir="$dir" '
+    $0 ~ dir " released late by" {
+      m = 0
+      for (i = 1; i < NF; i++) {
+        if ($i ~ /^(<=|>)[0-9]/) { v = $(i + 1); sub(",", "", v); c[$i] += v; m += v }
+        if ($i == "mean") mean = $(i + 1)
+      }
+      n += m; sum += mean * m
+    }
+    END {
+      if (n == 0) { printf "%s no packets released", dir; exit }
+      over100 = n - c["<=10us"] - c["<=50us"] - c["<=100us"]
+      over1ms = c["<=5ms"] + c[">5ms"]
+      printf "%s %d packets released a mean %.0f us late, %.1f%% over 100 us, %.2f%% over 1 ms", dir, n, sum / n, 100 * over100 / n, 100 * over1ms / n
+    }'
+}
+
 # guest NS TAP NAME IP GW ROLE PEER MTU -> boots it in the background, console in $OUT/NAME.log
 guest() {
   local ns=$1 tap=$2 name=$3 ip=$4 gw=$5 role=$6 peer=$7 mtu=$8 d="$OUT/$3.d"
@@ -141,6 +162,7 @@ counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -
 ROWS="$OUT/rows.txt"; : >"$ROWS"
 CPUS="$OUT/cpu.txt"; : >"$CPUS"
 GUESTS="$OUT/guests.txt"; : >"$GUESTS"
+LATE="$OUT/late.txt"; : >"$LATE"
 RATIOS="$OUT/ratios.txt"; : >"$RATIOS"
 FAIL=0
 HZ=$(getconf CLK_TCK)
@@ -245,8 +267,9 @@ run_mode() {  # mode pmtu
     local wall; wall=$(echo "$(date +%s.%N) $t0" | awk '{printf "%.0f", $1 - $2}')
     local c w; c=$(cpu_s "$WIRE_PID"); w=$(wakeups "$WIRE_PID")
     kill -TERM "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; WIRE_PID=""
-    local n; n=$(awk '/^path 0:/ {gsub(";", ""); print $5 + $12}' "$OUT/wire-$pmtu.log")
+    local n; n=$(awk '/^path 0: a->b rx / {gsub(";", ""); print $5 + $12}' "$OUT/wire-$pmtu.log")
     echo "wire $pmtu (path ${impair:-clean}): forwarder ${c}s in ${wall}s ($(awk -v a="$c" -v w="$wall" 'BEGIN {printf "%.2f", a / w}') cores); $w wake-ups for ${n:-?} packets from the guests ($(awk -v a="$w" -v b="${n:-0}" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
+    echo "wire $pmtu: $(lateness a-\>b "$OUT/wire-$pmtu.log"); $(lateness b-\>a "$OUT/wire-$pmtu.log")" >>"$LATE"
   fi
   if [ "$mode" != direct ] && [ "$mode" != wire ]; then
     # What the rack's processes took from the two cores the guests run on.
@@ -270,8 +293,13 @@ run_mode() {  # mode pmtu
         "$BIN/sprayctl" -s "$st/tor-$t.sock" show "$w" 2>&1 || true
       done
     done >"$OUT/switches-$mode-$pmtu.txt"
-    cp "$st"/*.log "$OUT/" 2>/dev/null || true
+    # Stop the guests, then the rack, keeping its logs with the final reports (the fabric's
+    # per-path counters and how late it released packets).
+    for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    QEMU_PIDS=()
+    KEEP_LOGS="$OUT" scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
     for f in "$OUT"/tor-?.log "$OUT"/fabric.log "$OUT"/rack.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
+    echo "$mode $pmtu: $(lateness a-\>b "$OUT"/{rack,fabric}-"$mode-$pmtu".log); $(lateness b-\>a "$OUT"/{rack,fabric}-"$mode-$pmtu".log)" >>"$LATE"
   fi
   cleanup
   local srv="$OUT/srv-$mode-$pmtu.log" cli="$OUT/cli-$mode-$pmtu.log"
@@ -395,6 +423,9 @@ cat "$CPUS"
 echo
 echo "The guests during their tests (NIC interrupts and packets per interrupt, vCPU time in ticks):"
 cat "$GUESTS"
+echo
+echo "How late the emulated paths released packets against their delay and rate (the emulating thread's wake-up and loop latency):"
+cat "$LATE"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
+use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, Lateness};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::time::now_ns;
 use sprayswitch::worker::{IdlePolicy, IdleWaiter};
@@ -39,6 +39,9 @@ pub struct PathReport {
     pub lost: [u64; 2],
     /// Frames dropped because the egress pushed back for too long or the path's queue was full.
     pub overflow: [u64; 2],
+    /// How late the emulator handed frames on against their delay and rate, `a`->`b` and
+    /// `b`->`a` (its wake-up and loop latency as the frames saw it).
+    pub late: [Lateness; 2],
 }
 
 /// One path to build: port `a`, port `b`, and the impairments of both directions.
@@ -178,6 +181,10 @@ impl Fabric {
                     overflow: [
                         self.dirs[2 * i].overflow + qdrop(1),
                         self.dirs[2 * i + 1].overflow + qdrop(0),
+                    ],
+                    late: [
+                        self.stats[2 * i + 1].lateness(),
+                        self.stats[2 * i].lateness(),
                     ],
                 }
             })

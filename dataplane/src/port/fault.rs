@@ -75,12 +75,87 @@ pub struct FaultStats {
     pub queue_drops: AtomicU64,
     /// Handed to the wrapped port.
     pub delivered: AtomicU64,
+    /// How late packets were handed on against the time they were due (their delay, jitter and
+    /// serialisation): counts by upper bound, [`LATE_BOUNDS_NS`] then one for the rest. The
+    /// emulator releases a packet when its owner next looks, so this is the owner's wake-up
+    /// and loop latency as the packets saw it.
+    pub late: [AtomicU64; LATE_BOUNDS_NS.len() + 1],
+    /// The sum of those lateness values, in nanoseconds.
+    pub late_ns_total: AtomicU64,
 }
+
+/// Upper bounds of [`FaultStats::late`]'s buckets: 10 us, 50 us, 100 us, 500 us, 1 ms, 5 ms.
+pub const LATE_BOUNDS_NS: [u64; 6] = [10_000, 50_000, 100_000, 500_000, 1_000_000, 5_000_000];
 
 impl FaultStats {
     /// Reads a counter (relaxed: a statistic, not a synchronisation point).
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    fn note_late(&self, late_ns: u64) {
+        let b = LATE_BOUNDS_NS
+            .iter()
+            .position(|&ub| late_ns <= ub)
+            .unwrap_or(LATE_BOUNDS_NS.len());
+        // Relaxed: statistics only.
+        self.late[b].fetch_add(1, Ordering::Relaxed);
+        self.late_ns_total.fetch_add(late_ns, Ordering::Relaxed);
+    }
+
+    /// How late packets were handed on, so far (see [`FaultStats::late`]).
+    pub fn lateness(&self) -> Lateness {
+        Lateness {
+            counts: std::array::from_fn(|i| Self::get(&self.late[i])),
+            total_ns: Self::get(&self.late_ns_total),
+        }
+    }
+}
+
+/// How late a link handed packets on against their due times: counts per bucket (upper bounds
+/// [`LATE_BOUNDS_NS`], then the rest) and their sum. Displays as
+/// `<=10us N, <=50us N, ..., >5ms N, mean X us`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    /// Packets per bucket.
+    pub counts: [u64; LATE_BOUNDS_NS.len() + 1],
+    /// The sum of the lateness values, in nanoseconds.
+    pub total_ns: u64,
+}
+
+impl Lateness {
+    /// The mean lateness in microseconds (0 when nothing was handed on).
+    pub fn mean_us(&self) -> f64 {
+        let n: u64 = self.counts.iter().sum();
+        if n == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / n as f64 / 1000.0
+        }
+    }
+}
+
+impl std::fmt::Display for Lateness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (ub, c) in LATE_BOUNDS_NS.iter().zip(&self.counts) {
+            write!(f, "<={} {c}, ", micros_label(*ub))?;
+        }
+        let last = LATE_BOUNDS_NS[LATE_BOUNDS_NS.len() - 1];
+        write!(
+            f,
+            ">{} {}, mean {:.1} us",
+            micros_label(last),
+            self.counts[LATE_BOUNDS_NS.len()],
+            self.mean_us()
+        )
+    }
+}
+
+fn micros_label(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{}ms", ns / 1_000_000)
+    } else {
+        format!("{}us", ns / 1000)
     }
 }
 
@@ -222,6 +297,7 @@ impl<P: Port> FaultInjector<P> {
                 break;
             }
             if let Some(Reverse(h)) = self.held.pop() {
+                self.stats.note_late(now - h.release_ns);
                 self.staged.push(h.pkt);
             }
         }
@@ -346,6 +422,37 @@ mod tests {
         assert!(drain(&mut b).is_empty(), "nothing before the fixed delay");
         f.poll(1_000_000);
         assert_eq!(drain(&mut b), (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn lateness_is_measured_against_each_packets_due_time() {
+        let (a, mut b) = mem::link("a", "b", 100);
+        let cfg = FaultConfig {
+            delay_ns: 100_000,
+            ..FaultConfig::default()
+        };
+        let mut f = FaultInjector::new(a, cfg);
+        let stats = f.stats();
+        // Due at 100 us, released on time.
+        send(&mut f, 0, [1]);
+        f.poll(99_999);
+        assert!(drain(&mut b).is_empty());
+        f.poll(100_000);
+        // Due at 300 us, released at 400 us: 100 us late.
+        send(&mut f, 200_000, [2]);
+        f.poll(400_000);
+        // Due at 1.1 ms, released at 10 ms.
+        send(&mut f, 1_000_000, [3]);
+        f.poll(10_000_000);
+        assert_eq!(drain(&mut b), vec![1, 2, 3]);
+        let late = stats.lateness();
+        assert_eq!(late.counts, [1, 0, 1, 0, 0, 0, 1]);
+        assert_eq!(late.total_ns, 100_000 + 8_900_000);
+        assert_eq!(
+            late.to_string(),
+            "<=10us 1, <=50us 0, <=100us 1, <=500us 0, <=1ms 0, <=5ms 0, >5ms 1, mean 3000.0 us"
+        );
+        assert_eq!(Lateness::default().mean_us(), 0.0);
     }
 
     #[test]

@@ -131,6 +131,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             "path {i}: a->b rx {} lost {} overflow {}; b->a rx {} lost {} overflow {}",
             r.rx[0], r.lost[0], r.overflow[0], r.rx[1], r.lost[1], r.overflow[1]
         );
+        println!("path {i}: a->b released late by {}", r.late[0]);
+        println!("path {i}: b->a released late by {}", r.late[1]);
     }
     Ok(())
 }

@@ -155,6 +155,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             F::get(&ba.dropped),
             F::get(&ba.queue_drops)
         );
+        println!("path {i}: a->b released late by {}", ab.lateness());
+        println!("path {i}: b->a released late by {}", ba.lateness());
     }
     Ok(())
 }
