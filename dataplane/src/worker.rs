@@ -15,10 +15,11 @@
 //! `tx_queue_limit` per port; beyond it they are dropped and counted.
 //!
 //! A routed packet whose next hop's address is not known yet is held while the engine asks
-//! for it (ARP or neighbour solicitation), as a host's neighbour queue holds it: at most
-//! [`PARK_PER_HOP`] per next hop and [`PARK_MAX`] per worker, for at most [`PARK_NS`]. When
-//! the neighbour is learned (from its answer here, or from another worker) the held packets go
-//! on in the order they came; the rest are dropped and counted `unresolved`.
+//! for it (ARP or neighbour solicitation, again every 100 ms while packets wait), as a host's
+//! neighbour queue holds it: at most [`PARK_PER_HOP`] per next hop and [`PARK_MAX`] per
+//! worker, for at most [`PARK_NS`]. When the neighbour is learned (from its answer here, or
+//! from another worker) the held packets go on in the order they came; the rest are dropped
+//! and counted `unresolved`.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +62,7 @@ pub const PARK_NS: u64 = 300_000_000;
 
 /// A routed packet waiting for its next hop's address.
 struct Parked {
+    port: PortId,
     next_hop: IpAddr,
     since_ns: u64,
     pkt: Pkt,
@@ -664,7 +666,7 @@ impl Worker {
             }
             Verdict::Consumed => self.sh.counters.consumed.add(1),
             Verdict::Drop(DropReason::Unresolved) => match self.engine.take_unresolved() {
-                Some(next_hop) => self.park(next_hop, pkt, now),
+                Some((port, next_hop)) => self.park(port, next_hop, pkt, now),
                 None => self.sh.counters.count_drop(DropReason::Unresolved, 1),
             },
             Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
@@ -672,7 +674,7 @@ impl Worker {
     }
 
     /// Holds a routed packet until `next_hop` resolves, within the bounds of the module docs.
-    fn park(&mut self, next_hop: IpAddr, pkt: Pkt, now: u64) {
+    fn park(&mut self, port: PortId, next_hop: IpAddr, pkt: Pkt, now: u64) {
         let same = self
             .parked
             .iter()
@@ -684,6 +686,7 @@ impl Worker {
         }
         self.sh.counters.parked.add(1);
         self.parked.push_back(Parked {
+            port,
             next_hop,
             since_ns: now,
             pkt,
@@ -719,7 +722,10 @@ impl Worker {
         }
     }
 
-    /// Drops (counted `unresolved`) held packets whose next hop did not answer in time.
+    /// Drops (counted `unresolved`) held packets whose next hop did not answer in time, and
+    /// asks again for the next hops of the others (the engine sends at most one request per
+    /// next hop per 100 ms: a neighbour gets three within [`PARK_NS`], as a host's neighbour
+    /// table gives it).
     fn expire_parked(&mut self, now: u64) {
         while let Some(p) = self.parked.front() {
             if now.saturating_sub(p.since_ns) < PARK_NS {
@@ -727,6 +733,9 @@ impl Worker {
             }
             self.parked.pop_front();
             self.sh.counters.count_drop(DropReason::Unresolved, 1);
+        }
+        for p in &self.parked {
+            self.engine.ask_again(p.port, p.next_hop, now);
         }
     }
 
@@ -1016,16 +1025,35 @@ mod tests {
     }
 
     #[test]
-    fn held_packets_of_a_host_that_never_answers_are_dropped_and_counted() {
+    fn a_host_that_never_answers_is_asked_three_times_then_its_held_packets_are_dropped() {
         let (mut w, c, mut h0, mut h1) = unresolved_tor();
+        // ARP requests the switch sent to the host's port by time `t` (two iterations, so that
+        // whatever the first queued is sent).
+        let mut asked_by = |w: &mut Worker, t: u64| {
+            w.iterate(t);
+            w.iterate(t + 20_000);
+            let mut got = Vec::new();
+            h1.rx_burst(0, &mut got, 16);
+            assert!(got.iter().all(|p| p.data()[12..14] == [0x08, 0x06]));
+            got.len()
+        };
+        const MS: u64 = 1_000_000;
         send_to_unresolved(&mut h0, 0..3);
-        w.iterate(1_000);
+        assert_eq!(asked_by(&mut w, 1_000), 1);
         assert_eq!(c.parked.get(), 3);
-        w.iterate(1_000 + PARK_NS - 1);
+        assert_eq!(asked_by(&mut w, 1_000 + 50 * MS), 0, "not before 100 ms");
+        assert_eq!(asked_by(&mut w, 1_000 + 100 * MS), 1, "asked again");
+        assert_eq!(asked_by(&mut w, 1_000 + 200 * MS), 1, "and a third time");
+        assert_eq!(asked_by(&mut w, 1_000 + PARK_NS - 30_000), 0);
         assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 0, "not yet");
-        w.iterate(1_000 + PARK_NS);
+        assert_eq!(asked_by(&mut w, 1_000 + PARK_NS), 0);
         assert_eq!(c.drops[DropReason::Unresolved as usize].get(), 3);
         assert!(w.parked.is_empty());
+        assert_eq!(
+            asked_by(&mut w, 1_000 + PARK_NS + 200 * MS),
+            0,
+            "nothing held: quiet"
+        );
         assert!(psns_received(&mut h1).is_empty());
     }
 

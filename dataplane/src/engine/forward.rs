@@ -94,9 +94,10 @@ pub struct Engine {
     /// The packet just handled was a CNP from a host (on a downlink).
     pub host_cnp: bool,
     /// The next hop the last [`DropReason::Unresolved`] verdict of a routed packet waits for
-    /// (its resolution was requested): the worker may hold the packet until it resolves.
+    /// (its resolution was requested), with the port it is asked on: the worker may hold the
+    /// packet until it resolves.
     /// Taken with [`Engine::take_unresolved`].
-    unresolved: Option<IpAddr>,
+    unresolved: Option<(PortId, IpAddr)>,
     /// Resolved next hops of the fast path (see [`super::fast`]).
     cache: RouteCache,
     /// The fast path's table of opcodes.
@@ -256,8 +257,15 @@ impl Engine {
     /// The next hop whose address a packet just dropped as [`DropReason::Unresolved`] waits
     /// for, if it was a routed packet towards a neighbour being resolved (not an uplink
     /// without a peer address).
-    pub fn take_unresolved(&mut self) -> Option<IpAddr> {
+    pub fn take_unresolved(&mut self) -> Option<(PortId, IpAddr)> {
         self.unresolved.take()
+    }
+
+    /// Asks again for `next_hop` on `port` (ARP or neighbour solicitation), at most once per
+    /// resolve interval (100 ms): for packets held while it does not answer, so that a lost
+    /// request or answer is not the end of them.
+    pub fn ask_again(&mut self, port: PortId, next_hop: IpAddr, now: u64) {
+        self.request_resolve(port, next_hop, now);
     }
 
     /// Every learned neighbour.
@@ -435,7 +443,7 @@ impl Engine {
                     }
                     _ => {
                         self.request_resolve(p, nh, now);
-                        self.unresolved = Some(nh);
+                        self.unresolved = Some((p, nh));
                         return Verdict::Drop(DropReason::Unresolved);
                     }
                 }
