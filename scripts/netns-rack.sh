@@ -29,6 +29,8 @@
 #   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
 #     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
+#   RACK_CPUS [""]: a CPU list (taskset -c, e.g. "0") every process it starts is confined to,
+#     in both shapes (in the split one, CORES then pins each worker within it)
 #   SHAPE [split]: split runs tor-a, the fabric and tor-b as three processes joined by veth
 #     pairs (above); one runs all three in one process and one thread (sprayrackd): the hosts'
 #     ports are then a-h1.. and b-h1.. in one namespace <P>-rack (taps with HOST_KIND=tap), the
@@ -57,6 +59,7 @@ RATE_MBPS=${RATE_MBPS:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
 RT_PRIO=${RT_PRIO:-}
+RACK_CPUS=${RACK_CPUS:-}
 IDLE=${IDLE:-backoff}
 IDLE_US=${IDLE_US:-50}
 SHAPE=${SHAPE:-split}
@@ -150,6 +153,13 @@ host_port() {
   ip -n "$h" route add default via "10.$r.$i.1"
 }
 
+# What the processes it starts run under: their CPUs (RACK_CPUS) and real-time priority (RT_PRIO).
+# `ip netns exec` replaces itself with taskset, taskset with chrt, chrt with the program: $! is
+# the program's PID.
+prefix=()
+[ -n "$RACK_CPUS" ] && prefix+=(taskset -c "$RACK_CPUS")
+[ -n "$RT_PRIO" ] && prefix+=(chrt -f "$RT_PRIO")
+
 # impairments P: path P's delay, rate and loss as the fabric emulator's key=value list.
 impairments() {
   local delays loss spec
@@ -175,9 +185,7 @@ up_one() {
     args+=(--path "$(impairments "$p")")
   done
   [ "$REORDER" = 1 ] || args+=(--no-reorder)
-  rt=()
-  [ -n "$RT_PRIO" ] && rt=(chrt -f "$RT_PRIO")
-  RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-rack" "${rt[@]}" "$BIN/sprayrackd" --hosts "$HOSTS" \
+  RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-rack" "${prefix[@]}" "$BIN/sprayrackd" --hosts "$HOSTS" \
     --backend "$BACKEND" --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" \
     --mtu "$MTU" --idle "$IDLE" --idle-us "$IDLE_US" --socket-dir "$STATE" "${args[@]}" \
     >"$STATE/rack.log" 2>&1 &
@@ -229,15 +237,12 @@ up() {
       --idle "$IDLE" --idle-us "$IDLE_US" \
       "${core[@]}" >"$STATE/tor-$r.toml"
   done
-  # `ip netns exec` replaces itself with the program, so $! is the program's PID.
-  rt=()
-  [ -n "$RT_PRIO" ] && rt=(chrt -f "$RT_PRIO")
-  ip netns exec "$P-fab" "${rt[@]}" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
+  ip netns exec "$P-fab" "${prefix[@]}" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
     --idle "$IDLE" --idle-us "$IDLE_US" \
     >"$STATE/fabric.log" 2>&1 &
   echo $! >"$STATE/fabric.pid"
   for r in a b; do
-    RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "${rt[@]}" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
+    RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-tor$r" "${prefix[@]}" "$BIN/sprayswitch" --config "$STATE/tor-$r.toml" \
       run --stats-interval 0 --socket "$STATE/tor-$r.sock" >"$STATE/tor-$r.log" 2>&1 &
     echo $! >"$STATE/tor-$r.pid"
   done

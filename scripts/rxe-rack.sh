@@ -21,7 +21,9 @@
 # ecmp, spray (without reorder) and reorder (spray with reorder) through the rack.
 # Environment: MODES ["direct wire ecmp spray reorder"], LOSS ("" or e.g. "0 0.01 0 0": per path),
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
-#   RT_PRIO [""] (see netns-rack.sh), PMTUS_OVERRIDE (e.g. "4096"), SHAPE [one] (see netns-rack.sh:
+#   RT_PRIO [""] (see netns-rack.sh), GUEST_CPUS and SWITCH_CPUS [""]: CPU lists (taskset -c)
+#   of the guests and of the rack's processes and the wire forwarder (e.g. 1 and 0: a core for
+#   the switch alone; the guests get the same core in every mode), PMTUS_OVERRIDE (e.g. "4096"), SHAPE [one] (see netns-rack.sh:
 #   the rack in one process and thread, or split in three processes),
 #   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
 #   each round) and print each goodput ratio as the median over the rounds, with every value,
@@ -70,6 +72,13 @@ NAME=rxe$$
 HOLD_US=${HOLD_US:-20000}
 LEARN_US=${LEARN_US:-20000}
 RT_PRIO=${RT_PRIO:-}   # SCHED_FIFO priority of switches and fabric (default none; see README)
+# CPUs (taskset -c lists) of the guests and of the switches, fabric and wire forwarder: by
+# default everything shares every core. GUEST_CPUS=1 SWITCH_CPUS=0 gives the switch a core of
+# its own, as a ToR has, and the guests the same one core in every mode (direct included).
+GUEST_CPUS=${GUEST_CPUS:-}
+SWITCH_CPUS=${SWITCH_CPUS:-}
+guest_pin=(); [ -n "$GUEST_CPUS" ] && guest_pin=(taskset -c "$GUEST_CPUS")
+switch_pin=(); [ -n "$SWITCH_CPUS" ] && switch_pin=(taskset -c "$SWITCH_CPUS")
 # Idle policy of switches and fabric (netns-rack.sh): event-driven, because the guests keep the
 # cores busy and a switch that spins or sleeps on a timer then forwards milliseconds late.
 IDLE=${IDLE:-wait}
@@ -145,7 +154,7 @@ guest() {
   local mac; mac=$(printf '52:54:00:5a:%02x:%02x' "$(echo "$ip" | cut -d. -f2)" "$(echo "$ip" | cut -d. -f4 | cut -d/ -f1)")
   # csum=off: the guest computes its own TCP/UDP checksums. With checksum offload the frame
   # leaves the tap with only a partial checksum, which a userspace switch forwards as it is.
-  timeout 600 ip netns exec "$ns" qemu-system-x86_64 -accel tcg -cpu qemu64 -m 256 -smp 1 \
+  timeout 600 ip netns exec "$ns" "${guest_pin[@]}" qemu-system-x86_64 -accel tcg -cpu qemu64 -m 256 -smp 1 \
     -nodefaults -display none -no-reboot -kernel "$GUEST/vmlinux" -initrd "$d/initrd.gz" \
     -append "console=ttyS0 quiet panic=-1" -serial "file:$OUT/$name.log" \
     -netdev "tap,id=n0,ifname=$tap,script=no,downscript=no" \
@@ -210,7 +219,7 @@ run_mode() {  # mode pmtu
       if [ "$impair" = fabric ]; then
         impair="delay_us=$(echo "$DELAYS_US" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}'),rate_mbps=$(($(rate_for "$pmtu") * 4))"
       fi
-      ip netns exec "$DIRECT_NS" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${impair:+,$impair}" \
+      ip netns exec "$DIRECT_NS" "${switch_pin[@]}" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${impair:+,$impair}" \
         --idle "$IDLE" --idle-us "$IDLE_US" >"$OUT/wire-$pmtu.log" 2>&1 &
       WIRE_PID=$!
       for _ in $(seq 100); do grep -q "path ta <->" "$OUT/wire-$pmtu.log" && break; sleep 0.1; done
@@ -238,7 +247,7 @@ run_mode() {  # mode pmtu
     [ "$mode" = spray ] && LIMIT=$SPRAY_LIMIT
     [ "$mode" = ecmp ] && policy=ecmp
     [ "$mode" = spray ] && reorder=0
-    SHAPE=$SHAPE HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
+    SHAPE=$SHAPE HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO RACK_CPUS=$SWITCH_CPUS IDLE=$IDLE IDLE_US=$IDLE_US HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=$backend POLICY=$policy REORDER=$reorder \
       RATE_MBPS=$(rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     if [ "$SHAPE" = one ]; then
@@ -428,6 +437,7 @@ echo "How late the emulated paths released packets against their delay and rate 
 cat "$LATE"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
+[ -n "$GUEST_CPUS$SWITCH_CPUS" ] && echo "CPUs: guests on ${GUEST_CPUS:-all}, switches and forwarders on ${SWITCH_CPUS:-all} (idle policy $IDLE)"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
 echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
 echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"
