@@ -23,8 +23,9 @@
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
 #   RT_PRIO [""] (see netns-rack.sh), GUEST_CPUS and SWITCH_CPUS [""]: CPU lists (taskset -c)
 #   of the guests and of the rack's processes and the wire forwarder (e.g. 1 and 0: a core for
-#   the switch alone; the guests get the same core in every mode), PMTUS_OVERRIDE (e.g. "4096"), SHAPE [one] (see netns-rack.sh:
-#   the rack in one process and thread, or split in three processes),
+#   the switch alone; the guests get the same core in every mode), PMTUS_OVERRIDE (e.g.
+#   "4096"), SHAPE [one] (see netns-rack.sh: the rack in one process and thread, or split in
+#   three processes),
 #   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
 #   each round) and print each goodput ratio as the median over the rounds, with every value,
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 300 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
