@@ -107,10 +107,14 @@ QEMU_PIDS=()
 DIRECT_NS=""
 WIRE_PID=""
 DUMP_PIDS=()
-cleanup() {
+# Stops the guests this script started (by PID).
+stop_guests() {
   for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${QEMU_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   QEMU_PIDS=()
+}
+cleanup() {
+  stop_guests
   for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   DUMP_PIDS=()
   if [ -n "$WIRE_PID" ]; then kill "$WIRE_PID" 2>/dev/null || true; wait "$WIRE_PID" 2>/dev/null || true; fi
@@ -305,8 +309,7 @@ run_mode() {  # mode pmtu
     done >"$OUT/switches-$mode-$pmtu.txt"
     # Stop the guests, then the rack, keeping its logs with the final reports (the fabric's
     # per-path counters and how late it released packets).
-    for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    QEMU_PIDS=()
+    stop_guests
     KEEP_LOGS="$OUT" scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
     for f in "$OUT"/tor-?.log "$OUT"/fabric.log "$OUT"/rack.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
     echo "$mode $pmtu: $(lateness a-\>b "$OUT"/{rack,fabric}-"$mode-$pmtu".log); $(lateness b-\>a "$OUT"/{rack,fabric}-"$mode-$pmtu".log)" >>"$LATE"

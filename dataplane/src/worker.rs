@@ -734,8 +734,13 @@ impl Worker {
             self.parked.pop_front();
             self.sh.counters.count_drop(DropReason::Unresolved, 1);
         }
+        // Packets for one next hop mostly sit next to each other: one question per run of them.
+        let mut last = None;
         for p in &self.parked {
-            self.engine.ask_again(p.port, p.next_hop, now);
+            if last != Some((p.port, p.next_hop)) {
+                self.engine.ask_again(p.port, p.next_hop, now);
+                last = Some((p.port, p.next_hop));
+            }
         }
     }
 
