@@ -23,7 +23,9 @@
 #   HOLD_US, LEARN_US [20000] (reorder timers, see below), IDLE [wait], IDLE_US [50],
 #   RT_PRIO [""] (see netns-rack.sh), GUEST_CPUS and SWITCH_CPUS [""]: CPU lists (taskset -c)
 #   of the guests and of the rack's processes and the wire forwarder (e.g. 1 and 0: a core for
-#   the switch alone; the guests get the same core in every mode), PMTUS_OVERRIDE (e.g.
+#   the switch alone; the guests get the same core in every mode), GUEST_SCHED [normal]:
+#   the guests' scheduling policy, normal (SCHED_OTHER) or batch (SCHED_BATCH: a guest woken
+#   by a packet does not preempt the other; see below), PMTUS_OVERRIDE (e.g.
 #   "4096"), SHAPE [one] (see netns-rack.sh: the rack in one process and thread, or split in
 #   three processes),
 #   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
@@ -79,6 +81,19 @@ RT_PRIO=${RT_PRIO:-}   # SCHED_FIFO priority of switches and fabric (default non
 GUEST_CPUS=${GUEST_CPUS:-}
 SWITCH_CPUS=${SWITCH_CPUS:-}
 guest_pin=(); [ -n "$GUEST_CPUS" ] && guest_pin=(taskset -c "$GUEST_CPUS")
+# Scheduling policy of the guests. Two guests share the cores here, as two real hosts never
+# do. Under SCHED_OTHER (normal) a guest woken by a packet from another core (the switch's) can
+# preempt the guest that runs, so through a switch the two alternate packet by packet, while on
+# the bridge a packet arrives in the sender's own context and the receiver waits its turn.
+# SCHED_BATCH (batch) guests never preempt on wake-up, in every mode alike; but a guest that
+# waits for the other (ib_send_bw's receiver, ib_write_lat) then waits for the end of the other's
+# time slice. BENCHMARKS.md (stop 16) has both.
+GUEST_SCHED=${GUEST_SCHED:-normal}
+case "$GUEST_SCHED" in
+  batch) guest_pin+=(chrt -b 0) ;;
+  normal) ;;
+  *) echo "rxe-rack: GUEST_SCHED is batch or normal, not '$GUEST_SCHED'" >&2; exit 2 ;;
+esac
 switch_pin=(); [ -n "$SWITCH_CPUS" ] && switch_pin=(taskset -c "$SWITCH_CPUS")
 # Idle policy of switches and fabric (netns-rack.sh): event-driven, because the guests keep the
 # cores busy and a switch that spins or sleeps on a timer then forwards milliseconds late.
@@ -441,7 +456,7 @@ echo "How late the emulated paths released packets against their delay and rate 
 cat "$LATE"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
-[ -n "$GUEST_CPUS$SWITCH_CPUS" ] && echo "CPUs: guests on ${GUEST_CPUS:-all}, switches and forwarders on ${SWITCH_CPUS:-all} (idle policy $IDLE)"
+echo "CPUs: guests on ${GUEST_CPUS:-all} (policy $GUEST_SCHED), switches and forwarders on ${SWITCH_CPUS:-all} (idle policy $IDLE)"
 echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
 echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
 echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"
