@@ -24,7 +24,9 @@
 //! | `{"cmd":"capture-stop","port":"u0"}` | stops it; answers frames written and dropped |
 //! | `{"cmd":"reload"}` / `{"cmd":"reload","file":"PATH"}` | validates, then applies the file |
 //!
-//! A malformed request gets an error answer; the switch is unaffected.
+//! A malformed request gets an error answer; the switch is unaffected. An answer that had to
+//! leave something out (`show streams`, `neighbors` or `hosts` when a worker did not answer
+//! within [`QUERY_TIMEOUT`]) carries `"warnings":["..."]` next to its data.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -35,7 +37,7 @@ use serde_json::{json, Value};
 use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
 use sprayswitch::pcap::PcapWriter;
 use sprayswitch::reorder::StreamKey;
-use sprayswitch::switch::Switch;
+use sprayswitch::switch::{Gathered, Switch};
 use sprayswitch::time::wall_ns;
 
 use crate::config::{Config, Validated};
@@ -94,6 +96,9 @@ pub enum Request {
 /// it, so only hosts that went away age out.
 pub const NEIGHBOR_MAX_AGE: Duration = Duration::from_secs(300);
 
+/// How long `show streams`, `show neighbors` and `show hosts` wait for the workers' answers.
+pub const QUERY_TIMEOUT: Duration = Duration::from_millis(500);
+
 fn mac(m: [u8; 6]) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
@@ -115,6 +120,8 @@ pub struct Control {
     link_seen: Vec<bool>,
     evictions_seen: u64,
     captures: Vec<Capture>,
+    /// What the answer being built leaves out (workers that did not answer), sent with it.
+    warnings: Vec<String>,
 }
 
 struct Capture {
@@ -141,6 +148,7 @@ impl Control {
             link_seen: vec![true; n],
             evictions_seen: 0,
             captures: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -192,15 +200,30 @@ impl Control {
     }
 
     /// Answers one request line with one response line (no newline).
+    /// An answer that leaves something out says so in `warnings` (`{"ok":true,"data":...,
+    /// "warnings":["..."]}`).
     pub fn handle_line(&mut self, line: &str) -> String {
+        self.warnings.clear();
         let answer = match serde_json::from_str::<Request>(line) {
             Ok(r) => self.handle(&r),
             Err(e) => Err(format!("bad request: {e}")),
         };
         match answer {
-            Ok(data) => json!({"ok": true, "data": data}).to_string(),
+            Ok(data) if self.warnings.is_empty() => json!({"ok": true, "data": data}).to_string(),
+            Ok(data) => json!({"ok": true, "data": data, "warnings": self.warnings}).to_string(),
             Err(e) => json!({"ok": false, "error": e}).to_string(),
         }
+    }
+
+    /// Notes the workers of `g` that did not answer: what they hold (`what`) is missing.
+    fn gathered<T>(&mut self, g: Gathered<T>, what: &str) -> Vec<T> {
+        for w in &g.silent {
+            self.warnings.push(format!(
+                "worker {w} did not answer within {} ms: its {what} are missing from this answer",
+                QUERY_TIMEOUT.as_millis()
+            ));
+        }
+        g.items
     }
 
     /// Carries out a request.
@@ -370,7 +393,7 @@ impl Control {
         }
     }
 
-    fn show(&self, what: &str, top: Option<usize>, qp: Option<u32>) -> Result<Value, String> {
+    fn show(&mut self, what: &str, top: Option<usize>, qp: Option<u32>) -> Result<Value, String> {
         let t = self.switch.tables();
         let s = self.switch.stats();
         Ok(match what {
@@ -445,7 +468,8 @@ impl Control {
                         json!({"ip": key_ip(*k).to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "static"})
                     })
                     .collect();
-                for (ip, n) in self.switch.learned_neighbors(Duration::from_millis(500)) {
+                let learned = self.switch.learned_neighbors(QUERY_TIMEOUT);
+                for (ip, n) in self.gathered(learned, "learned neighbours") {
                     if !t.neighbors.contains_key(&ip_key(ip)) {
                         rows.push(json!({"ip": ip.to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "learned"}));
                     }
@@ -455,7 +479,8 @@ impl Control {
             "streams" => {
                 let top = top.unwrap_or(20).min(10_000);
                 let want = if qp.is_some() { 100_000 } else { top };
-                let rows = self.switch.streams(want, Duration::from_millis(500));
+                let rows = self.switch.streams(want, QUERY_TIMEOUT);
+                let rows = self.gathered(rows, "streams");
                 Value::Array(
                     rows.into_iter()
                         .filter(|r| match (qp, r.key) {
@@ -526,8 +551,9 @@ impl Control {
     /// Per downlink: what its host reported (NAKs, CNPs) next to what the reorder stage saw on
     /// the way to it (hold timeouts = fabric loss, late and duplicate = retransmissions reaching
     /// the host).
-    fn hosts(&self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
-        let rows = self.switch.streams(100_000, Duration::from_millis(500));
+    fn hosts(&mut self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
+        let rows = self.switch.streams(100_000, QUERY_TIMEOUT);
+        let rows = self.gathered(rows, "streams (in the reorder sums)");
         t.ports
             .iter()
             .enumerate()
@@ -855,5 +881,60 @@ impl Metrics {
         self.text += &format!("{name}_bucket{{le=\"+Inf\"}} {}\n", h.len());
         self.text += &format!("{name}_sum {}\n", sum / 1e9);
         self.text += &format!("{name}_count {}\n", h.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::DEFAULT_CONFIG;
+    use crate::ports::open_ports_with_mem;
+    use sprayswitch::port::mem;
+
+    #[test]
+    fn an_answer_that_misses_workers_says_which_and_what_is_missing() {
+        let cfg = Config::parse(DEFAULT_CONFIG, "default").unwrap();
+        let v = cfg.validate().unwrap();
+        let names: Vec<String> = v.tables.ports.iter().map(|p| p.name.clone()).collect();
+        let mut far_ends = Vec::new();
+        let opened = open_ports_with_mem(&v, |i| {
+            let (far, near) = mem::link("far", &names[i], 64);
+            far_ends.push(far);
+            Ok(Box::new(near))
+        })
+        .unwrap();
+        // The workers are handed back and never driven: none of them answers.
+        let (switch, workers) = v.clone().start_driven(opened.ports).unwrap();
+        let n = workers.len();
+        let mut c = Control::new(switch, cfg, v, None::<PathBuf>);
+
+        let ans: Value =
+            serde_json::from_str(&c.handle_line(r#"{"cmd":"show","what":"streams"}"#)).unwrap();
+        assert_eq!(ans["ok"], true);
+        assert_eq!(ans["data"], json!([]));
+        let warnings: Vec<&str> = ans["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        let expected: Vec<String> = (0..n)
+            .map(|w| {
+                format!("worker {w} did not answer within 500 ms: its streams are missing from this answer")
+            })
+            .collect();
+        assert_eq!(warnings, expected);
+
+        let ans: Value =
+            serde_json::from_str(&c.handle_line(r#"{"cmd":"show","what":"neighbors"}"#)).unwrap();
+        assert_eq!(ans["warnings"].as_array().unwrap().len(), n);
+        assert_eq!(ans["ok"], true, "the answer is still given: {ans}");
+
+        // An answer that needs no worker carries no warnings, also right after one that did.
+        let ans: Value =
+            serde_json::from_str(&c.handle_line(r#"{"cmd":"show","what":"routes"}"#)).unwrap();
+        assert_eq!(ans["ok"], true);
+        assert!(ans.get("warnings").is_none(), "{ans}");
+        drop(far_ends);
     }
 }

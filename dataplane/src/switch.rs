@@ -203,6 +203,16 @@ pub struct Stopped {
     pub unsent: u64,
 }
 
+/// What the workers answered to a question from the control side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gathered<T> {
+    /// The answers of the workers that answered.
+    pub items: Vec<T>,
+    /// Workers that did not answer in time (busy, stuck, or not running): what they hold is
+    /// missing from `items`.
+    pub silent: Vec<usize>,
+}
+
 impl Switch {
     /// Starts workers over `ports` (in the same order as `tables.ports`) with pass-through
     /// reordering.
@@ -409,22 +419,43 @@ impl Switch {
     }
 
     /// Up to `max` reorder streams from every worker, the busiest first. Each worker answers
-    /// between two bursts; a worker that does not answer within `timeout` is skipped.
-    pub fn streams(&self, max: usize, timeout: Duration) -> Vec<StreamRow> {
-        let mut rows = Vec::new();
-        for w in 0..self.stream_requests.len() {
-            let (tx, rx) = bounded(1);
-            if self.ask(w, Query::Streams(max, tx)) {
-                if let Ok(mut r) = rx.recv_timeout(timeout) {
-                    rows.append(&mut r);
-                }
-            }
-        }
-        rows.sort_by(|a, b| {
+    /// between two bursts; the workers that did not answer within `timeout` are named in the
+    /// answer's `silent` and their streams are missing from it.
+    pub fn streams(&self, max: usize, timeout: Duration) -> Gathered<StreamRow> {
+        let mut g = self.gather(timeout, |tx| Query::Streams(max, tx));
+        g.items.sort_by(|a, b| {
             (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released))
         });
-        rows.truncate(max);
-        rows
+        g.items.truncate(max);
+        g
+    }
+
+    /// Asks every worker at once with `question`, then collects the answers until `timeout`
+    /// has passed since the asking: the workers answer in parallel, so a slow one costs the
+    /// caller `timeout` once, not once per worker.
+    fn gather<T>(
+        &self,
+        timeout: Duration,
+        question: impl Fn(Sender<Vec<T>>) -> Query,
+    ) -> Gathered<T> {
+        let deadline = std::time::Instant::now() + timeout;
+        let asked: Vec<_> = (0..self.stream_requests.len())
+            .map(|w| {
+                let (tx, rx) = bounded(1);
+                (w, self.ask(w, question(tx)).then_some(rx))
+            })
+            .collect();
+        let mut g = Gathered {
+            items: Vec::new(),
+            silent: Vec::new(),
+        };
+        for (w, rx) in asked {
+            match rx.and_then(|rx| rx.recv_deadline(deadline).ok()) {
+                Some(mut v) => g.items.append(&mut v),
+                None => g.silent.push(w),
+            }
+        }
+        g
     }
 
     /// Queues a question for worker `w` and wakes it; false when its queue is full.
@@ -435,18 +466,15 @@ impl Switch {
     }
 
     /// The neighbours the workers learned (from ARP, ND and replies to their resolution
-    /// requests), deduplicated, sorted by address. Static neighbours are in the tables.
-    pub fn learned_neighbors(&self, timeout: Duration) -> Vec<(IpAddr, Neighbor)> {
-        let mut all = std::collections::BTreeMap::new();
-        for w in 0..self.stream_requests.len() {
-            let (tx, rx) = bounded(1);
-            if self.ask(w, Query::Neighbors(tx)) {
-                if let Ok(v) = rx.recv_timeout(timeout) {
-                    all.extend(v);
-                }
-            }
+    /// requests), deduplicated, sorted by address; the workers that did not answer within
+    /// `timeout` are named in `silent`. Static neighbours are in the tables.
+    pub fn learned_neighbors(&self, timeout: Duration) -> Gathered<(IpAddr, Neighbor)> {
+        let g = self.gather(timeout, Query::Neighbors);
+        let all: std::collections::BTreeMap<_, _> = g.items.into_iter().collect();
+        Gathered {
+            items: all.into_iter().collect(),
+            silent: g.silent,
         }
-        all.into_iter().collect()
     }
 
     /// The live capture slots of every port (the control thread turns them on and drains them).
@@ -666,5 +694,72 @@ impl Switch {
             stats,
             unsent,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SprayPolicy;
+    use crate::port::mem;
+    use crate::port::Pkt;
+    use crate::testkit::{peer_mac, tor_tables};
+
+    #[test]
+    fn a_worker_that_does_not_answer_is_named_and_the_others_answers_are_kept() {
+        let (mut h0, d0) = mem::link("h0", "d0", 64);
+        let (_h1, d1) = mem::link("h1", "d1", 64);
+        let (u0, _far) = mem::link("u0", "far", 64);
+        let run = RunConfig {
+            workers: 2,
+            ..RunConfig::default()
+        };
+        // Ports by round robin: d0 and u0 on worker 0, d1 on worker 1.
+        let (switch, mut workers) = Switch::start_driven(
+            tor_tables(2, 1, SprayPolicy::RoundRobin),
+            vec![Box::new(d0), Box::new(d1), Box::new(u0)],
+            run,
+            |_| Box::new(Passthrough),
+        )
+        .unwrap();
+        // A host behind d0 asks for its gateway: worker 0 learns it.
+        let mut arp = vec![0u8; 60];
+        crate::engine::local::arp_request(
+            &mut arp,
+            peer_mac(0),
+            "10.0.0.9".parse().unwrap(),
+            "10.0.0.1".parse().unwrap(),
+        );
+        h0.tx_burst(0, &mut vec![Pkt::from_slice(&arp)]);
+        // Worker 0 runs; worker 1 never does.
+        let silent_one = workers.pop().unwrap();
+        let mut w0 = workers.pop().unwrap();
+        let done = Arc::new(AtomicBool::new(false));
+        let driver = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    w0.iterate(crate::time::now_ns());
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                w0
+            })
+        };
+        let mut learned = Vec::new();
+        for _ in 0..50 {
+            let g = switch.learned_neighbors(Duration::from_millis(100));
+            assert_eq!(g.silent, vec![1], "worker 1 is named every time");
+            learned = g.items;
+            if !learned.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(learned.len(), 1);
+        assert_eq!(learned[0].0, "10.0.0.9".parse::<IpAddr>().unwrap());
+        let streams = switch.streams(10, Duration::from_millis(100));
+        assert_eq!(streams.silent, vec![1]);
+        done.store(true, Ordering::Relaxed);
+        let w0 = driver.join().unwrap();
+        drop(switch.stop_driven(vec![w0.finish(), silent_one.finish()]));
     }
 }

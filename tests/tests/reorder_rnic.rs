@@ -84,6 +84,12 @@ fn run(spec: RackPairSpec, works: &[Work], secs: u64) -> Outcome {
     // (published every 100 ms).
     std::thread::sleep(Duration::from_millis(250));
     let streams_b = rp.tor_b.streams(10, Duration::from_secs(1));
+    assert_eq!(
+        streams_b.silent,
+        Vec::<usize>::new(),
+        "every running worker answers"
+    );
+    let streams_b = streams_b.items;
     let (hold_count_b, hold_max_ns_b) = rp
         .tor_b
         .hold_histogram()

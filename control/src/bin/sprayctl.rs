@@ -200,6 +200,10 @@ fn main() -> ExitCode {
             if ans["ok"] == Value::Bool(true) {
                 if !cli.json {
                     print!("{}", render(&ans["data"]));
+                    // What the answer leaves out (a worker that did not answer in time).
+                    for w in ans["warnings"].as_array().into_iter().flatten() {
+                        eprintln!("sprayctl: warning: {}", cell(w));
+                    }
                 }
                 ExitCode::SUCCESS
             } else {
