@@ -35,8 +35,26 @@ for m in virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs; do modprobe $m 
 /bin/ip addr add "$IP" dev eth0
 [ -n "$GW" ] && /bin/ip route add default via "$GW"
 rdma link add rxe0 type rxe netdev eth0 || say "rdma link add failed"
+# The GID index of this guest's IPv4 address as RoCE v2, for perftest's -x: the table's order
+# follows the order in which the kernel added the addresses (the IPv6 link-local one may come
+# first), so a fixed index can name an IPv6 GID on one guest and an IPv4 one on the other.
+gid_index() {
+  want=$(echo "${IP%/*}" | awk -F. '{printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4}')
+  for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+    i=${g##*/}
+    [ "$(cat "$g" 2>/dev/null)" = "$want" ] || continue
+    [ "$(cat "/sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$i" 2>/dev/null)" = "RoCE v2" ] || continue
+    echo "$i"; return 0
+  done
+  return 1
+}
+k=0
+until GIDX=$(gid_index); do
+  k=$((k + 1)); [ $k -ge 50 ] && { say "no RoCE v2 GID for $IP: using index 1"; GIDX=1; break; }
+  sleep 0.1
+done
 ibv_devinfo -d rxe0 | grep -E 'active_mtu' | sed 's/^/  /'
-say "$NAME ready: $IP via $GW, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
+say "$NAME ready: $IP via $GW, eth0 mtu $(cat /sys/class/net/eth0/mtu), RoCE v2 GID index $GIDX"
 if [ "$ROLE" = client ]; then
   # Reachability and round-trip time to the server before the tests (busybox ping).
   k=0; until ping -c 1 -W 1 "$PEER" >/dev/null 2>&1; do k=$((k + 1)); [ $k -ge 30 ] && break; done
@@ -61,13 +79,13 @@ echo "$TESTS" | tr ';' '\n' | while read -r t; do
     # The server may not listen yet: retry while the connection is refused.
     k=0
     while :; do
-      timeout "$LIMIT" "$b" -d rxe0 -i 1 -x 1 -F "$@" "$PEER" >/tmp/out 2>&1; rc=$?
+      timeout "$LIMIT" "$b" -d rxe0 -i 1 -x "$GIDX" -F "$@" "$PEER" >/tmp/out 2>&1; rc=$?
       cat /tmp/out
       grep -q "t connect" /tmp/out || break
       k=$((k + 1)); [ $k -ge 60 ] && break; sleep 1
     done
   else
-    timeout $((LIMIT + 30)) "$b" -d rxe0 -i 1 -x 1 -F "$@" >/tmp/out 2>&1; rc=$?
+    timeout $((LIMIT + 30)) "$b" -d rxe0 -i 1 -x "$GIDX" -F "$@" >/tmp/out 2>&1; rc=$?
     cat /tmp/out
   fi
   stats after

@@ -85,9 +85,8 @@ guest_pin=(); [ -n "$GUEST_CPUS" ] && guest_pin=(taskset -c "$GUEST_CPUS")
 # do. Under SCHED_OTHER (normal) a guest woken by a packet from another core (the switch's) can
 # preempt the guest that runs, so through a switch the two alternate packet by packet, while on
 # the bridge a packet arrives in the sender's own context and the receiver waits its turn.
-# SCHED_BATCH (batch) guests never preempt on wake-up, in every mode alike; but a guest that
-# waits for the other (ib_send_bw's receiver, ib_write_lat) then waits for the end of the other's
-# time slice. BENCHMARKS.md (stop 16) has both.
+# SCHED_BATCH (batch) guests never preempt on wake-up, in every mode alike. Neither is two hosts
+# with a CPU each; BENCHMARKS.md (stop 16) has both.
 GUEST_SCHED=${GUEST_SCHED:-normal}
 case "$GUEST_SCHED" in
   batch) guest_pin+=(chrt -b 0) ;;
