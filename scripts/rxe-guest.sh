@@ -35,9 +35,9 @@ for m in virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs; do modprobe $m 
 /bin/ip addr add "$IP" dev eth0
 [ -n "$GW" ] && /bin/ip route add default via "$GW"
 rdma link add rxe0 type rxe netdev eth0 || say "rdma link add failed"
-# The GID index of this guest's IPv4 address as RoCE v2, for perftest's -x: the table's order
-# follows the order in which the kernel added the addresses (the IPv6 link-local one may come
-# first), so a fixed index can name an IPv6 GID on one guest and an IPv4 one on the other.
+# The GID index of this guest's IPv4 address as RoCE v2, for perftest's -x. The index is not
+# fixed: in one run index 1 was not that GID on one of two guests, and perftest refused to
+# connect them ("Incompatibility issue with GID types"). Waits for the GID to appear.
 gid_index() {
   want=$(echo "${IP%/*}" | awk -F. '{printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x", $1, $2, $3, $4}')
   for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do

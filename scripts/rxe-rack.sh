@@ -83,8 +83,9 @@ SWITCH_CPUS=${SWITCH_CPUS:-}
 guest_pin=(); [ -n "$GUEST_CPUS" ] && guest_pin=(taskset -c "$GUEST_CPUS")
 # Scheduling policy of the guests. Two guests share the cores here, as two real hosts never
 # do. Under SCHED_OTHER (normal) a guest woken by a packet from another core (the switch's) can
-# preempt the guest that runs, so through a switch the two alternate packet by packet, while on
-# the bridge a packet arrives in the sender's own context and the receiver waits its turn.
+# preempt the guest that runs, while on the bridge a packet arrives in the sender's own context
+# and the receiver waits its turn (measured: the receiving guest takes 3-4 packets per interrupt
+# through any userspace hop, 8 from the bridge).
 # SCHED_BATCH (batch) guests never preempt on wake-up, in every mode alike. Neither is two hosts
 # with a CPU each; BENCHMARKS.md (stop 16) has both.
 GUEST_SCHED=${GUEST_SCHED:-normal}

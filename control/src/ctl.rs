@@ -120,7 +120,8 @@ pub struct Control {
     link_seen: Vec<bool>,
     evictions_seen: u64,
     captures: Vec<Capture>,
-    /// What the answer being built leaves out (workers that did not answer), sent with it.
+    /// What the answer being built leaves out (workers that did not answer), sent with it by
+    /// `handle_line`; emptied by each `handle`.
     warnings: Vec<String>,
 }
 
@@ -203,7 +204,6 @@ impl Control {
     /// An answer that leaves something out says so in `warnings` (`{"ok":true,"data":...,
     /// "warnings":["..."]}`).
     pub fn handle_line(&mut self, line: &str) -> String {
-        self.warnings.clear();
         let answer = match serde_json::from_str::<Request>(line) {
             Ok(r) => self.handle(&r),
             Err(e) => Err(format!("bad request: {e}")),
@@ -231,6 +231,9 @@ impl Control {
     /// # Errors
     /// What was wrong with it; nothing changed.
     pub fn handle(&mut self, r: &Request) -> Result<Value, String> {
+        // Warnings belong to one answer: a caller of `handle` alone (the SIGHUP reload) never
+        // carries an earlier request's into the next.
+        self.warnings.clear();
         match r {
             Request::Show { what, top, qp } => self.show(what, *top, *qp),
             Request::SetSprayPolicy { policy } => {
