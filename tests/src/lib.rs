@@ -88,6 +88,8 @@ pub fn interop_required() -> bool {
 /// Frames as a Linux host sends them, for the in-process topologies.
 pub mod netns;
 
+pub mod alloc_count;
+
 pub mod frames {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,10 +1,7 @@
 //! Zero allocations per packet in steady state: a worker routes and sprays bursts of RoCE
 //! packets while a counting allocator watches the thread that drives it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::Ipv4Addr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::mem::{self, MemPort};
@@ -12,41 +9,10 @@ use sprayswitch::port::{Pkt, Port};
 use sprayswitch::reorder::Passthrough;
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::worker::{Worker, WorkerConfig};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static MEASURING: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts allocations made
-// while the current thread measures.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if MEASURING.with(Cell::get) {
-            // Relaxed: a counter read by the same thread after the measured section.
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if MEASURING.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use sprayswitch_tests::alloc_count;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 
 fn run(policy: SprayPolicy, dst: Ipv4Addr, uplinks: usize) -> (usize, u64) {
     let tables = tor_tables(2, uplinks, policy);
@@ -65,7 +31,7 @@ fn run(policy: SprayPolicy, dst: Ipv4Addr, uplinks: usize) -> (usize, u64) {
     let mut sink: Vec<Pkt> = Vec::with_capacity(256);
     let mut now = 1_000u64;
     let mut round = |measure: bool| {
-        MEASURING.with(|m| m.set(measure));
+        alloc_count::measure(measure);
         for _ in 0..32 {
             if let Some(mut p) = pool.pop() {
                 p.data_mut()[..42].copy_from_slice(&template[..42]);
@@ -82,18 +48,18 @@ fn run(policy: SprayPolicy, dst: Ipv4Addr, uplinks: usize) -> (usize, u64) {
             f.rx_burst(now, &mut sink, 256);
         }
         pool.append(&mut sink);
-        MEASURING.with(|m| m.set(false));
+        alloc_count::measure(false);
     };
     for _ in 0..200 {
         round(false);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = alloc_count::count();
     let tx_before = counters.tx_pkts.get();
     for _ in 0..2_000 {
         round(true);
     }
     (
-        ALLOCS.load(Ordering::Relaxed) - before,
+        alloc_count::count() - before,
         counters.tx_pkts.get() - tx_before,
     )
 }

@@ -2,47 +2,11 @@
 //! global allocator watches the calls made by the measuring thread (the test harness's own
 //! threads allocate at any time and must not count).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use sprayswitch::wire::{classify, Pmtu};
-use sprayswitch_tests::{data, read_capture};
-
-struct Counting;
-
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static MEASURING: Cell<bool> = const { Cell::new(false) };
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; only counts allocations made
-// while the current thread measures.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if MEASURING.with(Cell::get) {
-            // Relaxed: a plain event counter, read after the measured section on the same thread.
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if MEASURING.with(Cell::get) {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use sprayswitch_tests::{alloc_count, data, read_capture};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 
 #[test]
 fn classify_and_icrc_do_not_allocate() {
@@ -64,8 +28,8 @@ fn classify_and_icrc_do_not_allocate() {
         g[42] = 0x3F;
         bad.push(g);
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
-    MEASURING.with(|m| m.set(true));
+    let before = alloc_count::count();
+    alloc_count::measure(true);
     let mut ok = 0usize;
     let mut icrc_ok = 0usize;
     let mut errors = 0usize;
@@ -82,8 +46,8 @@ fn classify_and_icrc_do_not_allocate() {
             Err(_) => errors += 1,
         }
     }
-    MEASURING.with(|m| m.set(false));
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    alloc_count::measure(false);
+    let allocs = alloc_count::count() - before;
     assert_eq!(allocs, 0, "classification allocated {allocs} times");
     assert!(
         ok >= 230 && icrc_ok >= 230 && errors > 100,
