@@ -41,7 +41,11 @@
 #   what spraying and reordering cost against it; "none": a clean path (what a bare userspace
 #   hop costs); or impairments as sprayfabric takes them (e.g. "delay_us=30"),
 #   TEST_LIMIT [150] and SPRAY_LIMIT [45]: seconds a perftest run may take (spraying without
-#   reorder collapses Go-Back-N, so it gets less time before it counts as not completed).
+#   reorder collapses Go-Back-N, so it gets less time before it counts as not completed),
+#   THREADS [""]: 1 samples the guests' qemu threads on the host every 0.2 s (CPU time,
+#   run-queue wait, voluntary and involuntary context switches: /proc/PID/task/*/schedstat
+#   and status) and prints them per test over its middle 90% of packets: where the guests'
+#   core goes.
 # CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
 # mode shows out-of-sequence requests at the responder; reorder mode shows none when the fabric
 # loses nothing, and hold timeouts when it does (LOSS).
@@ -105,6 +109,7 @@ SHAPE=${SHAPE:-one}
 ROUNDS=${ROUNDS:-1}             # repeat every mode this many times (round by round)
 TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
+THREADS=${THREADS:-}            # 1: sample the guests' qemu threads (see the top)
 LIMIT=$TEST_LIMIT
 case "$PROFILE" in
   quick) TESTS="ib_write_bw -s 65536 -n 300"; PMTUS="1024" ;;
@@ -122,6 +127,7 @@ QEMU_PIDS=()
 DIRECT_NS=""
 WIRE_PID=""
 DUMP_PIDS=()
+SAMPLER_PID=""
 # Stops the guests this script started (by PID).
 stop_guests() {
   for p in "${QEMU_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -129,6 +135,7 @@ stop_guests() {
   QEMU_PIDS=()
 }
 cleanup() {
+  stop_sampler
   stop_guests
   for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   DUMP_PIDS=()
@@ -193,6 +200,7 @@ CPUS="$OUT/cpu.txt"; : >"$CPUS"
 GUESTS="$OUT/guests.txt"; : >"$GUESTS"
 LATE="$OUT/late.txt"; : >"$LATE"
 RATIOS="$OUT/ratios.txt"; : >"$RATIOS"
+THREADSF="$OUT/threads.txt"; : >"$THREADSF"
 FAIL=0
 HZ=$(getconf CLK_TCK)
 # wakeups PID -> times the process's threads went to sleep and were woken (voluntary context
@@ -211,10 +219,104 @@ guest_stats() {
       if ($3 == "rx") pk += sign * ($4 + $6) }
     END { printf "%d interrupts, %.1f packets each; cpu ticks user %d system %d softirq %d idle %d", irq, (irq > 0 ? pk / irq : 0), u, sy, si, id }'
 }
+# sample_threads FILE SRV_PID SRV_TAP CLI_PID CLI_TAP CLI_LOG: until killed, every 0.2 s, a
+# line "P time server_packets client_packets tests_started tests_ended" (the packets each
+# guest's tap carried both ways; the tests the client's console announced) and per thread of
+# each guest's qemu a line "T time role tid is_main run_ns wait_ns voluntary involuntary"
+# (schedstat: time on a CPU and waiting for one; context switches). Builtins but one awk per
+# sample, so that the sampling takes little from the switch's core.
+sample_threads() {
+  local file=$1 spid=$2 stap=$3 cpid=$4 ctap=$5 clog=$6
+  local now role pid tap d tid run wait v nv line pk f out lines
+  while :; do
+    now=$EPOCHREALTIME
+    out="P $now"
+    for role in srv cli; do
+      if [ $role = srv ]; then pid=$spid tap=$stap; else pid=$cpid tap=$ctap; fi
+      pk=0 lines=()
+      mapfile -t lines <"/proc/$pid/net/dev" 2>/dev/null || true
+      for line in "${lines[@]}"; do
+        line=${line#"${line%%[![:space:]]*}"}
+        case $line in "$tap:"*) read -ra f <<<"${line#*:}"; pk=$((f[1] + f[9])) ;; esac
+      done
+      out="$out $pk"
+    done
+    out="$out $(awk '/=== client START/ {s++} /=== client END/ {e++} END {print s + 0, e + 0}' "$clog" 2>/dev/null)"
+    for role in srv cli; do
+      if [ $role = srv ]; then pid=$spid; else pid=$cpid; fi
+      for d in /proc/"$pid"/task/*; do
+        [ -r "$d/schedstat" ] || continue
+        tid=${d##*/}; v=0; nv=0
+        read -r run wait _ <"$d/schedstat" 2>/dev/null || continue
+        # mapfile takes the file in one read: /proc regenerates it on every read, and a line read
+        # in pieces (as `while read` does) can mix two versions of it.
+        lines=()
+        mapfile -t lines <"$d/status" 2>/dev/null || true
+        for line in "${lines[@]}"; do
+          case $line in
+            voluntary_ctxt_switches:*) v=${line##*[[:space:]]} ;;
+            nonvoluntary_ctxt_switches:*) nv=${line##*[[:space:]]} ;;
+          esac
+        done
+        out="$out"$'\n'"T $now $role $tid $((tid == pid)) $run $wait $v $nv"
+      done
+    done
+    echo "$out" >>"$file"
+    sleep 0.2
+  done
+}
+stop_sampler() {
+  if [ -n "$SAMPLER_PID" ]; then kill "$SAMPLER_PID" 2>/dev/null || true; wait "$SAMPLER_PID" 2>/dev/null || true; fi
+  SAMPLER_PID=""
+}
+# thread_report FILE MODE PMTU -> per test of the mode, over the middle 90% of the packets the
+# two guests exchanged (so that setup and teardown do not count): each guest's qemu I/O thread
+# (the main loop: the tap and virtio) and vCPU thread (its busiest other thread): CPU seconds,
+# seconds waiting for a CPU, voluntary/involuntary context switches; and the CPU seconds all
+# their threads had.
+thread_report() {
+  local names=() t
+  IFS=';' read -ra T <<<"$TESTS"
+  for t in "${T[@]}"; do names+=("$(echo "$t" | awk '{print $1}')"); done
+  awk -v mode="$2" -v pmtu="$3" -v names="${names[*]}" '
+    $1 == "P" { n++; tm[n] = $2; pk[n] = $3 + $4; st[n] = $5; en[n] = $6 }
+    $1 == "T" { k = n SUBSEP $3 SUBSEP $4; main[$3, $4] = $5; run[k] = $6; wt[k] = $7; vol[k] = $8; inv[k] = $9; tids[$3, $4] = 1 }
+    END {
+      split(names, nm, " ")
+      for (t = 1; t <= length(nm); t++) {
+        a = 0; b = 0
+        for (i = 1; i <= n; i++) { if (!a && st[i] >= t) a = i; if (!b && en[i] >= t) b = i }
+        if (!a || !b || pk[b] - pk[a] < 200) continue
+        lo = pk[a] + 0.05 * (pk[b] - pk[a]); hi = pk[b] - 0.05 * (pk[b] - pk[a]); i0 = 0; i1 = 0
+        for (i = a; i <= b; i++) { if (!i0 && pk[i] >= lo) i0 = i; if (!i1 && pk[i] >= hi) i1 = i }
+        if (!i0 || !i1 || i1 <= i0) continue
+        line = sprintf("%s %s %s: %.2f s, %d packets:", mode, pmtu, nm[t], tm[i1] - tm[i0], pk[i1] - pk[i0])
+        all = 0
+        for (r = 1; r <= 2; r++) {
+          role = (r == 1) ? "srv" : "cli"; best = ""; bestrun = -1; io = ""
+          for (x in tids) {
+            split(x, q, SUBSEP); if (q[1] != role) continue
+            k0 = i0 SUBSEP role SUBSEP q[2]; k1 = i1 SUBSEP role SUBSEP q[2]
+            if (!(k0 in run) || !(k1 in run)) continue
+            d = run[k1] - run[k0]; all += d
+            if (main[role, q[2]]) io = q[2]; else if (d > bestrun) { bestrun = d; best = q[2] }
+          }
+          split("io vcpu", lab, " "); who[1] = io; who[2] = best
+          for (j = 1; j <= 2; j++) {
+            if (who[j] == "") continue
+            k0 = i0 SUBSEP role SUBSEP who[j]; k1 = i1 SUBSEP role SUBSEP who[j]
+            line = line sprintf(" %s %s %.2f s, waited %.2f s, %d/%d switches;", (role == "srv" ? "server" : "client"), lab[j],
+              (run[k1] - run[k0]) / 1e9, (wt[k1] - wt[k0]) / 1e9, vol[k1] - vol[k0], inv[k1] - inv[k0])
+          }
+        }
+        printf "%s all their threads %.2f s\n", line, all / 1e9
+      }
+    }' "$1"
+}
 run_mode() {  # mode pmtu
   local mode=$1 pmtu=$2 mtu impair=""; mtu=$(netdev_mtu "$2")
   local t0; t0=$(date +%s.%N)
-  local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2
+  local srv_ns cli_ns srv_gw cli_gw srv_ip=10.2.1.2 cli_ip=10.1.1.2 srv_tap cli_tap
   if [ "$mode" = direct ] || [ "$mode" = wire ]; then
     DIRECT_NS="ssr-$NAME-direct"
     ip netns add "$DIRECT_NS"
@@ -259,6 +361,7 @@ run_mode() {  # mode pmtu
     fi
     srv_ns=$DIRECT_NS; cli_ns=$DIRECT_NS; srv_gw=""; cli_gw=""
     srv_ip=10.9.0.2; cli_ip=10.9.0.1
+    srv_tap=tb; cli_tap=ta
     guest "$srv_ns" tb "srv-$mode-$pmtu" "$srv_ip/24" "" server "" "$mtu"
     guest "$cli_ns" ta "cli-$mode-$pmtu" "$cli_ip/24" "" client "$srv_ip" "$mtu"
   else
@@ -271,9 +374,11 @@ run_mode() {  # mode pmtu
       RATE_MBPS=$(rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     if [ "$SHAPE" = one ]; then
+      srv_tap=b-h1; cli_tap=a-h1
       guest "ssr-$NAME-rack" b-h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
       guest "ssr-$NAME-rack" a-h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
     else
+      srv_tap=h1; cli_tap=h1
       guest "ssr-$NAME-torb" h1 "srv-$mode-$pmtu" "$srv_ip/24" 10.2.1.1 server "" "$mtu"
       guest "ssr-$NAME-tora" h1 "cli-$mode-$pmtu" "$cli_ip/24" 10.1.1.1 client "$srv_ip" "$mtu"
     fi
@@ -283,8 +388,30 @@ run_mode() {  # mode pmtu
       done
     fi
   fi
+  if [ -n "$THREADS" ]; then
+    # The guests were booted server first: their qemu processes are the children of the
+    # `timeout` processes started (ip netns exec, taskset and chrt exec in place).
+    local spid cpid
+    sleep 0.5
+    spid=$(pgrep -P "${QEMU_PIDS[0]}" | head -1); cpid=$(pgrep -P "${QEMU_PIDS[1]}" | head -1)
+    if [ -n "$spid" ] && [ -n "$cpid" ]; then
+      sample_threads "$OUT/threads-$mode-$pmtu.txt" "$spid" "$srv_tap" "$cpid" "$cli_tap" "$OUT/cli-$mode-$pmtu.log" &
+      SAMPLER_PID=$!
+    else
+      echo "rxe-rack: THREADS: the guests' qemu processes were not found; not sampled" >&2
+    fi
+  fi
   for p in "${QEMU_PIDS[@]}"; do wait "$p" || true; done
   QEMU_PIDS=()
+  if [ -n "$SAMPLER_PID" ]; then
+    stop_sampler
+    local reported; reported=$(thread_report "$OUT/threads-$mode-$pmtu.txt" "$mode" "$pmtu")
+    [ -n "$reported" ] && echo "$reported" >>"$THREADSF"
+    # Every mode but spraying without reorder completes its tests: each must have a report.
+    if [ "$CHECK" = 1 ] && [ "$mode" != spray ] && [ -z "$reported" ]; then
+      echo "FAIL: THREADS: no thread report for $mode $pmtu (see $OUT/threads-$mode-$pmtu.txt)" >&2; FAIL=1
+    fi
+  fi
   LIMIT=$TEST_LIMIT
   for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   DUMP_PIDS=()
@@ -452,6 +579,12 @@ echo
 echo "The guests during their tests (NIC interrupts and packets per interrupt, vCPU time in ticks):"
 cat "$GUESTS"
 echo
+if [ -s "$THREADSF" ]; then
+  echo "The guests' qemu threads on the host (THREADS=1), per test over its middle 90% of packets: CPU"
+  echo "seconds, seconds waiting for a CPU, voluntary/involuntary context switches:"
+  cat "$THREADSF"
+  echo
+fi
 echo "How late the emulated paths released packets against their delay and rate (the emulating thread's wake-up and loop latency):"
 cat "$LATE"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)

@@ -65,7 +65,7 @@ if [ "$(id -u)" = 0 ]; then
   cargo build --release --bins
   scripts/rxe-rack.sh quick
   step "Soft-RoCE guests with 1% loss on one fabric path: every transfer recovers"
-  MODES=reorder LOSS="0 0.01 0 0" scripts/rxe-rack.sh quick
+  THREADS=1 MODES=reorder LOSS="0 0.01 0 0" scripts/rxe-rack.sh quick
 else
   step "Soft-RoCE guests: SKIPPED (needs root for taps, namespaces and AF_XDP)"
 fi
