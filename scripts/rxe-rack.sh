@@ -229,12 +229,14 @@ sample_threads() {
   local file=$1 spid=$2 stap=$3 cpid=$4 ctap=$5 clog=$6
   local now role pid tap d tid run wait v nv line pk f out lines
   while :; do
+    # Both guests gone (they power off right after their last test): nothing left to sample.
+    [ -e "/proc/$spid" ] || [ -e "/proc/$cpid" ] || break
     now=$EPOCHREALTIME
     out="P $now"
     for role in srv cli; do
       if [ $role = srv ]; then pid=$spid tap=$stap; else pid=$cpid tap=$ctap; fi
       pk=0 lines=()
-      mapfile -t lines <"/proc/$pid/net/dev" 2>/dev/null || true
+      { mapfile -t lines <"/proc/$pid/net/dev"; } 2>/dev/null || true
       for line in "${lines[@]}"; do
         line=${line#"${line%%[![:space:]]*}"}
         case $line in "$tap:"*) read -ra f <<<"${line#*:}"; pk=$((f[1] + f[9])) ;; esac
@@ -247,11 +249,11 @@ sample_threads() {
       for d in /proc/"$pid"/task/*; do
         [ -r "$d/schedstat" ] || continue
         tid=${d##*/}; v=0; nv=0
-        read -r run wait _ <"$d/schedstat" 2>/dev/null || continue
+        { read -r run wait _ <"$d/schedstat"; } 2>/dev/null || continue
         # mapfile takes the file in one read: /proc regenerates it on every read, and a line read
         # in pieces (as `while read` does) can mix two versions of it.
         lines=()
-        mapfile -t lines <"$d/status" 2>/dev/null || true
+        { mapfile -t lines <"$d/status"; } 2>/dev/null || true
         for line in "${lines[@]}"; do
           case $line in
             voluntary_ctxt_switches:*) v=${line##*[[:space:]]} ;;
@@ -286,6 +288,8 @@ thread_report() {
       for (t = 1; t <= length(nm); t++) {
         a = 0; b = 0
         for (i = 1; i <= n; i++) { if (!a && st[i] >= t) a = i; if (!b && en[i] >= t) b = i }
+        # The last test: the guests may power off before a sample sees its end.
+        if (a && !b && t == st[n]) b = n
         if (!a || !b || pk[b] - pk[a] < 200) continue
         lo = pk[a] + 0.05 * (pk[b] - pk[a]); hi = pk[b] - 0.05 * (pk[b] - pk[a]); i0 = 0; i1 = 0
         for (i = a; i <= b; i++) { if (!i0 && pk[i] >= lo) i0 = i; if (!i1 && pk[i] >= hi) i1 = i }
