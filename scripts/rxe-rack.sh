@@ -227,12 +227,12 @@ guest_stats() {
 # sample, so that the sampling takes little from the switch's core.
 sample_threads() {
   local file=$1 spid=$2 stap=$3 cpid=$4 ctap=$5 clog=$6
-  local now role pid tap d tid run wait v nv line pk f out lines
+  local now role pid tap d tid run wait v nv line pk f out tl lines
   while :; do
     # Both guests gone (they power off right after their last test): nothing left to sample.
     [ -e "/proc/$spid" ] || [ -e "/proc/$cpid" ] || break
     now=$EPOCHREALTIME
-    out="P $now"
+    out="P $now" tl=""
     for role in srv cli; do
       if [ $role = srv ]; then pid=$spid tap=$stap; else pid=$cpid tap=$ctap; fi
       pk=0 lines=()
@@ -242,10 +242,6 @@ sample_threads() {
         case $line in "$tap:"*) read -ra f <<<"${line#*:}"; pk=$((f[1] + f[9])) ;; esac
       done
       out="$out $pk"
-    done
-    out="$out $(awk '/=== client START/ {s++} /=== client END/ {e++} END {print s + 0, e + 0}' "$clog" 2>/dev/null)"
-    for role in srv cli; do
-      if [ $role = srv ]; then pid=$spid; else pid=$cpid; fi
       for d in /proc/"$pid"/task/*; do
         [ -r "$d/schedstat" ] || continue
         tid=${d##*/}; v=0; nv=0
@@ -260,9 +256,10 @@ sample_threads() {
             nonvoluntary_ctxt_switches:*) nv=${line##*[[:space:]]} ;;
           esac
         done
-        out="$out"$'\n'"T $now $role $tid $((tid == pid)) $run $wait $v $nv"
+        tl="$tl"$'\n'"T $now $role $tid $((tid == pid)) $run $wait $v $nv"
       done
     done
+    out="$out $(awk '/=== client START/ {s++} /=== client END/ {e++} END {print s + 0, e + 0}' "$clog" 2>/dev/null)$tl"
     echo "$out" >>"$file"
     sleep 0.2
   done
