@@ -36,7 +36,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
 use sprayswitch::pcap::PcapWriter;
-use sprayswitch::reorder::StreamKey;
+use sprayswitch::reorder::{StreamKey, TotalKind};
 use sprayswitch::switch::{Gathered, Switch};
 use sprayswitch::time::wall_ns;
 
@@ -500,11 +500,11 @@ impl Control {
                                 StreamKey::Response {
                                     local,
                                     remote,
-                                    sport,
+                                    remote_qpn,
                                 } => (
                                     "response",
                                     key_ip(local).to_string(),
-                                    format!("{} sport {sport}", key_ip(remote)),
+                                    format!("{} qpn {remote_qpn}", key_ip(remote)),
                                 ),
                             };
                             json!({
@@ -512,8 +512,9 @@ impl Control {
                                 "expected_psn": r.expected.value(),
                                 "held": r.stats.held, "released": r.stats.released,
                                 "max_depth": r.stats.max_depth, "late": r.stats.late,
-                                "duplicates": r.stats.duplicates, "timeouts": r.stats.timeouts,
-                                "resyncs": r.stats.resyncs,
+                                "duplicates": r.stats.duplicates, "overflows": r.stats.overflows,
+                                "timeouts": r.stats.timeouts, "resyncs": r.stats.resyncs,
+                                "restarts": r.stats.restarts,
                             })
                         })
                         .collect(),
@@ -532,14 +533,11 @@ impl Control {
                     "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed, "fast_path": s.fast_path,
                     "handoff": s.handoff, "resolve_sent": s.resolve_sent, "parked": s.parked, "neigh_learned": s.neigh_learned,
                     "drops": drops,
-                    "reorder": {
-                        "released_in_order": r.released_in_order, "held_total": r.held_total,
-                        "held_now": r.held_now, "max_depth": r.max_depth, "late": r.late,
-                        "duplicates": r.duplicates, "overflows": r.overflows, "timeouts": r.timeouts,
-                        "resyncs": r.resyncs, "ack_advances": r.ack_advances, "evictions": r.evictions,
-                        "passthrough": r.passthrough, "table_full": r.table_full, "no_room": r.no_room,
-                        "learned": r.learned, "cm_learned": r.cm_learned, "streams": r.streams,
-                    },
+                    "reorder": r
+                        .rows()
+                        .into_iter()
+                        .map(|row| (row.name.to_string(), json!(row.value)))
+                        .collect::<serde_json::Map<String, Value>>(),
                 })
             }
             "hosts" => Value::Array(self.hosts(&t, &s)),
@@ -571,10 +569,10 @@ impl Control {
                 let (mut timeouts, mut retrans, mut resyncs, mut streams, mut held) = (0u64, 0u64, 0u64, 0u64, 0u64);
                 for r in mine {
                     streams += 1;
-                    timeouts += u64::from(r.stats.timeouts);
-                    retrans += u64::from(r.stats.late) + u64::from(r.stats.duplicates);
-                    resyncs += u64::from(r.stats.resyncs);
-                    held += u64::from(r.stats.held);
+                    timeouts += r.stats.timeouts;
+                    retrans += r.stats.late + r.stats.duplicates;
+                    resyncs += r.stats.resyncs;
+                    held += r.stats.held;
                 }
                 let c = s.ports.get(i).cloned().unwrap_or_default();
                 json!({
@@ -776,52 +774,13 @@ impl Control {
                 ws.reorder_held,
             );
         }
-        let r = &s.reorder;
-        for (name, help, v) in [
-            (
-                "released_in_order",
-                "Packets released in PSN order.",
-                r.released_in_order,
-            ),
-            ("held", "Packets held for a gap.", r.held_total),
-            (
-                "late",
-                "Packets that arrived after their gap was given up.",
-                r.late,
-            ),
-            ("duplicates", "Duplicates discarded.", r.duplicates),
-            (
-                "overflows",
-                "Window overflows (released skipping a gap).",
-                r.overflows,
-            ),
-            (
-                "hold_timeouts",
-                "Gaps declared lost after the hold timeout.",
-                r.timeouts,
-            ),
-            ("resyncs", "Resyncs from host NAKs.", r.resyncs),
-            ("evictions", "Streams evicted.", r.evictions),
-            (
-                "passthrough",
-                "Packets passed without reordering.",
-                r.passthrough,
-            ),
-        ] {
-            m.counter(&format!("sprayswitch_reorder_{name}_total"), help, &[], v);
+        for row in s.reorder.rows() {
+            let name = format!("sprayswitch_reorder_{}", row.metric);
+            match row.kind {
+                TotalKind::Counter => m.counter(&format!("{name}_total"), row.help, &[], row.value),
+                TotalKind::Gauge | TotalKind::Max => m.gauge(&name, row.help, &[], row.value),
+            }
         }
-        m.gauge(
-            "sprayswitch_reorder_held_packets",
-            "Packets held now.",
-            &[],
-            r.held_now,
-        );
-        m.gauge(
-            "sprayswitch_reorder_streams",
-            "Reorder streams tracked now.",
-            &[],
-            r.streams,
-        );
         if let Some(h) = self.switch.hold_histogram() {
             m.histogram_ns(
                 "sprayswitch_reorder_hold_seconds",

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::engine::DropReason;
-use crate::reorder::ReorderTotals;
+use crate::reorder::{ReorderCounters, ReorderTotals};
 
 /// A single-writer counter.
 #[derive(Debug, Default)]
@@ -82,60 +82,10 @@ pub struct WorkerCounters {
     pub idle_loops: Counter,
 }
 
-/// The reorder stage's totals as counters.
-#[derive(Debug, Default)]
-pub struct ReorderCounters {
-    /// Released in order.
-    pub released_in_order: Counter,
-    /// Ever held.
-    pub held_total: Counter,
-    /// Deepest stream (gauge).
-    pub max_depth: Counter,
-    /// Late packets released at once.
-    pub late: Counter,
-    /// Duplicates of held packets discarded.
-    pub duplicates: Counter,
-    /// Window overflows.
-    pub overflows: Counter,
-    /// Gaps declared lost.
-    pub timeouts: Counter,
-    /// Resyncs from host NAKs.
-    pub resyncs: Counter,
-    /// Moves forward from host ACKs.
-    pub ack_advances: Counter,
-    /// Idle streams evicted.
-    pub evictions: Counter,
-    /// Passed through unreordered.
-    pub passthrough: Counter,
-    /// Not reordered: stream table full.
-    pub table_full: Counter,
-    /// Not held: no ring or byte budget.
-    pub no_room: Counter,
-    /// Streams that chose their starting PSN by learning.
-    pub learned: Counter,
-    /// Streams now (gauge).
-    pub streams: Counter,
-}
-
 impl WorkerCounters {
     /// Publishes reorder totals (the stage keeps plain integers; this copies them).
     pub fn publish_reorder(&self, t: &ReorderTotals) {
-        let r = &self.reorder;
-        r.released_in_order.set(t.released_in_order);
-        r.held_total.set(t.held_total);
-        r.max_depth.set(t.max_depth);
-        r.late.set(t.late);
-        r.duplicates.set(t.duplicates);
-        r.overflows.set(t.overflows);
-        r.timeouts.set(t.timeouts);
-        r.resyncs.set(t.resyncs);
-        r.ack_advances.set(t.ack_advances);
-        r.evictions.set(t.evictions);
-        r.passthrough.set(t.passthrough);
-        r.table_full.set(t.table_full);
-        r.no_room.set(t.no_room);
-        r.learned.set(t.learned);
-        r.streams.set(t.streams);
+        self.reorder.publish(t);
     }
 
     /// Counts a drop.

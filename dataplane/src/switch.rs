@@ -593,24 +593,7 @@ impl Switch {
             s.hashed += c.hashed.get();
             s.fast_path += c.fast_path.get();
             s.neigh_learned += c.neigh_learned.get();
-            let r = &c.reorder;
-            let t = &mut s.reorder;
-            t.released_in_order += r.released_in_order.get();
-            t.held_total += r.held_total.get();
-            t.held_now += c.reorder_held.get();
-            t.max_depth = t.max_depth.max(r.max_depth.get());
-            t.late += r.late.get();
-            t.duplicates += r.duplicates.get();
-            t.overflows += r.overflows.get();
-            t.timeouts += r.timeouts.get();
-            t.resyncs += r.resyncs.get();
-            t.ack_advances += r.ack_advances.get();
-            t.evictions += r.evictions.get();
-            t.passthrough += r.passthrough.get();
-            t.table_full += r.table_full.get();
-            t.no_room += r.no_room.get();
-            t.learned += r.learned.get();
-            t.streams += r.streams.get();
+            s.reorder.merge(&c.reorder.read());
         }
         s.ports = self
             .tables

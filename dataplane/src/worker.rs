@@ -568,7 +568,7 @@ impl Worker {
                     if obs.kind == crate::reorder::MetaKind::HostNak {
                         pc.host_naks.add(1);
                     }
-                    self.reorder.observe(&obs, now, &mut self.released);
+                    self.reorder.observe(id, &obs, now, &mut self.released);
                 }
                 if self.engine.host_cnp {
                     pc.host_cnps.add(1);

@@ -156,6 +156,17 @@ fn print_stats(s: &Stats) {
             p.name, p.rx_pkts, p.tx_pkts, p.tx_busy, p.tx_queue_drops, p.backend_drops
         );
     }
+    // The reorder stage's totals that moved (all of them are in `sprayctl show counters`).
+    let moved: Vec<String> = s
+        .reorder
+        .rows()
+        .into_iter()
+        .filter(|r| r.value > 0)
+        .map(|r| format!("{} {}", r.name, r.value))
+        .collect();
+    if !moved.is_empty() {
+        println!("  reorder: {}", moved.join(", "));
+    }
 }
 
 fn run(

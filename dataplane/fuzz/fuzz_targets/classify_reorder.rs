@@ -6,7 +6,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use sprayswitch::engine::forward::{host_observation, towards_host};
-use sprayswitch::reorder::{Insert, MetaKind, ReorderConfig, ReorderCore, ResponseKind, StreamKey};
+use sprayswitch::reorder::{
+    HostRequest, Insert, MetaKind, ReorderConfig, ReorderCore, ResponseKind, StreamKey,
+};
 use sprayswitch::wire::{classify, Pmtu};
 
 fuzz_target!(|data: &[u8]| {
@@ -57,13 +59,16 @@ fuzz_target!(|data: &[u8]| {
                             &mut out,
                         ),
                         kind => {
-                            let k = if kind == MetaKind::Fill {
-                                ResponseKind::Fill
-                            } else {
-                                ResponseKind::Ack
+                            let k = match kind {
+                                MetaKind::Fill { ends, full_payload } => ResponseKind::Fill {
+                                    ends,
+                                    full_payload: u32::from(full_payload),
+                                },
+                                _ => ResponseKind::Ack,
                             };
                             core.insert_response(
-                                m.local, m.remote, m.sport, k, m.psn, m.len, id, now, &mut out,
+                                m.local, m.remote, m.sport, m.qpn, k, m.psn, m.len, id, now,
+                                &mut out,
                             )
                         }
                     };
@@ -73,9 +78,27 @@ fuzz_target!(|data: &[u8]| {
                     core.learn_pair(m.local, m.remote, m.sport, m.qpn);
                 } else if let Some(m) = host_observation(r, Pmtu::DEFAULT, frame.len()) {
                     match m.kind {
-                        MetaKind::HostRead => {
-                            core.observe_request(m.local, m.remote, m.sport, m.psn, m.span, now)
-                        }
+                        MetaKind::HostRead { dma_len } => core.observe_read(
+                            m.local,
+                            m.remote,
+                            m.sport,
+                            m.qpn,
+                            m.psn,
+                            HostRequest::Read {
+                                dma_len,
+                                span: m.span,
+                            },
+                            now,
+                        ),
+                        MetaKind::HostSingle => core.observe_read(
+                            m.local,
+                            m.remote,
+                            m.sport,
+                            m.qpn,
+                            m.psn,
+                            HostRequest::Single,
+                            now,
+                        ),
                         MetaKind::HostNak => core
                             .observe_nak(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
                         _ => core
@@ -87,7 +110,7 @@ fuzz_target!(|data: &[u8]| {
         }
         released += out.len() as u64;
         out.clear();
-        assert!(core.held() <= cfg.max_rings * cfg.window as usize);
+        assert!(core.held_bytes() <= cfg.max_held_bytes);
     }
     core.poll(u64::MAX / 2, &mut out);
     released += out.len() as u64;

@@ -124,6 +124,8 @@ pub struct FastOp {
     pub fill: bool,
     /// FIRST or MIDDLE segment: carries exactly one path MTU of payload.
     pub full_segment: bool,
+    /// READ RESPONSE LAST or ONLY: the last response of its READ.
+    pub ends: bool,
 }
 
 /// The fast path's view of all 256 opcodes, derived from [`Opcode`] so that the fast and
@@ -133,11 +135,13 @@ pub fn fast_ops() -> Box<[FastOp; 256]> {
     for (b, slot) in t.iter_mut().enumerate() {
         let op = Opcode::from(b as u8);
         let Some(layout) = op.layout() else { continue };
-        // The reorder stage learns from READ REQUESTs, atomics and ACKs a host sends and sizes
-        // READ REQUESTs by their RETH: those, and opcodes without payload, take the full path.
+        // The reorder stage learns from READ REQUESTs, atomics, ATOMIC WRITEs and ACKs a host
+        // sends and sizes READ REQUESTs by their RETH: those, and opcodes without payload, take
+        // the full path.
         let data = matches!(op.transport(), Transport::Rc | Transport::Uc)
             && layout.payload
             && op != Opcode::RcReadRequest
+            && op != Opcode::RcAtomicWrite
             && !op.is_atomic();
         if !data {
             continue;
@@ -147,6 +151,7 @@ pub fn fast_ops() -> Box<[FastOp; 256]> {
             ext_len: layout.len() as u8,
             fill: op.is_read_response(),
             full_segment: matches!(op.segment(), Segment::First | Segment::Middle),
+            ends: op.is_read_response() && matches!(op.segment(), Segment::Last | Segment::Only),
         };
     }
     t

@@ -631,7 +631,10 @@ impl Engine {
             span: 1,
             len,
             kind: if op.fill {
-                MetaKind::Fill
+                MetaKind::Fill {
+                    ends: op.ends,
+                    full_payload: if op.full_segment { payload_len } else { 0 },
+                }
             } else {
                 MetaKind::Request
             },
@@ -763,7 +766,18 @@ impl Engine {
 pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
     let op = r.bth.opcode;
     let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
-        MetaKind::Fill
+        let seg = op.segment();
+        MetaKind::Fill {
+            ends: matches!(seg, crate::wire::Segment::Last | crate::wire::Segment::Only),
+            full_payload: if matches!(
+                seg,
+                crate::wire::Segment::First | crate::wire::Segment::Middle
+            ) {
+                r.payload_len
+            } else {
+                0
+            },
+        }
     } else if op == Opcode::RcAcknowledge {
         MetaKind::Ack
     } else {
@@ -818,10 +832,20 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
     }
     let op = r.bth.opcode;
     let (kind, span) = match op {
-        Opcode::RcReadRequest => (MetaKind::HostRead, r.psn_span_for(pmtu)),
-        Opcode::RcCompareSwap | Opcode::RcFetchAdd => (MetaKind::HostRead, 1),
+        Opcode::RcReadRequest => (
+            MetaKind::HostRead {
+                dma_len: r.reth.map_or(0, |x| x.dma_len),
+            },
+            r.psn_span_for(pmtu),
+        ),
+        // Answered by one response: ATOMIC ACKNOWLEDGE, or READ RESPONSE ONLY (FLUSH and
+        // ATOMIC WRITE).
+        Opcode::RcCompareSwap | Opcode::RcFetchAdd | Opcode::RcFlush | Opcode::RcAtomicWrite => {
+            (MetaKind::HostSingle, 1)
+        }
         Opcode::RcAcknowledge => match r.aeth.map(|a| a.syndrome) {
             Some(s) if s.is_sequence_nak() => (MetaKind::HostNak, 1),
+            Some(crate::wire::Syndrome::RnrNak { .. }) => (MetaKind::HostNak, 1),
             Some(crate::wire::Syndrome::Ack { .. }) => (MetaKind::HostAck, 1),
             _ => return None,
         },

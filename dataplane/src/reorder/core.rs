@@ -1,39 +1,43 @@
-//! The reorder core: per-stream PSN rings, generic over what is held, driven by the caller's
-//! clock. It implements the semantics of the architecture notes ("Reorder semantics"):
+//! The reorder core: per-stream PSN rings over one preallocated slot pool, generic over what is
+//! held, driven by the caller's clock. This file holds what both directions share (limits,
+//! keys, the stream table, rings, timers, eviction) and the request direction; the response
+//! direction is in [`super::response`], QP pairing and RDMA CM in [`super::pairing`].
+//!
+//! The request direction follows the architecture notes ("Reorder semantics"):
 //!
 //! | case (PSN `p`, expected `e`, window `W`) | action |
 //! |---|---|
 //! | `p == e` | release, advance `e` by the packet's PSN span, release every consecutive held packet |
 //! | `e < p < e + W` | hold in slot `p mod W`; start the gap timer if it is not running |
-//! | `p >= e + W` | overflow: release held packets in order (skipping gaps) until `p` fits |
+//! | `p >= e + W` | overflow: release held packets in order (skipping gaps) until `p` fits; when nothing is left to release, `e` moves to `p` |
 //! | `p < e` (within 2^23) | late or retransmitted: release at once |
 //! | `p` already held | keep one copy, discard the other |
 //!
 //! All comparisons are 24-bit serial arithmetic ([`Psn::distance`]); the window may straddle
 //! the wrap at 2^24 anywhere (tested).
 //!
-//! **Streams.** A request stream is keyed by (local host address, local QPN); it carries the
+//! **Streams.** A request stream is keyed by (local host address, local QPN) and carries the
 //! remote requester's PSNs (SEND, WRITE, READ REQUEST, atomics). A response stream is keyed by
-//! (local host address, remote address, UDP source port): the QP pair as Linux and ConnectX
-//! stacks identify it, the same in both directions; it carries the local requester's PSNs. Only
-//! READ RESPONSEs and atomic ACKs fill known PSNs there, namely the ranges of the READ and atomic
-//! requests the local host sent (registered with [`ReorderCore::observe_request`]); an ACK or NAK
-//! waits only while a READ RESPONSE below its PSN is missing. With no outstanding range,
-//! response-direction packets pass straight through.
+//! (local host address, remote address, remote QPN): the QP the local requester sends its
+//! READs to, which is what the switch sees first; the responses, addressed to the local QPN,
+//! find it through the QP pairing.
 //!
-//! **First packets.** A new request stream does not know its starting PSN: it holds what
-//! arrives for `learn_ns` and starts from the lowest PSN seen (or from the PSN the host ACKed or
-//! NAKed, if that comes first).
+//! **First packets and restarts.** A new request stream does not know its starting PSN: it
+//! holds what arrives for `learn_ns` and starts from the lowest PSN seen (or from the PSN a CM
+//! exchange or the host's ACK or NAK names). A stream that holds nothing and has been idle for
+//! `learn_ns` or longer starts over the same way when a packet arrives a window or more away
+//! from its expected PSN: a QP destroyed and re-created with the same QPN, or a requester back
+//! from a long stall, starts a new PSN sequence.
 //!
-//! **Loss.** A gap open longer than `hold_timeout_ns` is declared lost: everything held is
-//! released in order so that the RNIC sees the gap and NAKs. The host's NAK (PSN sequence error)
-//! then moves the stream's expected PSN to the NAKed PSN ([`ReorderCore::observe_nak`]), so the
-//! retransmission is reordered too.
+//! **Loss.** A gap open longer than the stream's hold timeout is declared lost: everything held
+//! is released in order so that the RNIC sees the gap and NAKs. The host's NAK then moves the
+//! stream's expected PSN to the NAKed PSN ([`ReorderCore::observe_nak`]), so the retransmission
+//! is reordered too.
 //!
 //! **Bounds.** Streams, rings (a stream takes a ring only while it holds packets) and held bytes
 //! are capped by [`ReorderConfig`]; held packets live in one preallocated slot pool. A packet
-//! that cannot be held (no stream or ring left, byte cap) passes through and is counted. Idle
-//! streams are evicted a few at a time by [`ReorderCore::poll`].
+//! that cannot be held (no stream or ring left, byte cap, slot taken) passes through and is
+//! counted by reason. Idle streams are evicted a few at a time by [`ReorderCore::poll`].
 //!
 //! Single-owner and lock-free by construction: a `ReorderCore` is owned by one worker, every
 //! change needs `&mut self`, and it is not `Clone`; other workers hand packets to that worker
@@ -43,8 +47,12 @@
 // that stores them, so that the item is moved exactly once.
 #![allow(clippy::too_many_arguments)]
 
+use std::collections::VecDeque;
+
+use super::pairing::Pairing;
+use super::response::ReadRange;
+use super::totals::ReorderTotals;
 use crate::engine::IntMap;
-use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
 
 /// Limits and timers of a reorder core.
@@ -65,7 +73,9 @@ pub struct ReorderConfig {
     pub learn_ns: u64,
     /// A stream idle this long is forgotten.
     pub idle_evict_ns: u64,
-    /// Outstanding READ/atomic ranges remembered per QP pair.
+    /// Outstanding READ/atomic ranges tracked per QP. Above what any requester may have
+    /// outstanding (Soft-RoCE allows 128, ConnectX 16), so that no range is forgotten while its
+    /// responses can still come.
     pub max_reads: usize,
 }
 
@@ -79,7 +89,7 @@ impl Default for ReorderConfig {
             hold_timeout_ns: 500_000,
             learn_ns: 100_000,
             idle_evict_ns: 2_000_000_000,
-            max_reads: 16,
+            max_reads: 256,
         }
     }
 }
@@ -113,20 +123,21 @@ pub enum StreamKey {
         /// Local QPN (the packets' DestQP).
         qpn: u32,
     },
-    /// Responses towards a local requester: (local address, remote address, UDP source port).
+    /// Responses towards a local requester, named by the QP its requests go to: (local
+    /// address, remote address, remote QPN).
     Response {
         /// Local host address.
         local: u128,
         /// Remote host address.
         remote: u128,
-        /// UDP source port shared by both directions of the QP pair.
-        sport: u16,
+        /// The remote QPN (DestQP of the local requester's READ REQUESTs).
+        remote_qpn: u32,
     },
 }
 
-/// Folds an address to 64 bits for the one-word hashes below.
+/// Folds an address to 64 bits for the one-word hashes of the tables.
 #[inline]
-fn fold(a: u128) -> u64 {
+pub(super) fn fold(a: u128) -> u64 {
     (a as u64) ^ ((a >> 64) as u64).rotate_left(17)
 }
 
@@ -139,56 +150,15 @@ impl std::hash::Hash for StreamKey {
             StreamKey::Response {
                 local,
                 remote,
-                sport,
+                remote_qpn,
             } => state.write_u64(
-                fold(local) ^ fold(remote).rotate_left(29) ^ u64::from(sport) << 40 ^ 0x5bd1_e995,
+                fold(local)
+                    ^ fold(remote).rotate_left(29)
+                    ^ u64::from(remote_qpn) << 36
+                    ^ 0x5bd1_e995,
             ),
         }
     }
-}
-
-/// A QP pair as both directions see it: (local address, remote address, UDP source port).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PairKey(u128, u128, u16);
-
-impl std::hash::Hash for PairKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 40);
-    }
-}
-
-/// Two addresses and a 32-bit number (CM pairings and pending REQs), hashed as one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Key3(u128, u128, u32);
-
-impl std::hash::Hash for Key3 {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 32);
-    }
-}
-
-/// An RDMA CM message seen by the switch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CmEvent {
-    /// Sender's address (`ip_key`).
-    pub sender: u128,
-    /// Receiver's address.
-    pub receiver: u128,
-    /// The sender is a host of this rack.
-    pub sender_local: bool,
-    /// The receiver is a host of this rack.
-    pub receiver_local: bool,
-    /// What it says.
-    pub msg: CmMessage,
-}
-
-/// What a response-direction packet is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ResponseKind {
-    /// READ RESPONSE or atomic ACK: fills a known PSN.
-    Fill,
-    /// ACK or NAK: fills nothing; waits only behind a missing fill below it.
-    Ack,
 }
 
 /// The outcome of an insert, after DPDK's `rte_reorder` (adapted to 24-bit PSNs).
@@ -211,119 +181,93 @@ pub enum Insert {
     Passthrough,
 }
 
-/// Totals of one core. Plain integers: the owner publishes them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReorderTotals {
-    /// Packets released in order (directly or from the ring).
-    pub released_in_order: u64,
-    /// Packets that were held at some point.
-    pub held_total: u64,
-    /// Packets held now.
-    pub held_now: u64,
-    /// Deepest any stream has been (packets held at once).
-    pub max_depth: u64,
-    /// Late or retransmitted packets released at once.
-    pub late: u64,
-    /// Duplicates of held packets discarded.
-    pub duplicates: u64,
-    /// Window overflows.
-    pub overflows: u64,
-    /// Gaps declared lost after the hold timeout.
-    pub timeouts: u64,
-    /// Expected PSNs moved by the host's NAKs.
-    pub resyncs: u64,
-    /// Expected PSNs moved forward by the host's ACKs.
-    pub ack_advances: u64,
-    /// Idle streams forgotten.
-    pub evictions: u64,
-    /// Packets passed through unreordered.
-    pub passthrough: u64,
-    /// Packets not reordered because the stream table was full.
-    pub table_full: u64,
-    /// Packets not held because no ring or byte budget was left.
-    pub no_room: u64,
-    /// Streams that chose their starting PSN by learning.
-    pub learned: u64,
-    /// QP pairings (and starting PSNs) learned from RDMA CM exchanges.
-    pub cm_learned: u64,
-    /// Streams now.
-    pub streams: u64,
-}
-
 /// What one stream has seen (for `show streams`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamStats {
     /// Released in order.
-    pub released: u32,
+    pub released: u64,
     /// Held now.
-    pub held: u32,
+    pub held: u64,
     /// Deepest it has been.
-    pub max_depth: u32,
+    pub max_depth: u64,
     /// Late packets.
-    pub late: u32,
+    pub late: u64,
     /// Duplicates discarded.
-    pub duplicates: u32,
+    pub duplicates: u64,
     /// Overflows.
-    pub overflows: u32,
+    pub overflows: u64,
     /// Timeouts.
-    pub timeouts: u32,
+    pub timeouts: u64,
     /// Resyncs from NAKs.
-    pub resyncs: u32,
+    pub resyncs: u64,
+    /// Starts over at a far PSN.
+    pub restarts: u64,
 }
 
-struct Slot<T> {
-    item: T,
-    psn: Psn,
-    span: u32,
-    len: u32,
-    arrived: u64,
-    ack: bool,
+pub(super) struct Slot<T> {
+    pub(super) item: T,
+    pub(super) psn: Psn,
+    pub(super) span: u32,
+    pub(super) len: u32,
+    pub(super) arrived: u64,
+}
+
+/// An ACK or NAK held behind a missing READ response (response streams).
+pub(super) struct WaitingAck<T> {
+    pub(super) item: T,
+    pub(super) psn: Psn,
+    pub(super) len: u32,
+    pub(super) arrived: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     Learning { until: u64, min: Psn, max: Psn },
     Active,
 }
 
-#[derive(Debug, Clone)]
-struct Stream {
-    key: StreamKey,
-    e: Psn,
-    phase: Phase,
-    ring: u32,
-    held: u32,
-    gap_since: u64,
-    last_seen: u64,
-    /// Hold timeout of this stream (the downlink's, or the switch's).
-    timeout: u64,
+pub(super) struct Stream<T> {
+    pub(super) key: StreamKey,
+    /// The expected PSN: the next one to release in order (request streams), or the first
+    /// missing READ response (response streams).
+    pub(super) expected: Psn,
+    pub(super) phase: Phase,
+    pub(super) ring: u32,
+    /// Packets held: in the ring, plus (response streams) waiting ACKs.
+    pub(super) held: u32,
+    /// Of those, in the ring.
+    pub(super) in_ring: u32,
+    pub(super) gap_since: u64,
+    pub(super) last_seen: u64,
+    /// Hold timeout of this stream (its downlink's, or the switch's).
+    pub(super) timeout: u64,
     /// Listed in `active` (its timers need checking).
-    in_active: bool,
-    /// Response streams: outstanding ranges `[start, start + span)`, oldest first.
-    reads: Vec<(Psn, u32)>,
-    stats: StreamStats,
+    pub(super) in_active: bool,
+    /// Response streams: outstanding READ/atomic ranges, in PSN order.
+    pub(super) reads: VecDeque<ReadRange>,
+    /// Response streams: ACKs and NAKs waiting behind a missing READ response, in arrival order.
+    pub(super) acks: VecDeque<WaitingAck<T>>,
+    /// Response streams: the QP's path MTU as its READ responses show it (0: not seen yet).
+    pub(super) pmtu: u32,
+    pub(super) stats: StreamStats,
 }
 
-const NO_RING: u32 = u32::MAX;
+pub(super) const NO_RING: u32 = u32::MAX;
 
 /// Per-stream PSN rings over a shared, preallocated slot pool.
 pub struct ReorderCore<T> {
-    cfg: ReorderConfig,
-    mask: u32,
-    streams: Vec<Stream>,
-    index: IntMap<StreamKey, u32>,
+    pub(super) cfg: ReorderConfig,
+    pub(super) mask: u32,
+    pub(super) streams: Vec<Stream<T>>,
+    pub(super) index: IntMap<StreamKey, u32>,
     free_streams: Vec<u32>,
     slots: Vec<Option<Slot<T>>>,
     bitmaps: Vec<u64>,
     free_rings: Vec<u32>,
     /// Streams that hold packets or are learning (their timers need checking).
     active: Vec<u32>,
-    pairs: IntMap<PairKey, u32>,
-    cm_req: IntMap<Key3, (u32, Psn)>,
-    cm_pairs: IntMap<Key3, u32>,
-    cm_start: IntMap<StreamKey, Psn>,
-    pending_release: Vec<T>,
-    held_bytes: usize,
+    pub(super) pairing: Pairing,
+    pub(super) held_bytes: usize,
     evict_hand: usize,
     next_timeout: Option<u64>,
     /// The stream found by the last lookup.
@@ -331,6 +275,15 @@ pub struct ReorderCore<T> {
     /// Totals.
     pub totals: ReorderTotals,
     hold_ns: Vec<u64>,
+}
+
+/// Why a packet cannot be held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NoHold {
+    /// Its slot holds a PSN one window apart.
+    Collision,
+    /// No ring or byte budget left.
+    NoRoom,
 }
 
 impl<T> ReorderCore<T> {
@@ -347,8 +300,6 @@ impl<T> ReorderCore<T> {
         slots.resize_with(cfg.max_rings * w, || None);
         let mut index = IntMap::default();
         index.reserve(cfg.max_streams);
-        let mut pairs = IntMap::default();
-        pairs.reserve(cfg.max_streams);
         ReorderCore {
             mask: cfg.window - 1,
             streams: Vec::with_capacity(cfg.max_streams),
@@ -358,11 +309,7 @@ impl<T> ReorderCore<T> {
             bitmaps: vec![0; cfg.max_rings * w / 64],
             free_rings: (0..cfg.max_rings as u32).rev().collect(),
             active: Vec::with_capacity(cfg.max_rings + 64),
-            pairs,
-            cm_req: IntMap::default(),
-            cm_pairs: IntMap::default(),
-            cm_start: IntMap::default(),
-            pending_release: Vec::new(),
+            pairing: Pairing::new(cfg.max_streams),
             held_bytes: 0,
             evict_hand: 0,
             next_timeout: None,
@@ -389,8 +336,9 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// The hold timeout that streams created from now on get (a downlink's own timeout);
-    /// `None`: the configured one.
+    /// The hold timeout that streams created from now on get (their downlink's own timeout);
+    /// `None`: the configured one. The stage sets it before every call that may create a
+    /// stream.
     #[inline]
     pub fn set_timeout_for_new_streams(&mut self, ns: Option<u64>) {
         self.next_timeout = ns;
@@ -406,11 +354,21 @@ impl<T> ReorderCore<T> {
         self.totals.held_now as usize
     }
 
+    /// Rings free now (every ring returns when its stream holds nothing).
+    pub fn free_rings(&self) -> usize {
+        self.free_rings.len()
+    }
+
+    /// Bytes held now.
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
     /// Per-stream statistics, for inspection (not on the packet path).
     pub fn streams(&self) -> impl Iterator<Item = (StreamKey, Psn, StreamStats)> + '_ {
         self.index.iter().map(move |(k, i)| {
             let s = &self.streams[*i as usize];
-            (*k, s.e, s.stats)
+            (*k, s.expected, s.stats)
         })
     }
 
@@ -418,28 +376,33 @@ impl<T> ReorderCore<T> {
     pub fn expected(&self, key: &StreamKey) -> Option<Psn> {
         let s = &self.streams[*self.index.get(key)? as usize];
         match s.phase {
-            Phase::Active => Some(s.e),
+            Phase::Active => Some(s.expected),
             Phase::Learning { .. } => None,
         }
     }
 
     /// Approximate bytes of state excluding packets: streams, index, slot pool, pairs.
     pub fn state_bytes(&self) -> usize {
-        self.streams.capacity() * std::mem::size_of::<Stream>()
+        self.streams.capacity() * std::mem::size_of::<Stream<T>>()
             + self
                 .streams
                 .iter()
-                .map(|s| s.reads.capacity() * 8)
+                .map(|s| {
+                    s.reads.capacity() * std::mem::size_of::<ReadRange>()
+                        + s.acks.capacity() * std::mem::size_of::<WaitingAck<T>>()
+                })
                 .sum::<usize>()
             + self.index.capacity() * (std::mem::size_of::<(StreamKey, u32)>() + 1)
             + self.slots.capacity() * std::mem::size_of::<Option<Slot<T>>>()
             + self.bitmaps.capacity() * 8
-            + self.pairs.capacity() * (std::mem::size_of::<(PairKey, u32)>() + 1)
+            + self.pairing.state_bytes()
             + self.free_streams.capacity() * 4
             + self.active.capacity() * 4
     }
 
-    fn stream_for(&mut self, key: StreamKey, now: u64, create: bool) -> Option<u32> {
+    /// The stream of `key`, created (Learning for request streams without a known start,
+    /// Active otherwise) when `create` and there is room.
+    pub(super) fn stream_for(&mut self, key: StreamKey, now: u64, create: bool) -> Option<u32> {
         // Bursts mostly come from one QP: remember the last stream looked up.
         if let Some((k, i)) = self.last {
             if k == key {
@@ -457,27 +420,29 @@ impl<T> ReorderCore<T> {
             self.totals.table_full += 1;
             return None;
         }
-        let start = self.cm_start.get(&key).copied();
+        let start = self.pairing.take_start(&key);
         let phase = match key {
-            StreamKey::Request { .. } if start.is_some() => Phase::Active,
-            StreamKey::Request { .. } => Phase::Learning {
+            StreamKey::Request { .. } if start.is_none() => Phase::Learning {
                 until: now.saturating_add(self.cfg.learn_ns),
                 min: Psn::new(0),
                 max: Psn::new(0),
             },
-            StreamKey::Response { .. } => Phase::Active,
+            _ => Phase::Active,
         };
         let s = Stream {
             key,
-            e: start.unwrap_or(Psn::new(0)),
+            expected: start.unwrap_or(Psn::new(0)),
             phase,
             ring: NO_RING,
             held: 0,
+            in_ring: 0,
             gap_since: now,
             last_seen: now,
             timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
             in_active: false,
-            reads: Vec::new(),
+            reads: VecDeque::new(),
+            acks: VecDeque::new(),
+            pmtu: 0,
             stats: StreamStats::default(),
         };
         let i = match self.free_streams.pop() {
@@ -491,6 +456,7 @@ impl<T> ReorderCore<T> {
             }
         };
         self.index.insert(key, i);
+        self.last = Some((key, i));
         self.totals.streams = self.index.len() as u64;
         if matches!(phase, Phase::Learning { .. }) {
             self.mark_active(i);
@@ -498,8 +464,18 @@ impl<T> ReorderCore<T> {
         Some(i)
     }
 
+    /// The stream of `key` if it exists.
+    pub(super) fn find(&self, key: &StreamKey) -> Option<u32> {
+        if let Some((k, i)) = self.last {
+            if k == *key {
+                return Some(i);
+            }
+        }
+        self.index.get(key).copied()
+    }
+
     /// Lists a stream for timer checks (once).
-    fn mark_active(&mut self, si: u32) {
+    pub(super) fn mark_active(&mut self, si: u32) {
         let s = &mut self.streams[si as usize];
         if !s.in_active {
             s.in_active = true;
@@ -512,31 +488,50 @@ impl<T> ReorderCore<T> {
         ring as usize * (self.mask as usize + 1) + (psn.value() & self.mask) as usize
     }
 
-    fn ensure_ring(&mut self, si: u32) -> bool {
-        if self.streams[si as usize].ring != NO_RING {
-            return true;
+    /// Whether a packet of `len` bytes with `psn` can be held by stream `si` now. Takes
+    /// nothing: a refusal leaves no ring behind.
+    pub(super) fn can_hold(&self, si: u32, psn: Psn, len: u32) -> Result<(), NoHold> {
+        if self.slot_of(si, psn).is_some() {
+            return Err(NoHold::Collision);
         }
-        match self.free_rings.pop() {
-            Some(r) => {
-                self.streams[si as usize].ring = r;
-                self.mark_active(si);
-                true
-            }
-            None => false,
+        if self.held_bytes + len as usize > self.cfg.max_held_bytes {
+            return Err(NoHold::NoRoom);
         }
+        if self.streams[si as usize].ring == NO_RING && self.free_rings.is_empty() {
+            return Err(NoHold::NoRoom);
+        }
+        Ok(())
     }
 
-    /// Puts `item` in its slot. The caller checked that the stream has a ring and the slot is
-    /// free.
-    fn put(&mut self, si: u32, item: T, psn: Psn, span: u32, len: u32, now: u64, ack: bool) {
+    /// Counts a refusal to hold.
+    pub(super) fn count_no_hold(&mut self, why: NoHold) {
+        match why {
+            NoHold::Collision => self.totals.slot_collisions += 1,
+            NoHold::NoRoom => self.totals.no_room += 1,
+        }
+        self.totals.passthrough += 1;
+    }
+
+    /// Puts `item` in its slot. The caller checked [`Self::can_hold`].
+    pub(super) fn put(&mut self, si: u32, item: T, psn: Psn, span: u32, len: u32, now: u64) {
+        if self.streams[si as usize].ring == NO_RING {
+            let Some(r) = self.free_rings.pop() else {
+                // `can_hold` said there was one; keep the packet moving rather than lose it.
+                debug_assert!(false, "put without a free ring");
+                return;
+            };
+            self.streams[si as usize].ring = r;
+        }
+        self.mark_active(si);
         let s = &mut self.streams[si as usize];
         let ring = s.ring;
         if s.held == 0 {
             s.gap_since = now;
         }
         s.held += 1;
-        s.stats.held = s.held;
-        s.stats.max_depth = s.stats.max_depth.max(s.held);
+        s.in_ring += 1;
+        s.stats.held = u64::from(s.held);
+        s.stats.max_depth = s.stats.max_depth.max(u64::from(s.held));
         let depth = u64::from(s.held);
         let idx = self.slot_index(ring, psn);
         self.slots[idx] = Some(Slot {
@@ -545,7 +540,6 @@ impl<T> ReorderCore<T> {
             span,
             len,
             arrived: now,
-            ack,
         });
         self.bitmaps[idx / 64] |= 1 << (idx % 64);
         self.held_bytes += len as usize;
@@ -555,7 +549,7 @@ impl<T> ReorderCore<T> {
     }
 
     /// The held packet with exactly this PSN.
-    fn occupied(&self, si: u32, psn: Psn) -> Option<&Slot<T>> {
+    pub(super) fn occupied(&self, si: u32, psn: Psn) -> Option<&Slot<T>> {
         self.slot_of(si, psn).filter(|s| s.psn == psn)
     }
 
@@ -568,7 +562,9 @@ impl<T> ReorderCore<T> {
         self.slots[self.slot_index(ring, psn)].as_ref()
     }
 
-    fn take(&mut self, si: u32, psn: Psn, now: u64) -> Option<Slot<T>> {
+    /// Takes the packet in `psn`'s slot; returns the ring to the pool when the stream's ring
+    /// is empty.
+    pub(super) fn take(&mut self, si: u32, psn: Psn, now: u64) -> Option<Slot<T>> {
         let ring = self.streams[si as usize].ring;
         if ring == NO_RING {
             return None;
@@ -580,20 +576,51 @@ impl<T> ReorderCore<T> {
         self.totals.held_now -= 1;
         let s = &mut self.streams[si as usize];
         s.held -= 1;
-        s.stats.held = s.held;
+        s.in_ring -= 1;
+        s.stats.held = u64::from(s.held);
         if self.hold_ns.len() < 65_536 {
             self.hold_ns.push(now.saturating_sub(slot.arrived));
         }
-        if s.held == 0 {
+        if s.in_ring == 0 {
             self.free_rings.push(s.ring);
             s.ring = NO_RING;
         }
         Some(slot)
     }
 
+    /// Counts an ACK taken off a response stream's waiting list.
+    pub(super) fn ack_taken(&mut self, si: u32, a: &WaitingAck<T>, now: u64) {
+        self.held_bytes -= a.len as usize;
+        self.totals.held_now -= 1;
+        let s = &mut self.streams[si as usize];
+        s.held -= 1;
+        s.stats.held = u64::from(s.held);
+        if self.hold_ns.len() < 65_536 {
+            self.hold_ns.push(now.saturating_sub(a.arrived));
+        }
+    }
+
+    /// Counts an ACK put on a response stream's waiting list.
+    pub(super) fn ack_held(&mut self, si: u32, len: u32, now: u64) {
+        self.mark_active(si);
+        let s = &mut self.streams[si as usize];
+        if s.held == 0 {
+            s.gap_since = now;
+        }
+        s.held += 1;
+        s.stats.held = u64::from(s.held);
+        s.stats.max_depth = s.stats.max_depth.max(u64::from(s.held));
+        let depth = u64::from(s.held);
+        self.held_bytes += len as usize;
+        self.totals.held_total += 1;
+        self.totals.held_now += 1;
+        self.totals.acks_held += 1;
+        self.totals.max_depth = self.totals.max_depth.max(depth);
+    }
+
     /// Offset (0..W) from `from` of the next held slot of stream `si`, scanning the ring's
     /// bitmap word by word.
-    fn next_held(&self, si: u32, from: Psn) -> Option<u32> {
+    pub(super) fn next_held(&self, si: u32, from: Psn) -> Option<u32> {
         let ring = self.streams[si as usize].ring;
         if ring == NO_RING {
             return None;
@@ -622,9 +649,41 @@ impl<T> ReorderCore<T> {
         None
     }
 
-    fn release(&mut self, slot: Slot<T>, out: &mut Vec<T>) {
-        out.push(slot.item);
+    pub(super) fn count_in_order(&mut self, si: u32) {
+        self.streams[si as usize].stats.released += 1;
+        self.totals.released_in_order += 1;
     }
+
+    pub(super) fn count_late(&mut self, si: u32) {
+        self.streams[si as usize].stats.late += 1;
+        self.totals.late += 1;
+    }
+
+    /// Counts a copy of a held packet, which is discarded.
+    pub(super) fn duplicate(&mut self, si: u32) -> Insert {
+        self.streams[si as usize].stats.duplicates += 1;
+        self.totals.duplicates += 1;
+        Insert::Duplicate
+    }
+
+    /// Releases every packet the ring of `si` holds, in PSN order from the stream's expected
+    /// PSN; returns the PSN after the last one released.
+    pub(super) fn flush_ring(&mut self, si: u32, now: u64, out: &mut Vec<T>) -> Option<Psn> {
+        let mut after = None;
+        let mut from = self.streams[si as usize].expected;
+        while let Some(off) = self.next_held(si, from) {
+            let q = from.add(off);
+            let Some(slot) = self.take(si, q, now) else {
+                break;
+            };
+            after = Some(slot.psn.add(slot.span));
+            out.push(slot.item);
+            from = q.add(1);
+        }
+        after
+    }
+
+    // ------------------------------------------------------------------ request direction
 
     /// Inserts a request-direction packet for `key` with PSN `psn` spanning `span` PSNs.
     pub fn insert_request(
@@ -643,6 +702,7 @@ impl<T> ReorderCore<T> {
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         };
+        let idle_for = now.saturating_sub(self.streams[si as usize].last_seen);
         self.streams[si as usize].last_seen = now;
         if let Phase::Learning { until, min, max } = self.streams[si as usize].phase {
             if now < until {
@@ -651,15 +711,48 @@ impl<T> ReorderCore<T> {
             if self.streams[si as usize].held == 0 {
                 // Nothing collected (learning disabled, or its window passed empty): this
                 // packet starts the stream.
-                let s = &mut self.streams[si as usize];
-                s.phase = Phase::Active;
-                s.e = psn;
-                self.totals.learned += 1;
+                self.start_at(si, psn);
             } else {
                 self.finish_learning(si, now, out);
             }
+        } else if self.streams[si as usize].held == 0
+            && idle_for >= self.cfg.learn_ns.max(1)
+            && psn
+                .distance(self.streams[si as usize].expected)
+                .unsigned_abs()
+                > self.mask
+        {
+            // Back from idle far from where it left off: a new PSN sequence (a re-created QP,
+            // a requester retransmitting after a long stall). Learn it as a new stream does.
+            self.restart(si, now);
+            let (until, min, max) = (now.saturating_add(self.cfg.learn_ns), psn, psn);
+            if self.cfg.learn_ns > 0 {
+                return self.learn_hold(si, psn, span, len, item, now, out, until, min, max);
+            }
+            self.start_at(si, psn);
         }
         self.insert_active(si, psn, span, len, item, now, out)
+    }
+
+    /// Ends learning (or a restart) with `psn` as the first expected PSN.
+    fn start_at(&mut self, si: u32, psn: Psn) {
+        let s = &mut self.streams[si as usize];
+        s.phase = Phase::Active;
+        s.expected = psn;
+        self.totals.learned += 1;
+    }
+
+    /// Puts an idle stream (holding nothing) back into learning.
+    fn restart(&mut self, si: u32, now: u64) {
+        let s = &mut self.streams[si as usize];
+        s.stats.restarts += 1;
+        s.phase = Phase::Learning {
+            until: now.saturating_add(self.cfg.learn_ns),
+            min: s.expected,
+            max: s.expected,
+        };
+        self.totals.restarts += 1;
+        self.mark_active(si);
     }
 
     fn learn_hold(
@@ -682,30 +775,21 @@ impl<T> ReorderCore<T> {
             min
         };
         let new_max = if first || psn.is_after(max) { psn } else { max };
-        let exact = self.occupied(si, psn).is_some();
+        if self.occupied(si, psn).is_some() {
+            return self.duplicate(si);
+        }
         // Everything held while learning must fit one window (slots are `psn mod W`); when it
         // would not, or there is no room, learning ends here and this packet goes the normal way.
         let fits = first || (new_max.distance(new_min) as u32) < self.mask;
-        if !exact
-            && (!fits
-                || self.slot_of(si, psn).is_some()
-                || !self.ensure_ring(si)
-                || self.held_bytes + len as usize > self.cfg.max_held_bytes)
-        {
+        if !fits || self.can_hold(si, psn, len).is_err() {
             if first {
-                let s = &mut self.streams[si as usize];
-                s.phase = Phase::Active;
-                s.e = psn;
-                self.totals.learned += 1;
+                self.start_at(si, psn);
             } else {
                 self.finish_learning(si, now, out);
             }
             return self.insert_active(si, psn, span, len, item, now, out);
         }
-        if exact {
-            return self.duplicate(si);
-        }
-        self.put(si, item, psn, span, len, now, false);
+        self.put(si, item, psn, span, len, now);
         self.streams[si as usize].phase = Phase::Learning {
             until,
             min: new_min,
@@ -714,14 +798,14 @@ impl<T> ReorderCore<T> {
         Insert::Held
     }
 
-    fn finish_learning(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+    pub(super) fn finish_learning(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
         let learn_ns = self.cfg.learn_ns;
         let s = &mut self.streams[si as usize];
         if let Phase::Learning { min, until, .. } = s.phase {
             s.phase = Phase::Active;
             let held = s.held;
             if held > 0 {
-                s.e = min;
+                s.expected = min;
             }
             self.totals.learned += 1;
             self.drain_request(si, now, out);
@@ -743,7 +827,7 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        let e = self.streams[si as usize].e;
+        let e = self.streams[si as usize].expected;
         let d = psn.distance(e);
         if d == 0 {
             out.push(item);
@@ -754,8 +838,7 @@ impl<T> ReorderCore<T> {
         }
         if d < 0 {
             out.push(item);
-            self.streams[si as usize].stats.late += 1;
-            self.totals.late += 1;
+            self.count_late(si);
             return Insert::Late;
         }
         let mut released = 0u32;
@@ -764,7 +847,7 @@ impl<T> ReorderCore<T> {
             released = self.make_room(si, psn, now, out);
             self.streams[si as usize].stats.overflows += 1;
             self.totals.overflows += 1;
-            if self.streams[si as usize].e == psn {
+            if self.streams[si as usize].expected == psn {
                 out.push(item);
                 self.count_in_order(si);
                 self.advance(si, span, now, out);
@@ -775,9 +858,12 @@ impl<T> ReorderCore<T> {
         if self.occupied(si, psn).is_some() {
             return self.duplicate(si);
         }
-        if !self.hold_or_pass(si, item, psn, span, len, now, false, out) {
+        if let Err(why) = self.can_hold(si, psn, len) {
+            out.push(item);
+            self.count_no_hold(why);
             return Insert::Passthrough;
         }
+        self.put(si, item, psn, span, len, now);
         if overflow {
             Insert::Overflowed { released }
         } else {
@@ -785,73 +871,33 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// Counts a copy of a held packet, which is discarded.
-    fn duplicate(&mut self, si: u32) -> Insert {
-        self.streams[si as usize].stats.duplicates += 1;
-        self.totals.duplicates += 1;
-        Insert::Duplicate
-    }
-
-    /// Holds `item` in its slot; when it cannot (the slot holds a PSN a window away, no ring is
-    /// left, the byte cap is reached) releases it at once, counts it, and returns false.
-    fn hold_or_pass(
-        &mut self,
-        si: u32,
-        item: T,
-        psn: Psn,
-        span: u32,
-        len: u32,
-        now: u64,
-        ack: bool,
-        out: &mut Vec<T>,
-    ) -> bool {
-        if self.slot_of(si, psn).is_some()
-            || !self.ensure_ring(si)
-            || self.held_bytes + len as usize > self.cfg.max_held_bytes
-        {
-            out.push(item);
-            self.totals.no_room += 1;
-            self.totals.passthrough += 1;
-            return false;
-        }
-        self.put(si, item, psn, span, len, now, ack);
-        true
-    }
-
-    fn count_in_order(&mut self, si: u32) {
-        self.streams[si as usize].stats.released += 1;
-        self.totals.released_in_order += 1;
-    }
-
     /// Moves `e` past a packet of `span` PSNs; held packets inside the span are late.
     fn advance(&mut self, si: u32, span: u32, now: u64, out: &mut Vec<T>) {
-        let e = self.streams[si as usize].e;
+        let e = self.streams[si as usize].expected;
         if span > 1 {
             for k in 1..span.min(self.mask + 1) {
                 let q = e.add(k);
-                if self.occupied(si, q).is_some_and(|s| s.psn == q) {
+                if self.occupied(si, q).is_some() {
                     if let Some(slot) = self.take(si, q, now) {
-                        self.streams[si as usize].stats.late += 1;
-                        self.totals.late += 1;
-                        self.release(slot, out);
+                        self.count_late(si);
+                        out.push(slot.item);
                     }
                 }
             }
         }
-        self.streams[si as usize].e = e.add(span);
+        self.streams[si as usize].expected = e.add(span);
     }
 
     /// Releases consecutive held packets from `e` on.
     fn drain_request(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
         loop {
-            let e = self.streams[si as usize].e;
-            let hit = matches!(self.occupied(si, e), Some(s) if s.psn == e);
-            if !hit {
+            let e = self.streams[si as usize].expected;
+            if self.occupied(si, e).is_none() {
                 break;
             }
             if let Some(slot) = self.take(si, e, now) {
                 let span = slot.span;
-                self.release(slot, out);
+                out.push(slot.item);
                 self.count_in_order(si);
                 self.advance(si, span, now, out);
             }
@@ -863,11 +909,13 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// Releases held packets in PSN order, skipping gaps, until `psn` fits the window.
+    /// Releases held packets in PSN order, skipping gaps, until `psn` fits the window; when
+    /// nothing is left to release and it still does not fit, `psn` becomes the expected PSN
+    /// (the packets between are more than a window behind it: lost, or too late to order).
     fn make_room(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> u32 {
         let mut released = 0;
         loop {
-            let e = self.streams[si as usize].e;
+            let e = self.streams[si as usize].expected;
             if (psn.distance(e) as u32) <= self.mask {
                 break;
             }
@@ -875,45 +923,98 @@ impl<T> ReorderCore<T> {
                 Some(off) => {
                     // Give up on the gap before the next held packet and release it.
                     let q = e.add(off);
-                    self.streams[si as usize].e = q;
+                    self.streams[si as usize].expected = q;
                     if let Some(slot) = self.take(si, q, now) {
                         let span = slot.span;
-                        self.release(slot, out);
+                        out.push(slot.item);
                         released += 1;
                         self.count_in_order(si);
                         self.advance(si, span, now, out);
                     }
                 }
-                // Nothing held: jump so that `psn` is the last PSN of the window.
-                None => self.streams[si as usize].e = psn.sub(self.mask),
+                None => {
+                    self.streams[si as usize].expected = psn;
+                    break;
+                }
             }
         }
         self.drain_request(si, now, out);
         released
     }
 
-    /// Releases everything a stream holds, in PSN order, starting at `from`; returns the PSN
-    /// after the last one released.
-    fn flush_stream(&mut self, si: u32, now: u64, out: &mut Vec<T>) -> Option<Psn> {
-        let mut after = None;
-        let mut from = self.streams[si as usize].e;
-        while let Some(off) = self.next_held(si, from) {
-            let q = from.add(off);
-            let Some(slot) = self.take(si, q, now) else {
-                break;
-            };
-            let (sp, psn) = (slot.span, slot.psn);
-            self.release(slot, out);
-            after = Some(psn.add(sp));
-            from = q.add(1);
+    /// Moves a request stream's expected PSN to `psn` (the host's NAK, RNR NAK, ACK or a CM
+    /// exchange named it) and releases what that makes due. True when anything changed.
+    pub(super) fn resync(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> bool {
+        let s = &mut self.streams[si as usize];
+        let learning = matches!(s.phase, Phase::Learning { .. });
+        let old = match s.phase {
+            Phase::Learning { min, .. } if s.held > 0 => min,
+            _ => s.expected,
+        };
+        if !learning && old == psn {
+            // Nothing moves, but the host asked for the gap again: its retransmission is on the
+            // way, so the gap gets a full timeout from now.
+            if s.held > 0 {
+                s.gap_since = now;
+            }
+            return false;
         }
-        after
+        s.phase = Phase::Active;
+        if s.held > 0 {
+            if psn.is_after(old) {
+                // Held packets below the new expected PSN are behind it now: release them.
+                let mut from = old;
+                while let Some(off) = self.next_held(si, from) {
+                    let q = from.add(off);
+                    if !q.is_before(psn) {
+                        break;
+                    }
+                    let Some(slot) = self.take(si, q, now) else {
+                        break;
+                    };
+                    out.push(slot.item);
+                    self.count_late(si);
+                    from = q.add(1);
+                }
+            } else {
+                // Moving back (the RNIC dropped what a timeout released): keep what fits the new
+                // window, so that retransmitted copies of it are discarded as duplicates and the
+                // held originals go out in order; release (late) what lies beyond.
+                let mut from = old;
+                let mut scanned = 0u32;
+                while let Some(off) = self.next_held(si, from) {
+                    // Each held packet is visited once: stop after one turn of the ring.
+                    scanned += off + 1;
+                    if scanned > self.mask + 1 {
+                        break;
+                    }
+                    let q = from.add(off);
+                    if (q.distance(psn) as u32) <= self.mask {
+                        from = q.add(1);
+                        continue;
+                    }
+                    let Some(slot) = self.take(si, q, now) else {
+                        break;
+                    };
+                    out.push(slot.item);
+                    self.count_late(si);
+                    from = q.add(1);
+                }
+            }
+        }
+        self.streams[si as usize].expected = psn;
+        self.drain_request(si, now, out);
+        if self.streams[si as usize].held > 0 {
+            self.mark_active(si);
+        }
+        true
     }
+
+    // ------------------------------------------------------------------ timers and eviction
 
     /// Checks timers at `now`: ends learning windows, declares timed-out gaps lost (releasing
     /// what is held, in order), and evicts a few idle streams.
     pub fn poll(&mut self, now: u64, out: &mut Vec<T>) {
-        self.flush_pending(out);
         let mut i = 0;
         while i < self.active.len() {
             let si = self.active[i];
@@ -947,15 +1048,11 @@ impl<T> ReorderCore<T> {
             StreamKey::Request { .. } => {
                 // Give up on the gap: release everything held, in order. The RNIC sees the gap
                 // and NAKs; its NAK resyncs `e` so that the retransmission is reordered.
-                if let Some(after) = self.flush_stream(si, now, out) {
-                    self.streams[si as usize].e = after;
+                if let Some(after) = self.flush_ring(si, now, out) {
+                    self.streams[si as usize].expected = after;
                 }
             }
-            StreamKey::Response { .. } => {
-                // The missing responses are written off with the ranges they belonged to.
-                self.flush_stream(si, now, out);
-                self.streams[si as usize].reads.clear();
-            }
+            StreamKey::Response { .. } => self.response_timeout(si, now, out),
         }
     }
 
@@ -970,425 +1067,35 @@ impl<T> ReorderCore<T> {
             let s = &self.streams[si as usize];
             let live = self.index.get(&s.key) == Some(&si);
             if live && now.saturating_sub(s.last_seen) >= self.cfg.idle_evict_ns {
-                self.flush_stream(si, now, out);
-                let key = self.streams[si as usize].key;
-                self.index.remove(&key);
-                self.last = None;
-                self.streams[si as usize].reads = Vec::new();
-                self.free_streams.push(si);
-                if self.streams[si as usize].in_active {
-                    self.streams[si as usize].in_active = false;
-                    self.active.retain(|a| *a != si);
-                }
+                self.free_stream(si, now, out);
                 self.totals.evictions += 1;
-                self.totals.streams = self.index.len() as u64;
             }
         }
     }
 
-    /// Records which local QPN a QP pair uses, from a packet towards the local host
-    /// (`local` = its destination, `remote` = its source, `qpn` = its DestQP).
-    pub fn learn_pair(&mut self, local: u128, remote: u128, sport: u16, qpn: u32) {
-        let k = PairKey(local, remote, sport);
-        if self.pairs.get(&k) == Some(&qpn) {
-            return;
-        }
-        if self.pairs.len() >= self.cfg.max_streams {
-            self.pairs.clear();
-        }
-        self.pairs.insert(k, qpn);
-    }
-
-    /// The request stream a packet from the local host on this QP pair concerns: by the pairing
-    /// a CM exchange taught (local, remote, remote QPN), else by the UDP source port.
-    fn request_stream_of_pair(
-        &self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-    ) -> Option<u32> {
-        let qpn = match self.cm_pairs.get(&Key3(local, remote, remote_qpn)) {
-            Some(q) => *q,
-            None => *self.pairs.get(&PairKey(local, remote, sport))?,
-        };
-        self.index.get(&StreamKey::Request { local, qpn }).copied()
-    }
-
-    /// Learns from an RDMA CM REQ or REP passing the switch. `sender_local`/`receiver_local` say
-    /// which end is a local host. A REQ is remembered until its REP; the REP completes the
-    /// picture: both QPNs and the starting PSN the local host's responder will see first.
-    pub fn observe_cm(&mut self, ev: &CmEvent) {
-        if self.cm_req.len() >= self.cfg.max_streams {
-            self.cm_req.clear();
-        }
-        if self.cm_pairs.len() >= self.cfg.max_streams {
-            self.cm_pairs.clear();
-            self.cm_start.clear();
-        }
-        match ev.msg {
-            CmMessage::Req {
-                local_comm_id,
-                qpn,
-                starting_psn,
-            } => {
-                self.cm_req
-                    .insert(Key3(ev.sender, 0, local_comm_id), (qpn, starting_psn));
-            }
-            CmMessage::Rep {
-                remote_comm_id,
-                qpn: rep_qpn,
-                starting_psn: rep_psn,
-                ..
-            } => {
-                // The REP goes back to the requester: its receiver sent the REQ.
-                let requester = ev.receiver;
-                let Some((req_qpn, req_psn)) =
-                    self.cm_req.remove(&Key3(requester, 0, remote_comm_id))
-                else {
-                    return;
-                };
-                if ev.receiver_local {
-                    // Local requester: its responder sees the replier's PSNs first.
-                    self.learn_cm(requester, ev.sender, req_qpn, rep_qpn, rep_psn);
-                }
-                if ev.sender_local {
-                    self.learn_cm(ev.sender, requester, rep_qpn, req_qpn, req_psn);
-                }
-            }
-        }
-    }
-
-    fn learn_cm(&mut self, local: u128, remote: u128, local_qpn: u32, remote_qpn: u32, start: Psn) {
-        self.cm_pairs
-            .insert(Key3(local, remote, remote_qpn), local_qpn);
-        let key = StreamKey::Request {
-            local,
-            qpn: local_qpn,
-        };
-        self.cm_start.insert(key, start);
-        self.totals.cm_learned += 1;
-        // A stream already learning takes the PSN now.
-        if let Some(&si) = self.index.get(&key) {
-            if matches!(self.streams[si as usize].phase, Phase::Learning { .. }) {
-                let mut out = Vec::new();
-                self.resync(si, start, 0, &mut out);
-                self.pending_release.append(&mut out);
-            }
-        }
-    }
-
-    /// Packets released outside an insert or poll call (a CM reply that ended a learning
-    /// phase); the next `poll` hands them out.
-    fn flush_pending(&mut self, out: &mut Vec<T>) {
-        out.append(&mut self.pending_release);
-    }
-
-    /// The local host NAKed (PSN sequence error) with `psn`, the PSN it expects next, on the QP
-    /// pair (`local`, `remote`, `sport`): move that request stream's expected PSN there, so the
-    /// retransmission that follows is reordered. Held packets below it are released as late.
-    pub fn observe_nak(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-        psn: Psn,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        let Some(si) = self.request_stream_of_pair(local, remote, sport, remote_qpn) else {
-            return;
-        };
-        self.resync(si, psn, now, out);
-        self.streams[si as usize].stats.resyncs += 1;
-        self.totals.resyncs += 1;
-    }
-
-    /// The local host ACKed through `psn`: a stream still expecting an earlier PSN (after a
-    /// timeout, or while learning) moves to `psn + 1`.
-    pub fn observe_ack(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-        psn: Psn,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        let Some(si) = self.request_stream_of_pair(local, remote, sport, remote_qpn) else {
-            return;
-        };
-        let next = psn.add(1);
-        let s = &self.streams[si as usize];
-        let behind = match s.phase {
-            Phase::Learning { .. } => true,
-            Phase::Active => next.is_after(s.e),
-        };
-        if behind {
-            self.resync(si, next, now, out);
-            self.totals.ack_advances += 1;
-        }
-    }
-
-    fn resync(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) {
-        let s = &mut self.streams[si as usize];
-        let old = match s.phase {
-            Phase::Learning { min, .. } if s.held > 0 => min,
-            _ => s.e,
-        };
-        s.phase = Phase::Active;
-        if s.held > 0 {
-            if psn.is_after(old) {
-                // Held packets below the new expected PSN are behind it now: release them.
-                let mut from = old;
-                while let Some(off) = self.next_held(si, from) {
-                    let q = from.add(off);
-                    if !q.is_before(psn) {
-                        break;
-                    }
-                    let Some(slot) = self.take(si, q, now) else {
-                        break;
-                    };
-                    self.release(slot, out);
-                    self.streams[si as usize].stats.late += 1;
-                    self.totals.late += 1;
-                    from = q.add(1);
-                }
-            } else {
-                // Moving back (the RNIC dropped what a timeout released): keep what fits the new
-                // window, so that retransmitted copies of it are discarded as duplicates and the
-                // held originals go out in order; release (late) what lies beyond.
-                let mut from = old;
-                let mut scanned = 0u32;
-                while let Some(off) = self.next_held(si, from) {
-                    // Each held packet is visited once: stop after one turn of the ring.
-                    scanned += off + 1;
-                    if scanned > self.mask + 1 {
-                        break;
-                    }
-                    let q = from.add(off);
-                    if (q.distance(psn) as u32) <= self.mask {
-                        from = q.add(1);
-                        continue;
-                    }
-                    let Some(slot) = self.take(si, q, now) else {
-                        break;
-                    };
-                    self.release(slot, out);
-                    self.streams[si as usize].stats.late += 1;
-                    self.totals.late += 1;
-                    from = q.add(1);
-                }
-            }
-        }
-        self.streams[si as usize].e = psn;
-        self.drain_request(si, now, out);
-        if self.streams[si as usize].held > 0 {
-            self.mark_active(si);
-        }
-    }
-
-    /// The local host sent a READ REQUEST (or, with `span` 1, an atomic request) with `psn` to
-    /// `remote` on UDP source port `sport`: its responses will fill `[psn, psn + span)`.
-    pub fn observe_request(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        psn: Psn,
-        span: u32,
-        now: u64,
-    ) {
-        let key = StreamKey::Response {
-            local,
-            remote,
-            sport,
-        };
-        let Some(si) = self.stream_for(key, now, true) else {
-            return;
-        };
-        let max = self.cfg.max_reads;
-        let s = &mut self.streams[si as usize];
-        s.last_seen = now;
-        // A READ at or before a range we know is a retry: the requester went back to `psn` and
-        // will ask again for everything from there, so those ranges start over.
-        s.reads.retain(|(q, _)| q.is_before(psn));
-        if s.reads.len() >= max {
-            s.reads.remove(0);
-        }
-        s.reads.push((psn, span.max(1)));
-        if !Self::in_reads(s, s.e) {
-            s.e = s.reads[0].0;
-        }
-    }
-
-    fn in_reads(s: &Stream, psn: Psn) -> bool {
-        s.reads.iter().any(|(p, sp)| {
-            let d = psn.distance(*p);
-            d >= 0 && (d as u32) < *sp
-        })
-    }
-
-    /// Advances a response stream's `e` past a filled PSN: the next PSN of the same range, or
-    /// the start of the next outstanding range.
-    fn advance_response(&mut self, si: u32) {
-        let s = &mut self.streams[si as usize];
-        let next = s.e.add(1);
-        if let Some((p, sp)) = s.reads.first().copied() {
-            let d = next.distance(p);
-            if d >= 0 && (d as u32) < sp {
-                s.e = next;
-                return;
-            }
-            s.reads.remove(0);
-        }
-        if let Some((p, _)) = s.reads.first() {
-            s.e = *p;
-        } else {
-            s.e = next;
-        }
-    }
-
-    /// Inserts a response-direction packet.
-    pub fn insert_response(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        kind: ResponseKind,
-        psn: Psn,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        let key = StreamKey::Response {
-            local,
-            remote,
-            sport,
-        };
-        let Some(si) = self.stream_for(key, now, false) else {
-            out.push(item);
-            self.totals.passthrough += 1;
-            return Insert::Passthrough;
-        };
-        self.streams[si as usize].last_seen = now;
-        let s = &self.streams[si as usize];
-        if s.reads.is_empty() && s.held == 0 {
-            out.push(item);
-            self.totals.passthrough += 1;
-            return Insert::Passthrough;
-        }
-        let e = s.e;
-        let pending = !s.reads.is_empty();
-        match kind {
-            ResponseKind::Fill => {
-                if pending && psn == e {
-                    out.push(item);
-                    self.count_in_order(si);
-                    self.advance_response(si);
-                    self.drain_response(si, e, now, out);
-                    return Insert::Released;
-                }
-                let ahead = psn.distance(e);
-                if !pending || ahead < 0 || !Self::in_reads(&self.streams[si as usize], psn) {
-                    out.push(item);
-                    self.streams[si as usize].stats.late += 1;
-                    self.totals.late += 1;
-                    return Insert::Late;
-                }
-                self.hold_response(si, psn, len, item, now, out, false)
-            }
-            ResponseKind::Ack => {
-                // Wait only while a fill below this PSN is missing.
-                if !pending || !e.is_before(psn) {
-                    out.push(item);
-                    self.count_in_order(si);
-                    return Insert::Released;
-                }
-                self.hold_response(si, psn, len, item, now, out, true)
-            }
-        }
-    }
-
-    fn hold_response(
-        &mut self,
-        si: u32,
-        psn: Psn,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-        ack: bool,
-    ) -> Insert {
-        let e = self.streams[si as usize].e;
-        if psn.distance(e) as u32 > self.mask {
-            // Too far ahead to hold: give up on what is missing before it.
-            self.streams[si as usize].stats.overflows += 1;
-            self.totals.overflows += 1;
-            let before = out.len();
-            self.flush_stream(si, now, out);
-            self.streams[si as usize].reads.clear();
-            out.push(item);
-            return Insert::Overflowed {
-                released: (out.len() - before - 1) as u32,
-            };
-        }
-        if self.occupied(si, psn).is_some() {
-            if ack {
-                // Two ACKs with one PSN (a coalesced ACK repeated): keep the newer one moving.
-                out.push(item);
-                self.totals.passthrough += 1;
-                return Insert::Passthrough;
-            }
-            return self.duplicate(si);
-        }
-        if !self.hold_or_pass(si, item, psn, 1, len, now, ack, out) {
-            return Insert::Passthrough;
-        }
-        Insert::Held
-    }
-
-    /// Releases, in PSN order from `from`, the held responses that are no longer blocked.
-    fn drain_response(&mut self, si: u32, from: Psn, now: u64, out: &mut Vec<T>) {
-        let mut from = from;
-        while let Some(off) = self.next_held(si, from) {
-            let q = from.add(off);
-            let (is_ack, e, pending) = {
-                let s = &self.streams[si as usize];
-                let Some(slot) = self.occupied(si, q) else {
-                    break;
-                };
-                (slot.ack, s.e, !s.reads.is_empty())
-            };
-            let go = if is_ack {
-                !pending || !e.is_before(q)
-            } else {
-                q == e || q.is_before(e)
-            };
-            if !go {
-                break;
-            }
-            let Some(slot) = self.take(si, q, now) else {
-                break;
-            };
-            self.release(slot, out);
-            if is_ack {
-                self.count_in_order(si);
-            } else if q == e {
-                self.count_in_order(si);
-                self.advance_response(si);
-            } else {
-                self.streams[si as usize].stats.late += 1;
-                self.totals.late += 1;
-            }
-            from = q.add(1);
+    /// Forgets stream `si`, releasing (in order) whatever it still holds.
+    pub(super) fn free_stream(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        self.flush_ring(si, now, out);
+        while let Some(a) = self.streams[si as usize].acks.pop_front() {
+            self.ack_taken(si, &a, now);
+            out.push(a.item);
         }
         let s = &mut self.streams[si as usize];
-        if s.held > 0 {
-            s.gap_since = now;
+        if s.ring != NO_RING {
+            // Only reachable if a ring was taken without a packet; never keep it from the pool.
+            self.free_rings.push(s.ring);
+            s.ring = NO_RING;
         }
+        let key = s.key;
+        s.reads = VecDeque::new();
+        s.acks = VecDeque::new();
+        self.index.remove(&key);
+        self.last = None;
+        self.free_streams.push(si);
+        if self.streams[si as usize].in_active {
+            self.streams[si as usize].in_active = false;
+            self.active.retain(|a| *a != si);
+        }
+        self.totals.streams = self.index.len() as u64;
     }
 }

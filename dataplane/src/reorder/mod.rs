@@ -3,17 +3,26 @@
 //! Routed RC and UC RoCE packets towards a downlink pass through a [`ReorderStage`] owned by the
 //! worker that owns the downlink port, so that each stream's state has exactly one owner (other
 //! workers hand such packets over through lock-free rings). The stage may hold packets and
-//! release them later, in order; [`Passthrough`] releases everything at once. The per-QP
-//! reorder engine plugs in here.
+//! release them later, in order; [`Passthrough`] releases everything at once.
+//!
+//! - [`core`]: the per-stream rings, timers, eviction and the request direction;
+//! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
+//!   local requester asked for;
+//! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
+//! - [`totals`]: the counters, declared once;
+//! - [`stage`]: the core over real packets, with pacing towards each downlink.
 
 pub mod core;
+pub mod pairing;
+pub mod response;
 pub mod stage;
+pub mod totals;
 
-pub use self::core::{
-    CmEvent, Insert, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey,
-    StreamStats,
-};
+pub use self::core::{Insert, ReorderConfig, ReorderCore, StreamKey, StreamStats};
+pub use self::pairing::CmEvent;
+pub use self::response::{HostRequest, ReadRange, ResponseKind};
 pub use self::stage::ReorderEngine;
+pub use self::totals::{ReorderCounters, ReorderTotals, TotalKind, TotalRow};
 
 use crate::engine::PortId;
 use crate::port::Pkt;
@@ -25,12 +34,25 @@ pub enum MetaKind {
     /// Towards a local responder (SEND, WRITE, READ REQUEST, atomics; RC or UC).
     Request,
     /// Towards a local requester, filling a known PSN (READ RESPONSE, atomic ACK).
-    Fill,
+    Fill {
+        /// READ RESPONSE LAST or ONLY, or an atomic ACK: the last response of its request.
+        ends: bool,
+        /// Payload bytes of a READ RESPONSE FIRST or MIDDLE (one path MTU); 0 otherwise.
+        full_payload: u16,
+    },
     /// Towards a local requester, filling nothing (ACK, NAK).
     Ack,
-    /// From a local requester: a READ REQUEST or atomic whose responses will fill PSNs.
-    HostRead,
-    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next).
+    /// From a local requester: a READ REQUEST of `dma_len` bytes (`span` PSNs at the path MTU
+    /// the engine knows) whose responses will fill PSNs.
+    HostRead {
+        /// The RETH's DMA length.
+        dma_len: u32,
+    },
+    /// From a local requester: a request answered by exactly one response PSN (atomics:
+    /// ATOMIC ACKNOWLEDGE; FLUSH and ATOMIC WRITE: READ RESPONSE ONLY).
+    HostSingle,
+    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next)
+    /// or an RNR NAK (`psn` is the request it could not take yet, which will come again).
     HostNak,
     /// From a local responder: an ACK through `psn`.
     HostAck,
@@ -80,8 +102,16 @@ pub trait ReorderStage: Send {
         out: &mut Vec<(PortId, Pkt)>,
     );
 
-    /// Learns from a packet a local host sent (READ requests, its NAKs and ACKs).
-    fn observe(&mut self, _meta: &RoceMeta, _now: u64, _out: &mut Vec<(PortId, Pkt)>) {}
+    /// Learns from a packet a local host sent on the downlink `port` (READ requests, its NAKs
+    /// and ACKs).
+    fn observe(
+        &mut self,
+        _port: PortId,
+        _meta: &RoceMeta,
+        _now: u64,
+        _out: &mut Vec<(PortId, Pkt)>,
+    ) {
+    }
 
     /// Releases what timers make due at `now`.
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>);
@@ -94,11 +124,11 @@ pub trait ReorderStage: Send {
         ReorderTotals::default()
     }
 
-    /// Up to `max` streams, the busiest (most held, then most released) first.
     /// Changes the switch-wide gap hold timeout (a stage without timers ignores it).
     fn set_hold_timeout(&mut self, _ns: u64) {}
 
-    /// Up to `max` streams, for `show streams`.
+    /// Up to `max` streams, the busiest (most held, then most released) first, for `show
+    /// streams`.
     fn snapshot(&self, _max: usize) -> Vec<StreamRow> {
         Vec::new()
     }

@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
 
-use super::core::{CmEvent, ReorderConfig, ReorderCore, ReorderTotals, ResponseKind, StreamKey};
+use super::core::{ReorderConfig, ReorderCore, StreamKey};
+use super::pairing::CmEvent;
+use super::response::{HostRequest, ResponseKind};
+use super::totals::ReorderTotals;
 use super::{MetaKind, ReorderStage, RoceMeta, StreamRow};
 use crate::engine::{PortId, Tables};
 use crate::port::Pkt;
@@ -42,8 +45,8 @@ pub struct ReorderEngine {
     hist: Histogram<u64>,
     published: Arc<Mutex<Histogram<u64>>>,
     last_publish: u64,
-    /// Packets released past a full pacing queue (not paced, not lost).
-    pub pacing_overflow: u64,
+    /// Packets dropped at a full pacing queue.
+    pub pacing_drops: u64,
     /// The QP pairing learned last (most bursts come from one QP): skips the table update.
     last_pair: Option<(u128, u128, u16, u32)>,
 }
@@ -84,7 +87,7 @@ impl ReorderEngine {
             published: Arc::new(Mutex::new(hist.clone())),
             hist,
             last_publish: 0,
-            pacing_overflow: 0,
+            pacing_drops: 0,
             last_pair: None,
         }
     }
@@ -105,23 +108,33 @@ impl ReorderEngine {
         self.core.set_hold_timeout(ns);
     }
 
-    fn observe_cm(&mut self, meta: &RoceMeta) {
+    fn observe_cm(&mut self, meta: &RoceMeta, now: u64) {
         if let MetaKind::Cm {
             sender_local,
             receiver_local,
             msg,
         } = meta.kind
         {
-            self.core.observe_cm(&CmEvent {
+            let ev = CmEvent {
                 sender: meta.local,
                 receiver: meta.remote,
                 sender_local,
                 receiver_local,
                 msg,
-            });
+            };
+            self.core.observe_cm(&ev, now, &mut self.released);
         }
     }
 
+    /// Streams created from now on belong to `port`: they get its hold timeout.
+    fn for_port(&mut self, port: PortId) {
+        self.core
+            .set_timeout_for_new_streams(self.timeouts.get(usize::from(port)).copied().flatten());
+    }
+
+    /// Sends on what the core released, through each rated downlink's pacer. A packet goes out
+    /// at once only when nothing waits before it; a full pacing queue drops (counted), so that
+    /// pacing never sends a packet ahead of one queued earlier.
     fn emit(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         for (port, pkt) in self.released.drain(..) {
             match self
@@ -137,8 +150,7 @@ impl ReorderEngine {
                     } else if p.queue.len() < PACER_QUEUE {
                         p.queue.push_back(pkt);
                     } else {
-                        self.pacing_overflow += 1;
-                        out.push((port, pkt));
+                        self.pacing_drops += 1;
                     }
                 }
                 None => out.push((port, pkt)),
@@ -175,8 +187,7 @@ impl ReorderStage for ReorderEngine {
         now: u64,
         out: &mut Vec<(PortId, Pkt)>,
     ) {
-        self.core
-            .set_timeout_for_new_streams(self.timeouts.get(usize::from(egress)).copied().flatten());
+        self.for_port(egress);
         let item = (egress, pkt);
         match meta.kind {
             MetaKind::Request => {
@@ -200,16 +211,19 @@ impl ReorderStage for ReorderEngine {
                     &mut self.released,
                 );
             }
-            MetaKind::Fill | MetaKind::Ack => {
-                let kind = if meta.kind == MetaKind::Fill {
-                    ResponseKind::Fill
-                } else {
-                    ResponseKind::Ack
+            MetaKind::Fill { .. } | MetaKind::Ack => {
+                let kind = match meta.kind {
+                    MetaKind::Fill { ends, full_payload } => ResponseKind::Fill {
+                        ends,
+                        full_payload: u32::from(full_payload),
+                    },
+                    _ => ResponseKind::Ack,
                 };
                 self.core.insert_response(
                     meta.local,
                     meta.remote,
                     meta.sport,
+                    meta.qpn,
                     kind,
                     meta.psn,
                     meta.len,
@@ -219,7 +233,7 @@ impl ReorderStage for ReorderEngine {
                 );
             }
             MetaKind::Cm { .. } => {
-                self.observe_cm(meta);
+                self.observe_cm(meta, now);
                 self.released.push(item);
             }
             _ => self.released.push(item),
@@ -227,16 +241,30 @@ impl ReorderStage for ReorderEngine {
         self.emit(now, out);
     }
 
-    fn observe(&mut self, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+    fn observe(&mut self, port: PortId, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        self.for_port(port);
+        let read = match meta.kind {
+            MetaKind::HostRead { dma_len } => Some(HostRequest::Read {
+                dma_len,
+                span: meta.span,
+            }),
+            MetaKind::HostSingle => Some(HostRequest::Single),
+            _ => None,
+        };
         match meta.kind {
-            MetaKind::HostRead => self.core.observe_request(
-                meta.local,
-                meta.remote,
-                meta.sport,
-                meta.psn,
-                meta.span,
-                now,
-            ),
+            _ if read.is_some() => {
+                if let Some(req) = read {
+                    self.core.observe_read(
+                        meta.local,
+                        meta.remote,
+                        meta.sport,
+                        meta.qpn,
+                        meta.psn,
+                        req,
+                        now,
+                    );
+                }
+            }
             MetaKind::HostNak => self.core.observe_nak(
                 meta.local,
                 meta.remote,
@@ -255,7 +283,7 @@ impl ReorderStage for ReorderEngine {
                 now,
                 &mut self.released,
             ),
-            MetaKind::Cm { .. } => self.observe_cm(meta),
+            MetaKind::Cm { .. } => self.observe_cm(meta, now),
             _ => {}
         }
         self.emit(now, out);
@@ -288,28 +316,57 @@ impl ReorderStage for ReorderEngine {
     }
 
     fn totals(&self) -> ReorderTotals {
-        self.core.totals
+        let mut t = self.core.totals;
+        t.held_now = self.held() as u64;
+        t.pacing_drops = self.pacing_drops;
+        t
     }
 
     fn set_hold_timeout(&mut self, ns: u64) {
         self.core.set_hold_timeout(ns);
     }
 
+    /// The `max` busiest streams without sorting them all: one pass keeping the best `max` in
+    /// a heap, so that a table of 131k streams costs the packet thread one scan.
     fn snapshot(&self, max: usize) -> Vec<StreamRow> {
-        let mut rows: Vec<StreamRow> = self
-            .core
-            .streams()
-            .map(|(key, expected, stats)| StreamRow {
-                key,
-                expected,
-                stats,
-            })
-            .collect();
-        rows.sort_by(|a, b| {
-            (b.stats.held, b.stats.released).cmp(&(a.stats.held, a.stats.released))
-        });
-        rows.truncate(max);
-        rows
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        if max == 0 {
+            return Vec::new();
+        }
+        let rank = |s: &super::StreamStats| (s.held, s.released);
+        let mut best: BinaryHeap<Reverse<((u64, u64), usize)>> = BinaryHeap::with_capacity(max + 1);
+        let mut kept: Vec<StreamRow> = Vec::with_capacity(max);
+        for (key, expected, stats) in self.core.streams() {
+            let r = rank(&stats);
+            if best.len() == max {
+                match best.peek() {
+                    Some(Reverse((low, _))) if r > *low => {}
+                    _ => continue,
+                }
+            }
+            let slot = if best.len() == max {
+                let Some(Reverse((_, i))) = best.pop() else {
+                    continue;
+                };
+                kept[i] = StreamRow {
+                    key,
+                    expected,
+                    stats,
+                };
+                i
+            } else {
+                kept.push(StreamRow {
+                    key,
+                    expected,
+                    stats,
+                });
+                kept.len() - 1
+            };
+            best.push(Reverse((r, slot)));
+        }
+        kept.sort_by_key(|r| std::cmp::Reverse(rank(&r.stats)));
+        kept
     }
 
     fn hold_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use super::core::*;
+use super::response::{HostRequest, ResponseKind};
 use crate::wire::Psn;
 
 const LOCAL: u128 = 0xA;
@@ -23,6 +24,33 @@ fn cfg() -> ReorderConfig {
         idle_evict_ns: u64::MAX,
         max_reads: 4,
     }
+}
+
+/// The local requester's QPN and the remote QPN it sends its READs to.
+const LQ: u32 = 0x11;
+const RQ: u32 = 0x22;
+
+fn fill(ends: bool) -> ResponseKind {
+    ResponseKind::Fill {
+        ends,
+        full_payload: 0,
+    }
+}
+
+/// The local requester reads `n` PSNs from `psn`.
+fn read(c: &mut ReorderCore<u32>, sport: u16, psn: u32, n: u32, now: u64) {
+    c.observe_read(
+        LOCAL,
+        REMOTE,
+        sport,
+        RQ,
+        Psn::new(psn),
+        HostRequest::Read {
+            dma_len: n * 1024,
+            span: n,
+        },
+        now,
+    );
 }
 
 fn key(qpn: u32) -> StreamKey {
@@ -88,14 +116,20 @@ fn window_overflow_releases_in_order_skipping_gaps() {
     h.ins(1, 5, 5, 0);
     h.ins(1, 9, 9, 0);
     h.take();
-    // 100 is 99 past e = 1: everything up to 100 - 63 = 37 must go, gaps skipped.
-    assert_eq!(h.ins(1, 100, 100, 0), Insert::Overflowed { released: 2 });
-    assert_eq!(h.take(), vec![5, 9]);
-    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(37)));
+    h.ins(1, 40, 40, 0);
+    // 100 is 99 past e = 1: what is held goes in order, gaps skipped, until 100 fits (40 is
+    // the first held packet from which it does).
+    assert_eq!(h.ins(1, 100, 100, 0), Insert::Overflowed { released: 3 });
+    assert_eq!(h.take(), vec![5, 9, 40]);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(41)));
     assert_eq!(h.core.totals.overflows, 1);
-    // Far beyond with nothing held: `e` jumps, the packet is held at the window's end.
+    // Far beyond: what is held goes, then, with nothing left to release, the packet itself
+    // is the expected PSN (the PSNs a window behind it are more than a window late: waiting
+    // for them would wait for a timeout).
     assert_eq!(h.ins(1, 1000, 1000, 0), Insert::Overflowed { released: 1 });
-    assert_eq!(h.take(), vec![100]);
+    assert_eq!(h.take(), vec![100, 1000]);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
+    assert_eq!(h.core.held(), 0);
 }
 
 #[test]
@@ -183,10 +217,11 @@ fn nak_ahead_releases_what_is_behind_it() {
     h.core
         .observe_ack(LOCAL, REMOTE, 7, 0, Psn::new(20), 0, &mut h.out);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
-    // Without a pairing, a NAK changes nothing.
+    // A NAK for another remote QP whose PSN fits no stream changes nothing.
     h.core
-        .observe_nak(LOCAL, REMOTE, 8, 0, Psn::new(0), 0, &mut h.out);
+        .observe_nak(LOCAL, REMOTE, 8, 9, Psn::new(0x80_0000), 0, &mut h.out);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
+    assert_eq!(h.core.totals.host_naks_ignored, 1);
 }
 
 #[test]
@@ -211,45 +246,50 @@ fn learning_starts_from_the_lowest_psn() {
 fn response_direction_follows_read_ranges_and_holds_acks() {
     let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
     let mut out = Vec::new();
-    let (l, r, sp) = (LOCAL, REMOTE, 49441);
+    let sp = 49441;
     // Without outstanding READs, responses pass straight through.
     assert_eq!(
-        c.insert_response(l, r, sp, ResponseKind::Ack, Psn::new(5), 60, 1, 0, &mut out),
+        c.insert_response(
+            LOCAL,
+            REMOTE,
+            sp,
+            LQ,
+            ResponseKind::Ack,
+            Psn::new(5),
+            60,
+            1,
+            0,
+            &mut out
+        ),
         Insert::Passthrough
     );
     // The host reads 3 PSNs at 100 and 2 at 105 (a WRITE used 103, 104 in between).
-    c.observe_request(l, r, sp, Psn::new(100), 3, 0);
-    c.observe_request(l, r, sp, Psn::new(105), 2, 0);
+    read(&mut c, sp, 100, 3, 0);
+    read(&mut c, sp, 105, 2, 0);
     out.clear();
     let ins = |c: &mut ReorderCore<u32>, out: &mut Vec<u32>, kind, psn: u32, id| {
-        c.insert_response(l, r, sp, kind, Psn::new(psn), 100, id, 0, out)
+        c.insert_response(LOCAL, REMOTE, sp, LQ, kind, Psn::new(psn), 100, id, 0, out)
     };
-    assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 101, 101),
-        Insert::Held
-    );
+    assert_eq!(ins(&mut c, &mut out, fill(false), 101, 101), Insert::Held);
     // The ACK of the WRITE (PSN 104) overtook READ RESPONSE 100: it must wait.
     assert_eq!(
         ins(&mut c, &mut out, ResponseKind::Ack, 104, 1104),
         Insert::Held
     );
+    assert_eq!(ins(&mut c, &mut out, fill(true), 106, 106), Insert::Held);
     assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 106, 106),
-        Insert::Held
-    );
-    assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 100, 100),
+        ins(&mut c, &mut out, fill(false), 100, 100),
         Insert::Released
     );
     assert_eq!(out, vec![100, 101]);
     assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 102, 102),
+        ins(&mut c, &mut out, fill(true), 102, 102),
         Insert::Released
     );
     // 102 ends the first READ; the next missing fill is 105, after the ACK at 104: it goes.
     assert_eq!(out, vec![100, 101, 102, 1104]);
     assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 105, 105),
+        ins(&mut c, &mut out, fill(false), 105, 105),
         Insert::Released
     );
     assert_eq!(out, vec![100, 101, 102, 1104, 105, 106]);
@@ -258,23 +298,23 @@ fn response_direction_follows_read_ranges_and_holds_acks() {
         ins(&mut c, &mut out, ResponseKind::Ack, 110, 110),
         Insert::Passthrough
     );
-    c.observe_request(l, r, sp, Psn::new(120), 1, 0);
-    assert_eq!(
-        ins(&mut c, &mut out, ResponseKind::Fill, 99, 99),
-        Insert::Late
-    );
+    read(&mut c, sp, 120, 1, 0);
+    assert_eq!(ins(&mut c, &mut out, fill(true), 99, 99), Insert::Late);
+    assert_eq!(c.held(), 0);
+    assert_eq!(c.free_rings(), cfg().max_rings);
 }
 
 #[test]
 fn response_gap_times_out() {
     let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
     let mut out = Vec::new();
-    c.observe_request(LOCAL, REMOTE, 1, Psn::new(0), 4, 0);
+    read(&mut c, 1, 0, 4, 0);
     c.insert_response(
         LOCAL,
         REMOTE,
         1,
-        ResponseKind::Fill,
+        LQ,
+        fill(false),
         Psn::new(2),
         10,
         2,
@@ -285,6 +325,7 @@ fn response_gap_times_out() {
         LOCAL,
         REMOTE,
         1,
+        LQ,
         ResponseKind::Ack,
         Psn::new(9),
         10,
@@ -295,6 +336,7 @@ fn response_gap_times_out() {
     c.poll(2_000, &mut out);
     assert_eq!(out, vec![2, 9]);
     assert_eq!(c.totals.timeouts, 1);
+    assert_eq!(c.held(), 0);
 }
 
 #[test]
@@ -354,6 +396,7 @@ struct ModelStream {
     e: Option<Psn>,
     held: BTreeMap<u32, (Psn, u32, u32)>, // psn value -> (psn, span, id)
     gap_since: u64,
+    last_seen: u64,
 }
 
 struct Model {
@@ -399,7 +442,14 @@ impl Model {
 
     fn insert(&mut self, k: usize, p: Psn, span: u32, id: u32, now: u64, out: &mut Vec<u32>) {
         let w = self.w;
-        let e = *self.streams[k].e.get_or_insert(p);
+        let mut e = *self.streams[k].e.get_or_insert(p);
+        let idle = now > self.streams[k].last_seen;
+        self.streams[k].last_seen = now;
+        if self.streams[k].held.is_empty() && idle && p.distance(e).unsigned_abs() >= w {
+            // Back from idle a window or more away: a new sequence starts at `p`.
+            e = p;
+            self.streams[k].e = Some(p);
+        }
         let d = p.distance(e);
         if d == 0 {
             out.push(id);
@@ -425,7 +475,10 @@ impl Model {
                         out.push(qid);
                         self.advance(k, qspan, out);
                     }
-                    None => self.streams[k].e = Some(p.sub(w - 1)),
+                    None => {
+                        self.streams[k].e = Some(p);
+                        break;
+                    }
                 }
             }
             self.drain(k, now, out);
@@ -555,7 +608,7 @@ proptest! {
                 Op::Nak { stream, back } => {
                     if let Some(e) = model.streams[stream].e {
                         let psn = e.sub(back).add(back / 2);
-                        core.observe_nak(LOCAL, REMOTE, stream as u16, 0, psn, now, &mut got);
+                        core.observe_nak(LOCAL, REMOTE, stream as u16, 100 + stream as u32, psn, now, &mut got);
                         model.nak(stream, psn, now, &mut want);
                     }
                 }
@@ -614,15 +667,17 @@ proptest! {
             let p = Psn::new(0xFF_FF80 + psn);
             let r = match kind {
                 0 | 1 => Some(core.insert_request(key(stream), p, 1 + u32::from(kind), 10, id, now, &mut out)),
-                2 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, ResponseKind::Fill, p, 10, id, now, &mut out)),
-                3 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, ResponseKind::Ack, p, 10, id, now, &mut out)),
+                2 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, stream, fill(psn % 3 == 0), p, 10, id, now, &mut out)),
+                3 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, stream, ResponseKind::Ack, p, 10, id, now, &mut out)),
                 4 => {
-                    core.observe_request(LOCAL, REMOTE, stream as u16, p, 1 + psn % 5, now);
+                    let span = 1 + psn % 5;
+                    core.observe_read(LOCAL, REMOTE, stream as u16, 100 + stream, p,
+                        HostRequest::Read { dma_len: span * 1024, span }, now);
                     None
                 }
                 _ => {
                     core.learn_pair(LOCAL, REMOTE, stream as u16, stream);
-                    core.observe_nak(LOCAL, REMOTE, stream as u16, 0, p, now, &mut out);
+                    core.observe_nak(LOCAL, REMOTE, stream as u16, 100 + stream, p, now, &mut out);
                     core.poll(now, &mut out);
                     None
                 }
@@ -638,6 +693,8 @@ proptest! {
         core.poll(now + 1_000_000, &mut out);
         core.poll(now + 2_000_000, &mut out);
         prop_assert_eq!(core.held(), 0);
+        prop_assert_eq!(core.free_rings(), 3, "every ring back in the pool");
+        prop_assert_eq!(core.held_bytes(), 0);
         let mut ids = out.clone();
         ids.sort();
         ids.dedup();
@@ -655,29 +712,37 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
         ..cfg()
     });
     // The remote host (REMOTE) connects to the local one (LOCAL): REQ in, REP out.
-    h.core.observe_cm(&CmEvent {
-        sender: REMOTE,
-        receiver: LOCAL,
-        sender_local: false,
-        receiver_local: true,
-        msg: CmMessage::Req {
-            local_comm_id: 77,
-            qpn: 0x500,
-            starting_psn: Psn::new(1000),
+    h.core.observe_cm(
+        &super::pairing::CmEvent {
+            sender: REMOTE,
+            receiver: LOCAL,
+            sender_local: false,
+            receiver_local: true,
+            msg: CmMessage::Req {
+                local_comm_id: 77,
+                qpn: 0x500,
+                starting_psn: Psn::new(1000),
+            },
         },
-    });
-    h.core.observe_cm(&CmEvent {
-        sender: LOCAL,
-        receiver: REMOTE,
-        sender_local: true,
-        receiver_local: false,
-        msg: CmMessage::Rep {
-            local_comm_id: 88,
-            remote_comm_id: 77,
-            qpn: 0x33,
-            starting_psn: Psn::new(5),
+        0,
+        &mut h.out,
+    );
+    h.core.observe_cm(
+        &super::pairing::CmEvent {
+            sender: LOCAL,
+            receiver: REMOTE,
+            sender_local: true,
+            receiver_local: false,
+            msg: CmMessage::Rep {
+                local_comm_id: 88,
+                remote_comm_id: 77,
+                qpn: 0x33,
+                starting_psn: Psn::new(5),
+            },
         },
-    });
+        0,
+        &mut h.out,
+    );
     assert_eq!(h.core.totals.cm_learned, 1);
     // The remote requester's first packets arrive out of order: no learning delay, PSN 1000 is
     // known to come first.
@@ -689,6 +754,7 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
     h.ins(0x33, 1003, 3, 0);
     h.core
         .observe_nak(LOCAL, REMOTE, 9999, 0x500, Psn::new(1003), 0, &mut h.out);
+    assert_eq!(h.core.totals.host_naks_ignored, 0);
     assert_eq!(h.core.totals.resyncs, 1);
     assert_eq!(h.take(), vec![3]);
 }

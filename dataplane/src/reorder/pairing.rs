@@ -1,0 +1,453 @@
+//! QP pairing: which local QP a remote QP talks to.
+//!
+//! Packets carry only the destination QPN. A local host's NAKs, ACKs and READ REQUESTs are
+//! addressed to the remote QP, while the streams they concern are named by the local QP
+//! (request streams) or reached from packets addressed to it (response streams). So the core
+//! keeps, per host pair, the binding local QPN <-> remote QPN:
+//!
+//! - **exact** from an RDMA CM REQ/REP exchange passing the switch (both QPNs, both starting
+//!   PSNs); a later exchange for the same QPN replaces it (a QP re-created with its QPN);
+//! - **hinted** otherwise: a remote QP and a local QP that are the only ones of their host
+//!   pair with one UDP source port (Linux and ConnectX stacks derive it from both QPNs, so both
+//!   directions of a QP pair share it), or, when several QPs share the port (it is only 14 bits
+//!   of a hash), the one QP whose PSNs the packet fits. A hint never overrides an exact binding
+//!   and is made only when exactly one QP fits; otherwise the packet is counted
+//!   (`pairs_ambiguous`) and applied to no stream.
+//!
+//! Every table is bounded by the stream limit; when one is full it starts over (a binding lost
+//! that way is learned again from the next packets).
+
+// The host-observation entry points take the packet's addresses, port, QPN and PSN one by
+// one, as the stage has them.
+#![allow(clippy::too_many_arguments)]
+
+use super::core::{fold, StreamKey};
+use crate::engine::IntMap;
+use crate::wire::cm::CmMessage;
+use crate::wire::Psn;
+
+/// A host pair: (local address, remote address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct HostPair(u128, u128);
+
+impl std::hash::Hash for HostPair {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29));
+    }
+}
+
+/// A QP of a host pair: (local address, remote address, QPN), hashed as one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PairQp(u128, u128, u32);
+
+impl std::hash::Hash for PairQp {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(fold(self.0) ^ fold(self.1).rotate_left(29) ^ u64::from(self.2) << 32);
+    }
+}
+
+/// The QPs seen on one host pair, with their UDP source ports.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Local QPNs that received requests.
+    locals: Vec<(u32, u16)>,
+    /// Remote QPNs the local host sent READs, ACKs or NAKs to.
+    remotes: Vec<(u32, u16)>,
+}
+
+/// QPs remembered per host pair and side; the oldest goes first beyond it.
+const MAX_SEEN: usize = 1024;
+
+fn remember(v: &mut Vec<(u32, u16)>, qpn: u32, sport: u16) {
+    if let Some(e) = v.iter_mut().find(|(q, _)| *q == qpn) {
+        e.1 = sport;
+        return;
+    }
+    if v.len() >= MAX_SEEN {
+        v.remove(0);
+    }
+    v.push((qpn, sport));
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Binding {
+    qpn: u32,
+    exact: bool,
+}
+
+/// The pairing tables of one core.
+#[derive(Debug)]
+pub(super) struct Pairing {
+    cap: usize,
+    seen: IntMap<HostPair, Seen>,
+    /// (local, remote, local QPN) -> remote QPN.
+    by_local: IntMap<PairQp, Binding>,
+    /// (local, remote, remote QPN) -> local QPN.
+    by_remote: IntMap<PairQp, Binding>,
+    /// CM REQs waiting for their REP: (requester, comm id) -> (QPN, starting PSN).
+    cm_req: IntMap<PairQp, (u32, Psn)>,
+    /// Starting PSNs from CM for request streams not created yet.
+    cm_start: IntMap<StreamKey, Psn>,
+}
+
+impl Pairing {
+    pub(super) fn new(cap: usize) -> Pairing {
+        Pairing {
+            cap: cap.max(1),
+            seen: IntMap::default(),
+            by_local: IntMap::default(),
+            by_remote: IntMap::default(),
+            cm_req: IntMap::default(),
+            cm_start: IntMap::default(),
+        }
+    }
+
+    pub(super) fn state_bytes(&self) -> usize {
+        let seen: usize = self
+            .seen
+            .values()
+            .map(|s| (s.locals.capacity() + s.remotes.capacity()) * 8)
+            .sum();
+        seen + (self.seen.capacity() + self.by_local.capacity() + self.by_remote.capacity()) * 48
+    }
+
+    fn seen_mut(&mut self, local: u128, remote: u128) -> &mut Seen {
+        if self.seen.len() >= self.cap && !self.seen.contains_key(&HostPair(local, remote)) {
+            self.seen.clear();
+        }
+        self.seen.entry(HostPair(local, remote)).or_default()
+    }
+
+    /// A request from `remote` arrived for the local QP `local_qpn` with UDP source `sport`.
+    pub(super) fn saw_local(&mut self, local: u128, remote: u128, local_qpn: u32, sport: u16) {
+        remember(&mut self.seen_mut(local, remote).locals, local_qpn, sport);
+    }
+
+    /// The local host sent to the remote QP `remote_qpn` with UDP source `sport`.
+    pub(super) fn saw_remote(&mut self, local: u128, remote: u128, remote_qpn: u32, sport: u16) {
+        remember(&mut self.seen_mut(local, remote).remotes, remote_qpn, sport);
+    }
+
+    /// The remote QPs of a host pair seen so far, with their UDP source ports.
+    pub(super) fn remotes(&self, local: u128, remote: u128) -> &[(u32, u16)] {
+        self.seen
+            .get(&HostPair(local, remote))
+            .map_or(&[], |s| s.remotes.as_slice())
+    }
+
+    /// The local QPs of a host pair seen so far.
+    pub(super) fn locals(&self, local: u128, remote: u128) -> &[(u32, u16)] {
+        self.seen
+            .get(&HostPair(local, remote))
+            .map_or(&[], |s| s.locals.as_slice())
+    }
+
+    /// The remote QPN bound to a local one.
+    pub(super) fn remote_of(&self, local: u128, remote: u128, local_qpn: u32) -> Option<u32> {
+        self.by_local
+            .get(&PairQp(local, remote, local_qpn))
+            .map(|b| b.qpn)
+    }
+
+    /// The local QPN bound to a remote one.
+    pub(super) fn local_of(&self, local: u128, remote: u128, remote_qpn: u32) -> Option<u32> {
+        self.by_remote
+            .get(&PairQp(local, remote, remote_qpn))
+            .map(|b| b.qpn)
+    }
+
+    fn bind(&mut self, local: u128, remote: u128, local_qpn: u32, remote_qpn: u32, exact: bool) {
+        if self.by_local.len() >= self.cap || self.by_remote.len() >= self.cap {
+            self.by_local.clear();
+            self.by_remote.clear();
+        }
+        // Undo what either QP was bound to before (a QPN reused by a new connection).
+        if let Some(old) = self.by_local.remove(&PairQp(local, remote, local_qpn)) {
+            if self.local_of(local, remote, old.qpn) == Some(local_qpn) {
+                self.by_remote.remove(&PairQp(local, remote, old.qpn));
+            }
+        }
+        if let Some(old) = self.by_remote.remove(&PairQp(local, remote, remote_qpn)) {
+            if self.remote_of(local, remote, old.qpn) == Some(remote_qpn) {
+                self.by_local.remove(&PairQp(local, remote, old.qpn));
+            }
+        }
+        let b = |qpn| Binding { qpn, exact };
+        self.by_local
+            .insert(PairQp(local, remote, local_qpn), b(remote_qpn));
+        self.by_remote
+            .insert(PairQp(local, remote, remote_qpn), b(local_qpn));
+    }
+
+    /// Binds from a hint unless either QP has an exact binding.
+    pub(super) fn bind_hint(&mut self, local: u128, remote: u128, local_qpn: u32, remote_qpn: u32) {
+        let exact = |m: &IntMap<PairQp, Binding>, q| {
+            m.get(&PairQp(local, remote, q)).is_some_and(|b| b.exact)
+        };
+        if exact(&self.by_local, local_qpn) || exact(&self.by_remote, remote_qpn) {
+            return;
+        }
+        self.bind(local, remote, local_qpn, remote_qpn, false);
+    }
+
+    /// The starting PSN a CM exchange named for a request stream not created yet (taken once).
+    pub(super) fn take_start(&mut self, key: &StreamKey) -> Option<Psn> {
+        if self.cm_start.is_empty() {
+            return None;
+        }
+        self.cm_start.remove(key)
+    }
+
+    /// Learns from a CM REQ or REP. Returns, for a REP, the exact pairings it completes:
+    /// (local address, remote address, local QPN, remote QPN, the first PSN the local QP's
+    /// responder will see).
+    pub(super) fn observe_cm(
+        &mut self,
+        sender: u128,
+        receiver: u128,
+        sender_local: bool,
+        receiver_local: bool,
+        msg: CmMessage,
+        learned: &mut Vec<(u128, u128, u32, u32, Psn)>,
+    ) {
+        if self.cm_req.len() >= self.cap {
+            self.cm_req.clear();
+        }
+        match msg {
+            CmMessage::Req {
+                local_comm_id,
+                qpn,
+                starting_psn,
+            } => {
+                self.cm_req
+                    .insert(PairQp(sender, 0, local_comm_id), (qpn, starting_psn));
+            }
+            CmMessage::Rep {
+                remote_comm_id,
+                qpn: rep_qpn,
+                starting_psn: rep_psn,
+                ..
+            } => {
+                // The REP goes back to the requester: its receiver sent the REQ.
+                let requester = receiver;
+                let Some((req_qpn, req_psn)) =
+                    self.cm_req.remove(&PairQp(requester, 0, remote_comm_id))
+                else {
+                    return;
+                };
+                if receiver_local {
+                    // Local requester: its responder sees the replier's PSNs first.
+                    learned.push((requester, sender, req_qpn, rep_qpn, rep_psn));
+                }
+                if sender_local {
+                    learned.push((sender, requester, rep_qpn, req_qpn, req_psn));
+                }
+                for &(l, r, lq, rq, start) in learned.iter() {
+                    self.bind(l, r, lq, rq, true);
+                    if self.cm_start.len() >= self.cap {
+                        self.cm_start.clear();
+                    }
+                    self.cm_start
+                        .insert(StreamKey::Request { local: l, qpn: lq }, start);
+                }
+            }
+        }
+    }
+
+    /// A request stream was created or reset with its CM starting PSN: forget the PSN.
+    pub(super) fn forget_start(&mut self, key: &StreamKey) {
+        self.cm_start.remove(key);
+    }
+}
+
+/// How far (in PSNs) a host's ACK or NAK may lie behind the switch's expected PSN for the
+/// stream: what is in flight between the switch and the host, with room to spare.
+pub(super) const HOST_PSN_REACH: u32 = 1 << 16;
+
+/// An RDMA CM message seen by the switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CmEvent {
+    /// Sender's address (`ip_key`).
+    pub sender: u128,
+    /// Receiver's address.
+    pub receiver: u128,
+    /// The sender is a host of this rack.
+    pub sender_local: bool,
+    /// The receiver is a host of this rack.
+    pub receiver_local: bool,
+    /// What it says.
+    pub msg: CmMessage,
+}
+
+impl<T> super::core::ReorderCore<T> {
+    /// Records that the local QP `qpn` receives requests from `remote` on UDP source `sport`
+    /// (from a packet towards the local host).
+    pub fn learn_pair(&mut self, local: u128, remote: u128, sport: u16, qpn: u32) {
+        self.pairing.saw_local(local, remote, qpn, sport);
+    }
+
+    /// Whether a host's ACK or NAK naming `psn` can concern a stream expecting `e`.
+    fn near(&self, e: Psn, psn: Psn) -> bool {
+        let d = e.distance(psn);
+        (-(self.mask as i32)..HOST_PSN_REACH as i32).contains(&d)
+    }
+
+    /// The request stream a local host's ACK or NAK to the remote QP `remote_qpn` concerns:
+    /// by the pairing, else by the UDP source port and the PSN (exactly one local QP fits).
+    fn request_stream_of(
+        &mut self,
+        local: u128,
+        remote: u128,
+        remote_qpn: u32,
+        sport: u16,
+        psn: Psn,
+    ) -> Option<u32> {
+        if let Some(lq) = self.pairing.local_of(local, remote, remote_qpn) {
+            return self.find(&StreamKey::Request { local, qpn: lq });
+        }
+        let mut same_port = None;
+        let mut same_port_n = 0;
+        let mut near = None;
+        let mut near_n = 0;
+        for &(lq, lsport) in self.pairing.locals(local, remote) {
+            let Some(&si) = self.index.get(&StreamKey::Request { local, qpn: lq }) else {
+                continue;
+            };
+            let s = &self.streams[si as usize];
+            let fits = match s.phase {
+                super::core::Phase::Active => self.near(s.expected, psn),
+                super::core::Phase::Learning { .. } => true,
+            };
+            if lsport == sport {
+                same_port_n += 1;
+                if fits {
+                    same_port = Some((lq, si));
+                }
+            }
+            if fits {
+                near_n += 1;
+                near = Some((lq, si));
+            }
+        }
+        // One QP on the port, and its PSNs fit: that one. Several: the one whose PSNs fit,
+        // if only one does.
+        let pick = match (same_port_n, same_port, near_n, near) {
+            (1, Some(p), _, _) => Some(p),
+            (_, _, 1, Some(p)) => Some(p),
+            _ => None,
+        };
+        match pick {
+            Some((lq, si)) => {
+                self.pairing.bind_hint(local, remote, lq, remote_qpn);
+                self.totals.pairs_hinted += 1;
+                Some(si)
+            }
+            None => {
+                if near_n > 1 {
+                    self.totals.pairs_ambiguous += 1;
+                }
+                None
+            }
+        }
+    }
+
+    /// The local host NAKed (PSN sequence error, or RNR: `psn` is the PSN it expects next, or
+    /// the one it could not take) on its QP paired with the remote `remote_qpn`: move that
+    /// request stream's expected PSN there, so the retransmission that follows is reordered.
+    /// Held packets below it are released as late.
+    pub fn observe_nak(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        remote_qpn: u32,
+        psn: Psn,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        self.pairing.saw_remote(local, remote, remote_qpn, sport);
+        let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
+            self.totals.host_naks_ignored += 1;
+            return;
+        };
+        let s = &self.streams[si as usize];
+        if matches!(s.phase, super::core::Phase::Active) && !self.near(s.expected, psn) {
+            // Not a PSN this stream can be at: a stale or forged NAK.
+            self.totals.host_naks_ignored += 1;
+            return;
+        }
+        if self.resync(si, psn, now, out) {
+            self.streams[si as usize].stats.resyncs += 1;
+            self.totals.resyncs += 1;
+        }
+    }
+
+    /// The local host ACKed through `psn`: a stream still expecting an earlier PSN (after a
+    /// timeout, or while learning) moves to `psn + 1`.
+    pub fn observe_ack(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        remote_qpn: u32,
+        psn: Psn,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        self.pairing.saw_remote(local, remote, remote_qpn, sport);
+        let next = psn.add(1);
+        let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, next) else {
+            return;
+        };
+        let s = &self.streams[si as usize];
+        let behind = match s.phase {
+            super::core::Phase::Learning { .. } => true,
+            super::core::Phase::Active => {
+                next.is_after(s.expected) && (next.distance(s.expected) as u32) <= self.mask
+            }
+        };
+        if behind && self.resync(si, next, now, out) {
+            self.totals.ack_advances += 1;
+        }
+    }
+
+    /// Learns from an RDMA CM REQ or REP passing the switch. A REQ is remembered until its
+    /// REP; the REP gives both QPNs and the starting PSN the local host's responder will see
+    /// first. A request stream of a QPN the exchange names starts over at that PSN (the QPN was
+    /// reused by a new connection); what it held is released in order.
+    pub fn observe_cm(&mut self, ev: &CmEvent, now: u64, out: &mut Vec<T>) {
+        let mut learned = Vec::new();
+        self.pairing.observe_cm(
+            ev.sender,
+            ev.receiver,
+            ev.sender_local,
+            ev.receiver_local,
+            ev.msg,
+            &mut learned,
+        );
+        for (local, _remote, local_qpn, _remote_qpn, start) in learned {
+            self.totals.cm_learned += 1;
+            let key = StreamKey::Request {
+                local,
+                qpn: local_qpn,
+            };
+            let Some(si) = self.find(&key) else { continue };
+            self.pairing.forget_start(&key);
+            if matches!(
+                self.streams[si as usize].phase,
+                super::core::Phase::Learning { .. }
+            ) {
+                // Its first packets came before the reply was seen: they fit the new start.
+                self.resync(si, start, now, out);
+            } else {
+                // The QPN belonged to an earlier connection: start over.
+                self.flush_ring(si, now, out);
+                let s = &mut self.streams[si as usize];
+                s.expected = start;
+                s.last_seen = now;
+                self.streams[si as usize].stats.restarts += 1;
+                self.totals.restarts += 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! The response direction of the reorder core: READ RESPONSEs and atomic ACKs towards a local
+//! requester are put in PSN order within the ranges of the READ, atomic and FLUSH requests it
+//! sent, and ACKs and NAKs wait only while a response below them is missing.
+//!
+//! A requester sees responses in PSN order only: Soft-RoCE's completer treats a READ RESPONSE
+//! that skips a PSN, or an ACK or NAK whose PSN is past a READ whose responses have not all
+//! come, as the loss of that READ and retries it from the first response it is missing
+//! (`rxe_comp.c`, `check_psn`). So:
+//!
+//! - every outstanding range is tracked, up to [`ReorderConfig::max_reads`] per QP (above any
+//!   device's limit); none is forgotten to make room for a newer one;
+//! - a range's end is estimated from the READ's DMA length and the QP's path MTU, corrected by
+//!   the responses themselves: a FIRST or MIDDLE response carries exactly one path MTU, a LAST
+//!   or ONLY response ends the range, and the next READ starts after it;
+//! - a READ REQUEST at or before PSNs already asked for is a retry (rxe asks again from the
+//!   first missing response): ranges from there on start over, and the expected PSN moves back
+//!   to it, keeping what is held so that the retry's copies are discarded as duplicates;
+//! - ACKs and NAKs wait in a queue of their own, not in PSN slots: a READ of 1 MiB spans 1024
+//!   PSNs, far more than a window, and the ACK after it must still wait for all of them.
+//!
+//! [`ReorderConfig::max_reads`]: super::ReorderConfig::max_reads
+
+#![allow(clippy::too_many_arguments)]
+
+use super::core::{Insert, ReorderCore, StreamKey, WaitingAck};
+use crate::wire::Psn;
+
+/// The smallest path MTU: a range may extend this far before a response shows the real one.
+const MIN_PMTU: u32 = 256;
+
+/// ACKs one response stream holds at most; beyond, an ACK passes (and counts `no_room`).
+const MAX_WAITING_ACKS: usize = 1024;
+
+/// One outstanding READ, atomic or FLUSH of a local requester: its responses fill
+/// `[start, start + span)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadRange {
+    /// First PSN.
+    pub start: Psn,
+    /// PSNs it spans: exact once `exact`, else the estimate from `dma_len` and the path MTU.
+    pub span: u32,
+    /// The READ's DMA length (0 for atomics and FLUSH).
+    pub dma_len: u32,
+    /// The end is known: a LAST or ONLY response came, the next request starts there, or the
+    /// request has one response by definition (atomics, FLUSH, ATOMIC WRITE).
+    pub exact: bool,
+}
+
+impl ReadRange {
+    fn last(&self) -> Psn {
+        self.start.add(self.span.max(1) - 1)
+    }
+}
+
+/// What a local host's request will be answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRequest {
+    /// An RDMA READ of `dma_len` bytes, spanning `span` PSNs at the path MTU the engine knows.
+    Read {
+        /// DMA length from the RETH.
+        dma_len: u32,
+        /// PSNs at the engine's path MTU.
+        span: u32,
+    },
+    /// A request answered by exactly one response (atomics: ATOMIC ACKNOWLEDGE; FLUSH and
+    /// ATOMIC WRITE: READ RESPONSE ONLY).
+    Single,
+}
+
+/// What a response-direction packet is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ResponseKind {
+    /// READ RESPONSE or atomic ACK: fills a known PSN.
+    Fill {
+        /// LAST or ONLY (or an atomic ACK): ends its range.
+        ends: bool,
+        /// Payload bytes of a FIRST or MIDDLE response: the QP's path MTU (0 otherwise).
+        full_payload: u32,
+    },
+    /// ACK or NAK: fills nothing; waits only behind a missing fill below it.
+    Ack,
+}
+
+impl<T> ReorderCore<T> {
+    /// The local host sent a READ REQUEST (or an atomic, FLUSH or ATOMIC WRITE) with `psn` to
+    /// the remote QP `remote_qpn`: its responses will fill the PSNs from `psn` on. A request
+    /// at or before PSNs already asked for is a retry and starts them over.
+    pub fn observe_read(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        remote_qpn: u32,
+        psn: Psn,
+        req: HostRequest,
+        now: u64,
+    ) {
+        self.pairing.saw_remote(local, remote, remote_qpn, sport);
+        let key = StreamKey::Response {
+            local,
+            remote,
+            remote_qpn,
+        };
+        let Some(si) = self.stream_for(key, now, true) else {
+            return;
+        };
+        self.totals.reads_registered += 1;
+        let s = &mut self.streams[si as usize];
+        s.last_seen = now;
+        let pmtu = if s.pmtu > 0 { s.pmtu } else { 0 };
+        let range = match req {
+            HostRequest::Read { dma_len, span } => ReadRange {
+                start: psn,
+                span: if pmtu > 0 {
+                    dma_len.div_ceil(pmtu).max(1)
+                } else {
+                    span.max(1)
+                },
+                dma_len,
+                exact: dma_len <= MIN_PMTU,
+            },
+            HostRequest::Single => ReadRange {
+                start: psn,
+                span: 1,
+                dma_len: 0,
+                exact: true,
+            },
+        };
+        // Ranges at or after `psn` are asked for again; the one containing it ends there.
+        let mut retry = false;
+        while let Some(last) = s.reads.back_mut() {
+            if !last.start.is_before(psn) {
+                s.reads.pop_back();
+                retry = true;
+                continue;
+            }
+            let d = psn.distance(last.start) as u32;
+            if d < last.span {
+                last.span = d;
+                last.exact = true;
+                retry = !s.expected.is_before(psn) || retry;
+            }
+            break;
+        }
+        if retry {
+            self.totals.read_retries_seen += 1;
+        }
+        let s = &mut self.streams[si as usize];
+        if s.reads.len() >= self.cfg.max_reads {
+            self.totals.reads_untracked += 1;
+            return;
+        }
+        let was_empty = s.reads.is_empty();
+        s.reads.push_back(range);
+        if was_empty || psn.is_before(s.expected) || !Self::in_ranges(s, s.expected) {
+            // Nothing was outstanding, or the requester went back: its responses start here.
+            s.expected = Self::first_unfilled(s, psn);
+        }
+    }
+
+    /// The first PSN at or after `psn` inside an outstanding range (the first range's start
+    /// when `psn` is before them all).
+    fn first_unfilled(s: &super::core::Stream<T>, psn: Psn) -> Psn {
+        for r in &s.reads {
+            let d = psn.distance(r.start);
+            if d < 0 {
+                return r.start;
+            }
+            if (d as u32) < r.span {
+                return psn;
+            }
+        }
+        psn
+    }
+
+    fn in_ranges(s: &super::core::Stream<T>, psn: Psn) -> bool {
+        s.reads.iter().any(|r| {
+            let d = psn.distance(r.start);
+            d >= 0 && (d as u32) < r.span
+        })
+    }
+
+    /// The range a response with `psn` belongs to, allowing a range whose end is not known to
+    /// reach as far as the smallest path MTU would make it (up to the next range).
+    fn range_of(s: &super::core::Stream<T>, psn: Psn) -> Option<usize> {
+        let n = s.reads.len();
+        for i in 0..n {
+            let r = &s.reads[i];
+            let d = psn.distance(r.start);
+            if d < 0 {
+                return None;
+            }
+            let mut reach = if r.exact {
+                r.span
+            } else {
+                r.dma_len.div_ceil(MIN_PMTU).max(r.span)
+            };
+            if let Some(next) = s.reads.get(i + 1) {
+                reach = reach.min(next.start.forward_from(r.start));
+            }
+            if (d as u32) < reach {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Learns the QP's path MTU from a full-size response and corrects the estimated ends.
+    fn learn_response_pmtu(&mut self, si: u32, full_payload: u32) {
+        if !(MIN_PMTU..=4096).contains(&full_payload) || !full_payload.is_power_of_two() {
+            return;
+        }
+        let s = &mut self.streams[si as usize];
+        if s.pmtu == full_payload {
+            return;
+        }
+        s.pmtu = full_payload;
+        let n = s.reads.len();
+        for i in 0..n {
+            if s.reads[i].exact {
+                continue;
+            }
+            let mut span = s.reads[i].dma_len.div_ceil(full_payload).max(1);
+            if let Some(next) = s.reads.get(i + 1) {
+                span = span.min(next.start.forward_from(s.reads[i].start));
+            }
+            s.reads[i].span = span;
+        }
+    }
+
+    /// Inserts a response-direction packet addressed to the local QPN `local_qpn` (its DestQP).
+    pub fn insert_response(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        local_qpn: u32,
+        kind: ResponseKind,
+        psn: Psn,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
+        let si = match self.response_stream_of(local, remote, local_qpn, sport, psn, kind) {
+            Some(si) => si,
+            None => {
+                out.push(item);
+                self.totals.passthrough += 1;
+                return Insert::Passthrough;
+            }
+        };
+        self.streams[si as usize].last_seen = now;
+        let s = &self.streams[si as usize];
+        if s.reads.is_empty() && s.held == 0 {
+            out.push(item);
+            self.totals.passthrough += 1;
+            return Insert::Passthrough;
+        }
+        match kind {
+            ResponseKind::Fill { ends, full_payload } => {
+                self.insert_fill(si, psn, ends, full_payload, len, item, now, out)
+            }
+            ResponseKind::Ack => self.insert_ack(si, psn, len, item, now, out),
+        }
+    }
+
+    /// The response stream of a packet towards `local_qpn`, through the QP pairing; when the
+    /// pairing is not known yet, the stream among the host pair's whose outstanding ranges
+    /// hold `psn` (exactly one), which then becomes the pairing.
+    fn response_stream_of(
+        &mut self,
+        local: u128,
+        remote: u128,
+        local_qpn: u32,
+        sport: u16,
+        psn: Psn,
+        kind: ResponseKind,
+    ) -> Option<u32> {
+        if let Some(rq) = self.pairing.remote_of(local, remote, local_qpn) {
+            return self.find(&StreamKey::Response {
+                local,
+                remote,
+                remote_qpn: rq,
+            });
+        }
+        let candidates = self.pairing.remotes(local, remote);
+        if candidates.is_empty() {
+            return None;
+        }
+        let mut found: Option<(u32, u32)> = None;
+        let mut matches = 0;
+        for &(rq, rsport) in candidates {
+            let key = StreamKey::Response {
+                local,
+                remote,
+                remote_qpn: rq,
+            };
+            let Some(si) = self.index.get(&key).copied() else {
+                continue;
+            };
+            let s = &self.streams[si as usize];
+            // A response belongs to the QP whose outstanding requests it answers; the UDP
+            // source port only narrows the choice when the PSN cannot.
+            let fits = match kind {
+                ResponseKind::Fill { .. } => Self::range_of(s, psn).is_some(),
+                ResponseKind::Ack => s
+                    .reads
+                    .front()
+                    .is_some_and(|r| psn.distance(r.start).unsigned_abs() < (1 << 16)),
+            };
+            if fits {
+                matches += 1;
+                if found.is_none() || rsport == sport {
+                    found = Some((rq, si));
+                }
+            }
+        }
+        match (matches, found) {
+            (1, Some((rq, si))) => {
+                self.pairing.bind_hint(local, remote, local_qpn, rq);
+                self.totals.pairs_hinted += 1;
+                Some(si)
+            }
+            (0, _) => None,
+            _ => {
+                self.totals.pairs_ambiguous += 1;
+                None
+            }
+        }
+    }
+
+    fn insert_fill(
+        &mut self,
+        si: u32,
+        psn: Psn,
+        ends: bool,
+        full_payload: u32,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
+        if !ends {
+            self.learn_response_pmtu(si, full_payload);
+        }
+        let s = &mut self.streams[si as usize];
+        let Some(ri) = Self::range_of(s, psn) else {
+            // Not asked for (a copy from before a retry, or stray): nothing to order it by.
+            out.push(item);
+            self.count_late(si);
+            return Insert::Late;
+        };
+        let r = &mut s.reads[ri];
+        let d = psn.forward_from(r.start);
+        if ends {
+            r.span = d + 1;
+            r.exact = true;
+        } else if d >= r.span {
+            r.span = d + 1;
+        }
+        let e = s.expected;
+        let ahead = psn.distance(e);
+        if ahead == 0 {
+            out.push(item);
+            self.count_in_order(si);
+            self.advance_response(si, now, out);
+            self.drain_response(si, now, out);
+            return Insert::Released;
+        }
+        if ahead < 0 {
+            out.push(item);
+            self.count_late(si);
+            return Insert::Late;
+        }
+        let mut released = 0;
+        let overflow = ahead as u32 > self.mask;
+        if overflow {
+            released = self.response_make_room(si, psn, now, out);
+            self.streams[si as usize].stats.overflows += 1;
+            self.totals.overflows += 1;
+            let e = self.streams[si as usize].expected;
+            if psn == e {
+                out.push(item);
+                self.count_in_order(si);
+                self.advance_response(si, now, out);
+                self.drain_response(si, now, out);
+                return Insert::Overflowed { released };
+            }
+            if psn.is_before(e) {
+                out.push(item);
+                self.count_late(si);
+                return Insert::Overflowed { released };
+            }
+        }
+        if self.occupied(si, psn).is_some() {
+            return self.duplicate(si);
+        }
+        if let Err(why) = self.can_hold(si, psn, len) {
+            out.push(item);
+            self.count_no_hold(why);
+            return Insert::Passthrough;
+        }
+        self.put(si, item, psn, 1, len, now);
+        if overflow {
+            Insert::Overflowed { released }
+        } else {
+            Insert::Held
+        }
+    }
+
+    /// An ACK or NAK with `psn` may pass unless a range that ends before it is still missing
+    /// responses (the requester would take the ACK as the loss of that READ).
+    fn ack_may_pass(s: &super::core::Stream<T>, psn: Psn) -> bool {
+        match s.reads.front() {
+            None => true,
+            Some(r) => !psn.is_after(r.last()),
+        }
+    }
+
+    fn insert_ack(
+        &mut self,
+        si: u32,
+        psn: Psn,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
+        let s = &self.streams[si as usize];
+        if s.acks.is_empty() && Self::ack_may_pass(s, psn) {
+            out.push(item);
+            self.count_in_order(si);
+            return Insert::Released;
+        }
+        if s.acks.len() >= MAX_WAITING_ACKS
+            || self.held_bytes + len as usize > self.cfg.max_held_bytes
+        {
+            out.push(item);
+            self.count_no_hold(super::core::NoHold::NoRoom);
+            return Insert::Passthrough;
+        }
+        self.streams[si as usize].acks.push_back(WaitingAck {
+            item,
+            psn,
+            len,
+            arrived: now,
+        });
+        self.ack_held(si, len, now);
+        Insert::Held
+    }
+
+    /// Moves the expected PSN past a filled one: the next PSN of its range, or the start of
+    /// the next outstanding range; releases the ACKs that no missing response holds back now.
+    fn advance_response(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        let s = &mut self.streams[si as usize];
+        let next = s.expected.add(1);
+        while let Some(r) = s.reads.front() {
+            let d = next.distance(r.start);
+            if d >= 0 && (d as u32) < r.span {
+                break;
+            }
+            if d < 0 {
+                break;
+            }
+            // `next` is past this range: it is complete.
+            s.reads.pop_front();
+        }
+        s.expected = match s.reads.front() {
+            Some(r) if next.is_before(r.start) => r.start,
+            _ => next,
+        };
+        self.release_acks(si, now, out);
+    }
+
+    /// Releases, in arrival order, the waiting ACKs that may pass now (an ACK behind one that
+    /// may not waits too, so that ACKs leave in the order they came).
+    fn release_acks(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        loop {
+            let s = &self.streams[si as usize];
+            let Some(a) = s.acks.front() else { break };
+            if !Self::ack_may_pass(s, a.psn) {
+                break;
+            }
+            let Some(a) = self.streams[si as usize].acks.pop_front() else {
+                break;
+            };
+            self.ack_taken(si, &a, now);
+            self.count_in_order(si);
+            out.push(a.item);
+        }
+    }
+
+    /// Releases the held responses that are in order now.
+    fn drain_response(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        loop {
+            let e = self.streams[si as usize].expected;
+            if self.occupied(si, e).is_none() {
+                break;
+            }
+            let Some(slot) = self.take(si, e, now) else {
+                break;
+            };
+            out.push(slot.item);
+            self.count_in_order(si);
+            self.advance_response(si, now, out);
+        }
+        let s = &mut self.streams[si as usize];
+        if s.held > 0 {
+            s.gap_since = now;
+        }
+    }
+
+    /// Releases held responses in PSN order, skipping the missing ones, until `psn` fits the
+    /// window. The ranges stay: the requester retries what was skipped, and its retry is
+    /// ordered like the first attempt.
+    fn response_make_room(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> u32 {
+        let mut released = 0;
+        loop {
+            let e = self.streams[si as usize].expected;
+            if (psn.distance(e) as u32) <= self.mask {
+                break;
+            }
+            match self.next_held(si, e) {
+                Some(off) => {
+                    let q = e.add(off);
+                    self.skip_to(si, q, now, out);
+                    if let Some(slot) = self.take(si, q, now) {
+                        out.push(slot.item);
+                        released += 1;
+                        self.count_in_order(si);
+                        self.advance_response(si, now, out);
+                    }
+                }
+                None => {
+                    self.skip_to(si, psn, now, out);
+                    break;
+                }
+            }
+        }
+        self.drain_response(si, now, out);
+        released
+    }
+
+    /// Gives up on the responses before `psn`: ranges that end before it are dropped, the
+    /// expected PSN moves there, and the ACKs that were waiting for them go.
+    fn skip_to(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) {
+        let s = &mut self.streams[si as usize];
+        while let Some(r) = s.reads.front() {
+            if r.last().is_before(psn) {
+                s.reads.pop_front();
+            } else {
+                break;
+            }
+        }
+        s.expected = match s.reads.front() {
+            Some(r) if psn.is_before(r.start) => r.start,
+            _ => psn,
+        };
+        self.release_acks(si, now, out);
+    }
+
+    /// A response gap timed out: release everything held in PSN order (responses and the ACKs
+    /// between them), as if the missing responses had come. The ranges after the gap stay, so
+    /// that the requester's retry and what follows it are still ordered.
+    pub(super) fn response_timeout(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        loop {
+            let e = self.streams[si as usize].expected;
+            match self.next_held(si, e) {
+                Some(off) => {
+                    let q = e.add(off);
+                    self.skip_to(si, q, now, out);
+                    if let Some(slot) = self.take(si, q, now) {
+                        out.push(slot.item);
+                        self.count_in_order(si);
+                        self.advance_response(si, now, out);
+                    }
+                }
+                None => break,
+            }
+        }
+        // What still waits waits for responses that were never held: let it go too.
+        while let Some(a) = self.streams[si as usize].acks.pop_front() {
+            self.ack_taken(si, &a, now);
+            let s = &mut self.streams[si as usize];
+            // The requester has been told (by this ACK) that the ranges below it are over.
+            while s.reads.front().is_some_and(|r| r.last().is_before(a.psn)) {
+                s.reads.pop_front();
+            }
+            out.push(a.item);
+        }
+        let s = &mut self.streams[si as usize];
+        if let Some(r) = s.reads.front() {
+            if s.expected.is_before(r.start) {
+                s.expected = r.start;
+            }
+        }
+    }
+}
