@@ -133,6 +133,11 @@ impl HandoffRx {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Hand-offs waiting now.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// A packet handed to the worker that owns its egress port.
@@ -213,7 +218,11 @@ pub struct Worker {
     learned: Vec<(IpAddr, Neighbor)>,
     resolve: Vec<ResolveRequest>,
     spare: Vec<Pkt>,
-    handoff_wait: std::collections::VecDeque<(usize, Handoff)>,
+    /// Hand-offs waiting for room in their owner's ring, one queue per owner so that a stalled
+    /// owner delays only its own packets.
+    handoff_wait: Vec<std::collections::VecDeque<Handoff>>,
+    /// Hand-offs in `handoff_wait`, all owners together (bounded by `tx_queue_limit`).
+    waiting: usize,
     /// Routed packets waiting for their next hop to resolve, oldest first (see the module
     /// docs). Capacity fixed at start: holding a packet allocates nothing.
     parked: std::collections::VecDeque<Parked>,
@@ -253,6 +262,7 @@ impl Worker {
             })
             .collect();
         let burst = cfg.burst.max(1);
+        let sh_workers = sh.handoff.len();
         Worker {
             engine: Engine::new(&tables, seed),
             sh,
@@ -266,7 +276,10 @@ impl Worker {
             learned: Vec::with_capacity(256),
             resolve: Vec::with_capacity(256),
             spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
-            handoff_wait: std::collections::VecDeque::with_capacity(cfg.tx_queue_limit),
+            handoff_wait: (0..sh_workers)
+                .map(|_| std::collections::VecDeque::with_capacity(cfg.tx_queue_limit))
+                .collect(),
+            waiting: 0,
             parked: std::collections::VecDeque::with_capacity(PARK_MAX),
             handed: 0,
             tapping: false,
@@ -427,7 +440,7 @@ impl Worker {
     /// delayed packet): until then, at most the short wait.
     fn timed_wait(&self, now: u64) -> Option<Duration> {
         let short = self.cfg.idle.short_wait();
-        if self.reorder.held() > 0 || !self.handoff_wait.is_empty() {
+        if self.reorder.held() > 0 || self.waiting > 0 {
             return Some(short);
         }
         let mut next: Option<Duration> = None;
@@ -509,11 +522,14 @@ impl Worker {
         }
 
         // 2. Hand-offs: ours that waited for room, then those from other workers.
-        if !self.handoff_wait.is_empty() {
+        if self.waiting > 0 {
             work |= self.retry_handoffs();
         }
+        // Everything queued when the iteration began is taken before the reorder timers run
+        // (step 3): after a stall, the hand-offs that fill a gap come before its timeout.
         let mut taken = 0;
-        while taken < self.cfg.burst * 8 {
+        let due = self.sh.inbox.len().max(self.cfg.burst * 8);
+        while taken < due {
             let Some(h) = self.sh.inbox.pop() else { break };
             taken += 1;
             if let Some(meta) = h.reorder {
@@ -787,8 +803,8 @@ impl Worker {
             return;
         };
         let h = Handoff { port, reorder, pkt };
-        if !self.handoff_wait.is_empty() {
-            // Keep hand-offs in order behind those already waiting.
+        if self.handoff_wait.get(owner).is_some_and(|q| !q.is_empty()) {
+            // Keep hand-offs to this owner in order behind those already waiting for it.
             self.wait_handoff(owner, h);
             return;
         }
@@ -803,26 +819,36 @@ impl Worker {
 
     /// The owner's ring is full: keep the packet (bounded) and retry every iteration.
     fn wait_handoff(&mut self, owner: usize, h: Handoff) {
-        if self.handoff_wait.len() >= self.cfg.tx_queue_limit {
+        if self.waiting >= self.cfg.tx_queue_limit {
             self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
             return;
         }
-        self.handoff_wait.push_back((owner, h));
+        match self.handoff_wait.get_mut(owner) {
+            Some(q) => {
+                q.push_back(h);
+                self.waiting += 1;
+            }
+            None => self.sh.counters.count_drop(DropReason::NoRoute, 1),
+        }
     }
 
-    /// Retries waiting hand-offs; true when any went.
+    /// Retries waiting hand-offs, each owner's in order; an owner whose ring is still full
+    /// keeps its own and holds up no other. True when any went.
     fn retry_handoffs(&mut self) -> bool {
         let mut moved = false;
-        while let Some((owner, h)) = self.handoff_wait.pop_front() {
-            match self.sh.handoff[owner].push(h) {
-                Ok(()) => {
-                    self.sh.counters.handoff_out.add(1);
-                    self.handed |= 1 << (owner % 64);
-                    moved = true;
-                }
-                Err(h) => {
-                    self.handoff_wait.push_front((owner, h));
-                    break;
+        for owner in 0..self.handoff_wait.len() {
+            while let Some(h) = self.handoff_wait[owner].pop_front() {
+                match self.sh.handoff[owner].push(h) {
+                    Ok(()) => {
+                        self.waiting -= 1;
+                        self.sh.counters.handoff_out.add(1);
+                        self.handed |= 1 << (owner % 64);
+                        moved = true;
+                    }
+                    Err(h) => {
+                        self.handoff_wait[owner].push_front(h);
+                        break;
+                    }
                 }
             }
         }
@@ -928,7 +954,7 @@ impl Worker {
             .count_drop(DropReason::Unresolved, self.parked.len() as u64);
         self.parked.clear();
         let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum::<usize>()
-            + self.handoff_wait.len()
+            + self.waiting
             + self.reorder.held();
         let mut ports = Vec::with_capacity(self.ports.len());
         for mut op in self.ports.drain(..) {

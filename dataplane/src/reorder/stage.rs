@@ -465,4 +465,72 @@ mod tests {
         assert_eq!(out.len(), 2, "port 1's stream after the switch's 1 ms");
         assert_eq!(s.totals().timeouts, 2);
     }
+
+    #[test]
+    fn a_full_pacing_queue_drops_rather_than_sending_ahead() {
+        let mut t = tor_tables(1, 0, SprayPolicy::Ecmp);
+        // 8 Mbit/s: the bucket's 64 KiB go at once, then one 1000-byte packet per ms.
+        t.ports[0].rate_bps = Some(8_000_000);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            ..ReorderConfig::default()
+        };
+        let mut s = ReorderEngine::new(cfg, &t, &[]);
+        let mut out = Vec::new();
+        let n = 65 + PACER_QUEUE as u32 + 10;
+        for p in 0..n {
+            let mut k = pkt(1000);
+            k.data_mut()[..4].copy_from_slice(&p.to_be_bytes());
+            s.insert(0, k, &meta(1, p, 1000), 1_000, &mut out);
+        }
+        assert_eq!(out.len(), 65, "the bucket's worth");
+        assert_eq!(
+            s.totals().pacing_drops,
+            u64::from(n) - 65 - PACER_QUEUE as u64
+        );
+        // What was queued leaves in order; nothing after it jumped the queue.
+        for t in 1..=100u64 {
+            s.poll(1_000 + t * 100_000_000, &mut out);
+        }
+        let order: Vec<u32> = out
+            .iter()
+            .map(|(_, p)| u32::from_be_bytes([p.data()[0], p.data()[1], p.data()[2], p.data()[3]]))
+            .collect();
+        assert_eq!(order, (0..65 + PACER_QUEUE as u32).collect::<Vec<_>>());
+        assert_eq!(s.held(), 0);
+    }
+
+    #[test]
+    fn a_response_stream_gets_the_hold_timeout_of_its_own_downlink() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            hold_timeout_ns: 1_000_000,
+            ..ReorderConfig::default()
+        };
+        let mut s = ReorderEngine::new(cfg, &t, &[Some(10_000), None]);
+        let mut out = Vec::new();
+        // Port 1 (the switch's 1 ms) saw a request last; then the host on port 0 reads.
+        s.insert(1, pkt(100), &meta(9, 0, 100), 0, &mut out);
+        let read = RoceMeta {
+            kind: MetaKind::HostRead { dma_len: 4096 },
+            span: 4,
+            qpn: 0x22,
+            ..meta(0, 50, 100)
+        };
+        s.observe(0, &read, 0, &mut out);
+        let fill = RoceMeta {
+            kind: MetaKind::Fill {
+                ends: false,
+                full_payload: 1024,
+            },
+            qpn: 0x11,
+            ..meta(0, 51, 1100)
+        };
+        s.insert(0, pkt(1100), &fill, 0, &mut out);
+        out.clear();
+        s.poll(20_000, &mut out);
+        assert_eq!(out.len(), 1, "port 0's 10 us, not port 1's 1 ms");
+        assert_eq!(s.totals().timeouts, 1);
+    }
 }

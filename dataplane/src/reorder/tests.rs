@@ -758,3 +758,437 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
     assert_eq!(h.core.totals.resyncs, 1);
     assert_eq!(h.take(), vec![3]);
 }
+
+// ------------------------------------------------- what real requesters and responders do
+
+/// A response towards the local requester `LQ` (sport 1).
+fn resp(c: &mut ReorderCore<u32>, kind: ResponseKind, psn: u32, id: u32, now: u64) -> Insert {
+    let mut out = Vec::new();
+    let r = c.insert_response(
+        LOCAL,
+        REMOTE,
+        1,
+        LQ,
+        kind,
+        Psn::new(psn),
+        100,
+        id,
+        now,
+        &mut out,
+    );
+    OUT.with(|o| o.borrow_mut().extend(out));
+    r
+}
+
+thread_local! {
+    static OUT: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn released() -> Vec<u32> {
+    OUT.with(|o| std::mem::take(&mut *o.borrow_mut()))
+}
+
+#[test]
+fn a_requester_with_128_reads_outstanding_gets_every_response_in_order() {
+    // Soft-RoCE allows 128 READs outstanding and perftest posts that many.
+    let mut c: ReorderCore<u32> = ReorderCore::new(ReorderConfig {
+        window: 256,
+        max_reads: 256,
+        ..cfg()
+    });
+    let base = 0xFF_FF00u32;
+    for k in 0..128 {
+        read(&mut c, 1, (base + 2 * k) & 0xFF_FFFF, 2, 0);
+    }
+    released();
+    // The first READ's two responses come last (a slow path); everything else is held.
+    for k in 2..256u32 {
+        let ends = k % 2 == 1;
+        resp(&mut c, fill(ends), (base + k) & 0xFF_FFFF, k, 1);
+    }
+    assert!(released().is_empty(), "nothing passes the first READ");
+    resp(&mut c, fill(false), base, 0, 2);
+    resp(&mut c, fill(true), base + 1, 1, 2);
+    assert_eq!(released(), (0..256).collect::<Vec<_>>());
+    assert_eq!(c.totals.late, 0);
+    assert_eq!(c.held(), 0);
+}
+
+#[test]
+fn a_read_retried_from_its_first_missing_response_is_ordered_from_there() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    read(&mut c, 1, 100, 4, 0);
+    resp(&mut c, fill(false), 100, 100, 0);
+    resp(&mut c, fill(false), 101, 101, 0);
+    released();
+    // 102 was lost; rxe asks again from it, for what is left (2 PSNs).
+    read(&mut c, 1, 102, 2, 10);
+    assert_eq!(c.totals.read_retries_seen, 1);
+    assert_eq!(resp(&mut c, fill(false), 102, 102, 11), Insert::Released);
+    assert_eq!(resp(&mut c, fill(true), 103, 103, 11), Insert::Released);
+    // The next READ is ordered as usual: the expected PSN did not move back to 102.
+    read(&mut c, 1, 104, 1, 12);
+    assert_eq!(resp(&mut c, fill(true), 104, 104, 13), Insert::Released);
+    assert_eq!(released(), vec![102, 103, 104]);
+    assert_eq!(c.held(), 0);
+}
+
+#[test]
+fn an_ack_after_a_read_larger_than_the_window_waits_for_all_of_it() {
+    // W = 64; a READ of 1 MiB at path MTU 1024 spans 1024 PSNs.
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    read(&mut c, 1, 1000, 1024, 0);
+    // The WRITE after it (PSN 2024) is ACKed; the ACK overtakes the READ's responses.
+    assert_eq!(resp(&mut c, ResponseKind::Ack, 2024, 9999, 0), Insert::Held);
+    for k in 0..1024u32 {
+        let r = resp(&mut c, fill(k == 1023), 1000 + k, k, 0);
+        assert_eq!(r, Insert::Released, "response {k}");
+    }
+    let mut want: Vec<u32> = (0..1024).collect();
+    want.push(9999);
+    assert_eq!(released(), want, "the ACK comes after the last response");
+    assert_eq!(c.totals.overflows, 0);
+}
+
+#[test]
+fn spans_follow_the_qps_own_path_mtu() {
+    // The engine sized the READ at the port's 4096 (16 PSNs for 64 KiB), but this QP runs at
+    // 1024: its responses span 64 PSNs, and a reordered one beyond the first 16 is held.
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    c.observe_read(
+        LOCAL,
+        REMOTE,
+        1,
+        RQ,
+        Psn::new(0),
+        HostRequest::Read {
+            dma_len: 65_536,
+            span: 16,
+        },
+        0,
+    );
+    let full = ResponseKind::Fill {
+        ends: false,
+        full_payload: 1024,
+    };
+    for k in 0..17u32 {
+        assert_eq!(resp(&mut c, full, k, k, 0), Insert::Released);
+    }
+    // 17 is late (a slow path): 18, beyond the engine's 16, is still this READ's and waits.
+    assert_eq!(resp(&mut c, full, 18, 18, 0), Insert::Held);
+    assert_eq!(resp(&mut c, full, 17, 17, 0), Insert::Released);
+    for k in 19..63 {
+        assert_eq!(resp(&mut c, full, k, k, 0), Insert::Released);
+    }
+    // An ACK beyond the READ waits for its last response.
+    assert_eq!(resp(&mut c, ResponseKind::Ack, 64, 64, 0), Insert::Held);
+    assert_eq!(resp(&mut c, fill(true), 63, 63, 0), Insert::Released);
+    let got = released();
+    assert_eq!(got.last(), Some(&64));
+    assert_eq!(c.held(), 0);
+}
+
+#[test]
+fn two_qps_on_one_udp_port_keep_their_own_streams() {
+    // Two local requesters (0x11, 0x12) read from two remote QPs (0x22, 0x23) of one host,
+    // both with UDP source port 7: their PSN spaces are far apart, as random starts make them.
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    let mut out = Vec::new();
+    let rd = |c: &mut ReorderCore<u32>, rq, psn| {
+        c.observe_read(
+            LOCAL,
+            REMOTE,
+            7,
+            rq,
+            Psn::new(psn),
+            HostRequest::Read {
+                dma_len: 2048,
+                span: 2,
+            },
+            0,
+        )
+    };
+    rd(&mut c, 0x22, 1000);
+    rd(&mut c, 0x23, 500_000);
+    let mut ins = |c: &mut ReorderCore<u32>, lq, psn: u32, ends, id| {
+        c.insert_response(
+            LOCAL,
+            REMOTE,
+            7,
+            lq,
+            fill(ends),
+            Psn::new(psn),
+            100,
+            id,
+            0,
+            &mut out,
+        )
+    };
+    assert_eq!(ins(&mut c, 0x12, 500_001, true, 21), Insert::Held);
+    assert_eq!(ins(&mut c, 0x11, 1001, true, 11), Insert::Held);
+    assert_eq!(ins(&mut c, 0x11, 1000, false, 10), Insert::Released);
+    assert_eq!(ins(&mut c, 0x12, 500_000, false, 20), Insert::Released);
+    assert_eq!(out, vec![10, 11, 20, 21]);
+    assert_eq!(c.totals.pairs_hinted, 2);
+    assert_eq!(c.totals.pairs_ambiguous, 0);
+    // Request side: two local responders on port 7; a NAK to one remote QP moves only its
+    // stream.
+    out.clear();
+    for (lq, base) in [(0x31u32, 7000u32), (0x32, 900_000)] {
+        c.learn_pair(LOCAL, REMOTE, 7, lq);
+        c.insert_request(
+            StreamKey::Request {
+                local: LOCAL,
+                qpn: lq,
+            },
+            Psn::new(base),
+            1,
+            10,
+            1,
+            0,
+            &mut out,
+        );
+        c.insert_request(
+            StreamKey::Request {
+                local: LOCAL,
+                qpn: lq,
+            },
+            Psn::new(base + 2),
+            1,
+            10,
+            2,
+            0,
+            &mut out,
+        );
+    }
+    c.observe_nak(LOCAL, REMOTE, 7, 0x41, Psn::new(900_001), 0, &mut out);
+    assert_eq!(
+        c.expected(&StreamKey::Request {
+            local: LOCAL,
+            qpn: 0x31
+        }),
+        Some(Psn::new(7001))
+    );
+    assert_eq!(
+        c.expected(&StreamKey::Request {
+            local: LOCAL,
+            qpn: 0x32
+        }),
+        Some(Psn::new(900_001))
+    );
+    assert_eq!(
+        c.totals.resyncs, 0,
+        "the NAK named the PSN the stream already expected"
+    );
+    c.observe_nak(LOCAL, REMOTE, 7, 0x41, Psn::new(900_000), 0, &mut out);
+    assert_eq!(c.totals.resyncs, 1);
+    assert_eq!(
+        c.expected(&StreamKey::Request {
+            local: LOCAL,
+            qpn: 0x31
+        }),
+        Some(Psn::new(7001))
+    );
+}
+
+#[test]
+fn rings_come_back_after_byte_cap_refusals_while_learning() {
+    // Each refused packet used to leave its stream holding an empty ring.
+    let mut h = H::new(ReorderConfig {
+        max_held_bytes: 50,
+        learn_ns: 1_000,
+        max_rings: 4,
+        max_streams: 64,
+        ..cfg()
+    });
+    for q in 0..16 {
+        assert_eq!(
+            h.ins(q, 10, q, 0),
+            Insert::Released,
+            "100 bytes never fit 50"
+        );
+    }
+    assert_eq!(h.core.free_rings(), 4);
+    let mut c = H::new(ReorderConfig {
+        learn_ns: 0,
+        max_rings: 4,
+        max_streams: 64,
+        max_held_bytes: 250,
+        ..cfg()
+    });
+    for q in 0..16 {
+        c.ins(q, 0, q, 0);
+        c.ins(q, 2, q, 0);
+        c.ins(q, 3, q, 0);
+        c.ins(q, 4, q, 0); // over the byte cap: passes
+        c.ins(q, 1, q, 0); // fills the gap: all go
+        c.take();
+    }
+    assert_eq!(c.core.free_rings(), 4);
+    assert_eq!(c.ins(99, 0, 0, 0), Insert::Released);
+    assert_eq!(
+        c.ins(99, 2, 0, 0),
+        Insert::Held,
+        "a ring is still to be had"
+    );
+}
+
+#[test]
+fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
+    use crate::wire::cm::CmMessage;
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000,
+        idle_evict_ns: 10_000,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    let connect = |h: &mut H, comm: u32, start: u32, now: u64, out: &mut Vec<u32>| {
+        h.core.observe_cm(
+            &super::pairing::CmEvent {
+                sender: REMOTE,
+                receiver: LOCAL,
+                sender_local: false,
+                receiver_local: true,
+                msg: CmMessage::Req {
+                    local_comm_id: comm,
+                    qpn: 0x500,
+                    starting_psn: Psn::new(start),
+                },
+            },
+            now,
+            out,
+        );
+        h.core.observe_cm(
+            &super::pairing::CmEvent {
+                sender: LOCAL,
+                receiver: REMOTE,
+                sender_local: true,
+                receiver_local: false,
+                msg: CmMessage::Rep {
+                    local_comm_id: comm + 1,
+                    remote_comm_id: comm,
+                    qpn: 0x33,
+                    starting_psn: Psn::new(5),
+                },
+            },
+            now,
+            out,
+        );
+    };
+    connect(&mut h, 1, 1000, 0, &mut out);
+    assert_eq!(h.ins(0x33, 1000, 0, 0), Insert::Released);
+    assert_eq!(h.ins(0x33, 1001, 1, 0), Insert::Released);
+    // The same QPN, a new connection starting at 70000: no learning delay, no stale state.
+    connect(&mut h, 3, 70_000, 100, &mut out);
+    assert_eq!(h.ins(0x33, 70_001, 2, 100), Insert::Held);
+    assert_eq!(h.ins(0x33, 70_000, 3, 100), Insert::Released);
+    assert_eq!(h.take(), vec![0, 1, 3, 2]);
+    // Evicted when idle; coming back, it learns instead of starting at a CM PSN of the past.
+    for t in 1..40 {
+        h.core.poll(100 + t * 1_000, &mut out);
+    }
+    assert_eq!(h.core.totals.evictions, 1);
+    assert_eq!(h.ins(0x33, 90_001, 5, 50_000), Insert::Held, "learning");
+    assert_eq!(h.ins(0x33, 90_000, 4, 50_000), Insert::Held, "learning");
+    h.core.poll(51_000, &mut out);
+    assert_eq!(out, vec![4, 5]);
+}
+
+#[test]
+fn a_cm_reply_during_learning_times_gaps_from_now() {
+    use crate::wire::cm::CmMessage;
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000_000,
+        hold_timeout_ns: 1_000,
+        ..cfg()
+    });
+    let t = 10_000_000;
+    h.ins(0x33, 1001, 1, t);
+    let mut out = Vec::new();
+    for (sender, receiver, sl, rl, msg) in [
+        (
+            REMOTE,
+            LOCAL,
+            false,
+            true,
+            CmMessage::Req {
+                local_comm_id: 1,
+                qpn: 0x500,
+                starting_psn: Psn::new(1000),
+            },
+        ),
+        (
+            LOCAL,
+            REMOTE,
+            true,
+            false,
+            CmMessage::Rep {
+                local_comm_id: 2,
+                remote_comm_id: 1,
+                qpn: 0x33,
+                starting_psn: Psn::new(5),
+            },
+        ),
+    ] {
+        h.core.observe_cm(
+            &super::pairing::CmEvent {
+                sender,
+                receiver,
+                sender_local: sl,
+                receiver_local: rl,
+                msg,
+            },
+            t + 10,
+            &mut out,
+        );
+    }
+    h.core.poll(t + 20, &mut out);
+    assert!(
+        out.is_empty(),
+        "the gap at 1000 is 10 ns old, not since time 0"
+    );
+    assert_eq!(h.ins(0x33, 1000, 0, t + 30), Insert::Released);
+    assert_eq!(h.take(), vec![0, 1]);
+}
+
+#[test]
+fn a_qp_re_created_with_its_qpn_after_idle_is_learned_again() {
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000,
+        ..cfg()
+    });
+    h.ins(1, 100, 0, 0);
+    h.core.poll(2_000, &mut h.out);
+    assert_eq!(h.ins(1, 101, 1, 2_000), Insert::Released);
+    // Destroyed, re-created with a new starting PSN; its first two packets swap on the way.
+    assert_eq!(h.ins(1, 5_001, 3, 50_000), Insert::Held);
+    assert_eq!(h.ins(1, 5_000, 2, 50_010), Insert::Held);
+    h.core.poll(51_000, &mut h.out);
+    assert_eq!(h.take(), vec![0, 1, 2, 3]);
+    assert_eq!(h.core.totals.restarts, 1);
+    assert_eq!(h.core.totals.late, 0);
+}
+
+#[test]
+fn forged_or_stale_naks_do_not_move_a_stream() {
+    let mut h = H::new(cfg());
+    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    h.ins(1, 1000, 0, 0);
+    h.ins(1, 1002, 2, 0);
+    let mut out = Vec::new();
+    h.core.observe_nak(
+        LOCAL,
+        REMOTE,
+        7,
+        0x9,
+        Psn::new(1001 + 0x40_0000),
+        0,
+        &mut out,
+    );
+    h.core
+        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001 + 100), 0, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
+    assert_eq!(h.core.totals.host_naks_ignored, 2);
+    assert_eq!(h.core.totals.resyncs, 0);
+}
