@@ -61,8 +61,9 @@ fn stage_bench(c: &mut Criterion) {
                                 qpn: stream,
                                 psn: Psn::new(p),
                                 span: 1,
+                                full_payload: 0,
                                 len: 100,
-                                kind: MetaKind::Request,
+                                kind: MetaKind::Request { read_len: None },
                             };
                             stage.insert(0, pkt, &meta, now, &mut out);
                         }

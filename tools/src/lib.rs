@@ -6,7 +6,11 @@
 //! - [`fabric`]: the fabric emulator over any ports (`sprayfabric` runs it on real interfaces).
 //! - [`transit`]: transit times between two capture points (`rocecap transit`).
 //! - [`ackloop`]: where an RC requester's ACK clock spends its time (`rocecap loop`).
+//! - [`qp_rack`]: Soft-RoCE QP models on the hosts of a rack pair driven on a virtual clock:
+//!   the oracle for the reorder engine.
 //! - [`rack`]: a rack pair in one process with its hosts on real interfaces (`sprayrackd`).
+//! - [`rxe`]: an RNIC model of one RC/UC QP that follows Soft-RoCE's state machines (the
+//!   oracle for the reorder engine).
 
 pub mod ackloop;
 pub mod analyze;
@@ -15,8 +19,10 @@ pub mod demo;
 pub mod fabric;
 pub mod gen;
 pub mod lat;
+pub mod qp_rack;
 pub mod rack;
 pub mod rnic;
+pub mod rxe;
 pub mod topo;
 pub mod transit;
 

@@ -69,6 +69,8 @@ pub struct RackPairSpec {
     pub seed: u64,
     /// Reordering at the ToRs: `None` sprays without reordering.
     pub reorder: Option<sprayswitch::reorder::ReorderConfig>,
+    /// Ethernet MTU of every ToR port (9000 lets hosts use RoCE path MTU 4096).
+    pub mtu: u16,
 }
 
 impl Default for RackPairSpec {
@@ -87,6 +89,7 @@ impl Default for RackPairSpec {
             },
             seed: 1,
             reorder: Some(sprayswitch::reorder::ReorderConfig::default()),
+            mtu: 1500,
         }
     }
 }
@@ -340,13 +343,17 @@ fn tor_config_ports(
     s
 }
 
-impl RackPair {
-    /// Builds and starts the rack pair; the ToRs reorder as `spec.reorder` says.
-    ///
-    /// # Errors
-    /// When a generated configuration does not validate or a switch does not start.
-    pub fn start(spec: &RackPairSpec) -> anyhow::Result<RackPair> {
-        let mut tors = Vec::new();
+/// A rack pair built but not started: both ToRs' validated configurations with their ports,
+/// the hosts and the fabric.
+struct Built {
+    tors: Vec<(sprayswitch_control::config::Validated, Vec<Box<dyn Port>>)>,
+    hosts: [Vec<Host>; 2],
+    path_stats: Vec<(Arc<FaultStats>, Arc<FaultStats>)>,
+    path_links: Vec<LinkControl>,
+}
+
+impl Built {
+    fn new(spec: &RackPairSpec) -> anyhow::Result<Built> {
         let mut hosts: [Vec<Host>; 2] = [Vec::new(), Vec::new()];
         let mut switch_ports: [Vec<Box<dyn Port>>; 2] = [Vec::new(), Vec::new()];
         for rack in 1..=2u8 {
@@ -374,6 +381,7 @@ impl RackPair {
         for (r, uplinks) in fabric.ends.into_iter().enumerate() {
             switch_ports[r].extend(uplinks);
         }
+        let mut tors = Vec::new();
         for (rack, ports) in [1u8, 2].into_iter().zip(switch_ports) {
             // ToR A of the default shape runs the embedded default configuration itself.
             let mut cfg = if rack == 1 && spec.hosts == 2 && spec.paths.len() == 4 {
@@ -386,6 +394,11 @@ impl RackPair {
                 Config::parse(&tor_config(spec, rack), &format!("tor{rack}"))?
             };
             cfg.switch.workers = spec.workers;
+            if spec.mtu != 1500 {
+                for p in &mut cfg.ports {
+                    p.mtu = spec.mtu;
+                }
+            }
             let mut v = cfg
                 .validate()
                 .with_context(|| format!("configuration of ToR {rack}"))?;
@@ -401,24 +414,115 @@ impl RackPair {
                 }
             }
             v.reorder = spec.reorder;
+            tors.push((v, ports));
+        }
+        Ok(Built {
+            tors,
+            hosts,
+            path_stats,
+            path_links,
+        })
+    }
+}
+
+impl RackPair {
+    /// Builds and starts the rack pair; the ToRs reorder as `spec.reorder` says.
+    ///
+    /// # Errors
+    /// When a generated configuration does not validate or a switch does not start.
+    pub fn start(spec: &RackPairSpec) -> anyhow::Result<RackPair> {
+        let built = Built::new(spec)?;
+        let mut tors = Vec::new();
+        for (v, ports) in built.tors {
             tors.push(v.start(ports)?);
         }
         let tor_b = tors.pop().context("two ToRs")?;
         let tor_a = tors.pop().context("two ToRs")?;
-        let [hosts_a, hosts_b] = hosts;
+        let [hosts_a, hosts_b] = built.hosts;
         Ok(RackPair {
             tor_a,
             tor_b,
             hosts_a,
             hosts_b,
-            path_stats,
-            path_links,
+            path_stats: built.path_stats,
+            path_links: built.path_links,
         })
     }
 
     /// Stops both ToRs.
     pub fn stop(self) -> (Stopped, Stopped) {
         (self.tor_a.stop(), self.tor_b.stop())
+    }
+}
+
+/// A rack pair whose ToRs run on the caller's clock: the same switches as [`RackPair`] (the
+/// embedded configuration, workers, engine, sprayer, reorder stage), with their workers handed
+/// back and driven by [`DrivenRackPair::step`], and the fabric's delays measured on the same
+/// clock. Nothing here reads a real clock, so a test is exact and repeatable, and runs as fast
+/// as the machine can iterate.
+pub struct DrivenRackPair {
+    /// ToR of rack A.
+    pub tor_a: Switch,
+    /// ToR of rack B.
+    pub tor_b: Switch,
+    /// ToR A's workers, then ToR B's.
+    pub workers: [Vec<sprayswitch::worker::Worker>; 2],
+    /// Rack A hosts.
+    pub hosts_a: Vec<Host>,
+    /// Rack B hosts.
+    pub hosts_b: Vec<Host>,
+    /// Per path: impairment counters A->B and B->A.
+    pub path_stats: Vec<(Arc<FaultStats>, Arc<FaultStats>)>,
+    /// Per path: carrier control.
+    pub path_links: Vec<LinkControl>,
+}
+
+impl DrivenRackPair {
+    /// Builds the rack pair of `spec` with driven workers.
+    ///
+    /// # Errors
+    /// When a generated configuration does not validate or a switch does not start.
+    pub fn start(spec: &RackPairSpec) -> anyhow::Result<DrivenRackPair> {
+        let built = Built::new(spec)?;
+        let mut tors = Vec::new();
+        for (v, ports) in built.tors {
+            tors.push(v.start_driven(ports)?);
+        }
+        let (tor_b, wb) = tors.pop().context("two ToRs")?;
+        let (tor_a, wa) = tors.pop().context("two ToRs")?;
+        let [hosts_a, hosts_b] = built.hosts;
+        Ok(DrivenRackPair {
+            tor_a,
+            tor_b,
+            workers: [wa, wb],
+            hosts_a,
+            hosts_b,
+            path_stats: built.path_stats,
+            path_links: built.path_links,
+        })
+    }
+
+    /// One loop iteration of every worker of both ToRs at `now`; true when any found work.
+    pub fn step(&mut self, now: u64) -> bool {
+        let mut work = false;
+        for ws in &mut self.workers {
+            for w in ws.iter_mut() {
+                work |= w.iterate(now);
+            }
+        }
+        work
+    }
+
+    /// Stops both ToRs.
+    pub fn stop(self) -> (Stopped, Stopped) {
+        let [wa, wb] = self.workers;
+        let a = self
+            .tor_a
+            .stop_driven(wa.into_iter().map(|w| w.finish()).collect());
+        let b = self
+            .tor_b
+            .stop_driven(wb.into_iter().map(|w| w.finish()).collect());
+        (a, b)
     }
 }
 

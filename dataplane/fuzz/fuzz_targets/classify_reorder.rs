@@ -46,13 +46,14 @@ fuzz_target!(|data: &[u8]| {
                     inserted += 1;
                     id += 1;
                     let res = match m.kind {
-                        MetaKind::Request => core.insert_request(
+                        MetaKind::Request { read_len } => core.insert_request_read(
                             StreamKey::Request {
                                 local: m.local,
                                 qpn: m.qpn,
                             },
                             m.psn,
                             m.span.min(1 << 16),
+                            read_len,
                             m.len,
                             id,
                             now,
@@ -60,9 +61,9 @@ fuzz_target!(|data: &[u8]| {
                         ),
                         kind => {
                             let k = match kind {
-                                MetaKind::Fill { ends, full_payload } => ResponseKind::Fill {
+                                MetaKind::Fill { ends } => ResponseKind::Fill {
                                     ends,
-                                    full_payload: u32::from(full_payload),
+                                    full_payload: u32::from(m.full_payload),
                                 },
                                 _ => ResponseKind::Ack,
                             };
@@ -98,6 +99,16 @@ fuzz_target!(|data: &[u8]| {
                             m.psn,
                             HostRequest::Single,
                             now,
+                        ),
+                        MetaKind::HostPmtu => core.observe_host_pmtu(
+                            m.local,
+                            m.remote,
+                            m.sport,
+                            m.qpn,
+                            m.psn,
+                            u32::from(m.full_payload),
+                            now,
+                            &mut out,
                         ),
                         MetaKind::HostNak => core
                             .observe_nak(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),

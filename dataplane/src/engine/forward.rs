@@ -581,6 +581,21 @@ impl Engine {
         if op.full_segment && rx_info.role == Role::Downlink {
             self.learn_pmtu_bytes(pkt.rx_port, payload_len);
         }
+        if rx_info.role == Role::Downlink && op.fill && op.full_segment {
+            // A local responder's READ RESPONSE shows its QP's path MTU (what the READ
+            // REQUESTs it answers span): the reorder stage of its downlink learns it.
+            self.observed = Some(RoceMeta {
+                local: ip_key(IpAddr::V4(src.into())),
+                remote: ip_key(IpAddr::V4(dst.into())),
+                sport,
+                qpn,
+                psn,
+                span: 1,
+                full_payload: payload_len,
+                len,
+                kind: MetaKind::HostPmtu,
+            });
+        }
         let (egress, mac) = match hop {
             Hop::Port { port, mac } => {
                 let up = self
@@ -629,14 +644,12 @@ impl Engine {
             qpn,
             psn,
             span: 1,
+            full_payload: if op.full_segment { payload_len } else { 0 },
             len,
             kind: if op.fill {
-                MetaKind::Fill {
-                    ends: op.ends,
-                    full_payload: if op.full_segment { payload_len } else { 0 },
-                }
+                MetaKind::Fill { ends: op.ends }
             } else {
-                MetaKind::Request
+                MetaKind::Request { read_len: None }
             },
         });
         if op.full_segment && meta.is_some() {
@@ -765,23 +778,17 @@ impl Engine {
 /// The reorder facts of a RoCE packet routed towards a local host.
 pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
     let op = r.bth.opcode;
+    let seg = op.segment();
     let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
-        let seg = op.segment();
         MetaKind::Fill {
             ends: matches!(seg, crate::wire::Segment::Last | crate::wire::Segment::Only),
-            full_payload: if matches!(
-                seg,
-                crate::wire::Segment::First | crate::wire::Segment::Middle
-            ) {
-                r.payload_len
-            } else {
-                0
-            },
         }
     } else if op == Opcode::RcAcknowledge {
         MetaKind::Ack
     } else {
-        MetaKind::Request
+        MetaKind::Request {
+            read_len: (op == Opcode::RcReadRequest).then(|| r.reth.map_or(0, |x| x.dma_len)),
+        }
     };
     RoceMeta {
         local: ip_key(r.ip.dst),
@@ -790,8 +797,21 @@ pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Roc
         qpn: r.bth.dest_qp,
         psn: r.bth.psn,
         span: r.psn_span_for(pmtu),
+        full_payload: full_payload(r),
         len: len as u32,
         kind,
+    }
+}
+
+/// The payload of a FIRST or MIDDLE packet (one path MTU of it), else 0.
+fn full_payload(r: &RoceSummary) -> u16 {
+    if matches!(
+        r.bth.opcode.segment(),
+        crate::wire::Segment::First | crate::wire::Segment::Middle
+    ) {
+        r.payload_len
+    } else {
+        0
     }
 }
 
@@ -816,6 +836,7 @@ pub fn cm_meta(
         qpn: 1,
         psn: r.bth.psn,
         span: 1,
+        full_payload: 0,
         len: frame.len() as u32,
         kind: MetaKind::Cm {
             sender_local,
@@ -843,6 +864,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         Opcode::RcCompareSwap | Opcode::RcFetchAdd | Opcode::RcFlush | Opcode::RcAtomicWrite => {
             (MetaKind::HostSingle, 1)
         }
+        op if op.is_read_response() && full_payload(r) > 0 => (MetaKind::HostPmtu, 1),
         Opcode::RcAcknowledge => match r.aeth.map(|a| a.syndrome) {
             Some(s) if s.is_sequence_nak() => (MetaKind::HostNak, 1),
             Some(crate::wire::Syndrome::RnrNak { .. }) => (MetaKind::HostNak, 1),
@@ -858,6 +880,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         qpn: r.bth.dest_qp,
         psn: r.bth.psn,
         span,
+        full_payload: full_payload(r),
         len: len as u32,
         kind,
     })

@@ -9,12 +9,16 @@
 //! |---|---|
 //! | `p == e` | release, advance `e` by the packet's PSN span, release every consecutive held packet |
 //! | `e < p < e + W` | hold in slot `p mod W`; start the gap timer if it is not running |
-//! | `p >= e + W` | overflow: release held packets in order (skipping gaps) until `p` fits; when nothing is left to release, `e` moves to `p` |
+//! | `p >= e + W` | hold in the stream's far list (sorted, up to `4 W` packets) |
+//! | far list full | overflow: release held packets in order (skipping gaps) until `p` fits; when nothing is left to release, `e` moves to `p` |
 //! | `p < e` (within 2^23) | late or retransmitted: release at once |
 //! | `p` already held | keep one copy, discard the other |
 //!
 //! All comparisons are 24-bit serial arithmetic ([`Psn::distance`]); the window may straddle
-//! the wrap at 2^24 anywhere (tested).
+//! the wrap at 2^24 anywhere (tested). The ring holds a window of PSNs, not of packets: a READ
+//! REQUEST is one packet spanning up to thousands of PSNs, so the packets after a few READs lie
+//! beyond the window while they are only a few packets later. They wait in the far list, and
+//! the drain takes its front once the expected PSN reaches it.
 //!
 //! **Streams.** A request stream is keyed by (local host address, local QPN) and carries the
 //! remote requester's PSNs (SEND, WRITE, READ REQUEST, atomics). A response stream is keyed by
@@ -208,6 +212,9 @@ pub(super) struct Slot<T> {
     pub(super) item: T,
     pub(super) psn: Psn,
     pub(super) span: u32,
+    /// A READ REQUEST's DMA length: its span is worked out again when it is released, with
+    /// the QP's path MTU if that was learned meanwhile.
+    pub(super) read: Option<u32>,
     pub(super) len: u32,
     pub(super) arrived: u64,
 }
@@ -243,16 +250,30 @@ pub(super) struct Stream<T> {
     pub(super) timeout: u64,
     /// Listed in `active` (its timers need checking).
     pub(super) in_active: bool,
+    /// Request streams: held packets a window or more beyond the expected PSN, in PSN order. A
+    /// READ REQUEST spans many PSNs but is one packet, so the packets after it are few yet far
+    /// in PSNs (64 READs of 64 KiB outstanding at path MTU 1024 span 4096 PSNs); the ring
+    /// holds a window of PSNs, this list what lies beyond it.
+    pub(super) far: VecDeque<Slot<T>>,
     /// Response streams: outstanding READ/atomic ranges, in PSN order.
     pub(super) reads: VecDeque<ReadRange>,
     /// Response streams: ACKs and NAKs waiting behind a missing READ response, in arrival order.
     pub(super) acks: VecDeque<WaitingAck<T>>,
-    /// Response streams: the QP's path MTU as its READ responses show it (0: not seen yet).
+    /// The QP's path MTU as its own packets show it (0: not seen yet): FIRST and MIDDLE
+    /// packets carry exactly one.
     pub(super) pmtu: u32,
+    /// Request streams: the last READ REQUEST released in order whose span was estimated (no
+    /// path MTU known yet): (PSN, DMA length, span used). When the QP's path MTU is learned
+    /// and the READ spanned more, the expected PSN moves on.
+    pub(super) est_read: Option<(Psn, u32, u32)>,
     pub(super) stats: StreamStats,
 }
 
 pub(super) const NO_RING: u32 = u32::MAX;
+
+/// Packets one request stream holds beyond its ring's window, in windows: 4 (1024 packets at
+/// the default window of 256).
+const FAR_WINDOWS: usize = 4;
 
 /// Per-stream PSN rings over a shared, preallocated slot pool.
 pub struct ReorderCore<T> {
@@ -389,6 +410,7 @@ impl<T> ReorderCore<T> {
                 .iter()
                 .map(|s| {
                     s.reads.capacity() * std::mem::size_of::<ReadRange>()
+                        + s.far.capacity() * std::mem::size_of::<Slot<T>>()
                         + s.acks.capacity() * std::mem::size_of::<WaitingAck<T>>()
                 })
                 .sum::<usize>()
@@ -440,9 +462,11 @@ impl<T> ReorderCore<T> {
             last_seen: now,
             timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
             in_active: false,
+            far: VecDeque::new(),
             reads: VecDeque::new(),
             acks: VecDeque::new(),
             pmtu: 0,
+            est_read: None,
             stats: StreamStats::default(),
         };
         let i = match self.free_streams.pop() {
@@ -513,7 +537,16 @@ impl<T> ReorderCore<T> {
     }
 
     /// Puts `item` in its slot. The caller checked [`Self::can_hold`].
-    pub(super) fn put(&mut self, si: u32, item: T, psn: Psn, span: u32, len: u32, now: u64) {
+    pub(super) fn put(
+        &mut self,
+        si: u32,
+        item: T,
+        psn: Psn,
+        span: u32,
+        read: Option<u32>,
+        len: u32,
+        now: u64,
+    ) {
         if self.streams[si as usize].ring == NO_RING {
             let Some(r) = self.free_rings.pop() else {
                 // `can_hold` said there was one; keep the packet moving rather than lose it.
@@ -538,6 +571,7 @@ impl<T> ReorderCore<T> {
             item,
             psn,
             span,
+            read,
             len,
             arrived: now,
         });
@@ -666,19 +700,146 @@ impl<T> ReorderCore<T> {
         Insert::Duplicate
     }
 
-    /// Releases every packet the ring of `si` holds, in PSN order from the stream's expected
-    /// PSN; returns the PSN after the last one released.
+    /// The first held packet of stream `si` at or after `from` (ring or far list), or one of
+    /// the far list behind `from`.
+    fn next_held_psn(&self, si: u32, from: Psn) -> Option<Psn> {
+        let ring = self.next_held(si, from).map(|off| from.add(off));
+        let far = self.streams[si as usize].far.front().map(|f| f.psn);
+        match (ring, far) {
+            (Some(r), Some(f)) => Some(
+                if f.forward_from(from) < r.forward_from(from) || f.is_before(from) {
+                    f
+                } else {
+                    r
+                },
+            ),
+            (r, f) => r.or(f),
+        }
+    }
+
+    /// Takes the held packet with exactly `psn`, from the ring or the far list.
+    fn take_held(&mut self, si: u32, psn: Psn, now: u64) -> Option<Slot<T>> {
+        if self.occupied(si, psn).is_some() {
+            return self.take(si, psn, now);
+        }
+        let s = &mut self.streams[si as usize];
+        let at = s.far.iter().position(|f| f.psn == psn)?;
+        let slot = s.far.remove(at)?;
+        s.held -= 1;
+        s.stats.held = u64::from(s.held);
+        self.held_bytes -= slot.len as usize;
+        self.totals.held_now -= 1;
+        if self.hold_ns.len() < 65_536 {
+            self.hold_ns.push(now.saturating_sub(slot.arrived));
+        }
+        Some(slot)
+    }
+
+    /// Whether stream `si` holds a packet with exactly `psn`.
+    fn holds(&self, si: u32, psn: Psn) -> bool {
+        self.occupied(si, psn).is_some()
+            || self.streams[si as usize].far.iter().any(|f| f.psn == psn)
+    }
+
+    /// Holds a packet beyond the ring's window, in PSN order; false when the list or the byte
+    /// budget is full.
+    fn put_far(&mut self, si: u32, slot: Slot<T>, counted: bool) -> Result<(), Slot<T>> {
+        let s = &mut self.streams[si as usize];
+        if s.far.len() >= FAR_WINDOWS * (self.mask as usize + 1)
+            || (!counted && self.held_bytes + slot.len as usize > self.cfg.max_held_bytes)
+        {
+            return Err(slot);
+        }
+        let at = s
+            .far
+            .iter()
+            .rposition(|f| f.psn.is_before(slot.psn))
+            .map_or(0, |i| i + 1);
+        if !counted {
+            if s.held == 0 {
+                s.gap_since = slot.arrived;
+            }
+            s.held += 1;
+            s.stats.held = u64::from(s.held);
+            s.stats.max_depth = s.stats.max_depth.max(u64::from(s.held));
+            let depth = u64::from(s.held);
+            self.held_bytes += slot.len as usize;
+            self.totals.held_total += 1;
+            self.totals.held_now += 1;
+            self.totals.max_depth = self.totals.max_depth.max(depth);
+        }
+        let s = &mut self.streams[si as usize];
+        s.far.insert(at, slot);
+        self.mark_active(si);
+        Ok(())
+    }
+
+    /// Moves ring entries outside `[e, e + W)` to the far list (after the expected PSN moved
+    /// back or was chosen by learning), so that the ring's scan order is PSN order again.
+    /// Entries that do not fit the far list are released (late).
+    fn normalize_ring(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+        let ring = self.streams[si as usize].ring;
+        if ring == NO_RING {
+            return;
+        }
+        let e = self.streams[si as usize].expected;
+        let w = self.mask + 1;
+        let base = ring as usize * w as usize;
+        for pos in 0..w as usize {
+            let idx = base + pos;
+            if self.bitmaps[idx / 64] & (1 << (idx % 64)) == 0 {
+                continue;
+            }
+            let Some(psn) = self.slots[idx].as_ref().map(|sl| sl.psn) else {
+                continue;
+            };
+            let d = psn.distance(e);
+            if d >= 0 && (d as u32) <= self.mask {
+                continue;
+            }
+            // Out of the ring without counting a release: it is still held.
+            let Some(slot) = self.slots[idx].take() else {
+                continue;
+            };
+            self.bitmaps[idx / 64] &= !(1 << (idx % 64));
+            let st = &mut self.streams[si as usize];
+            st.in_ring -= 1;
+            if st.in_ring == 0 {
+                self.free_rings.push(st.ring);
+                st.ring = NO_RING;
+            }
+            if let Err(slot) = self.put_far(si, slot, true) {
+                let st = &mut self.streams[si as usize];
+                st.held -= 1;
+                st.stats.held = u64::from(st.held);
+                self.held_bytes -= slot.len as usize;
+                self.totals.held_now -= 1;
+                if self.hold_ns.len() < 65_536 {
+                    self.hold_ns.push(now.saturating_sub(slot.arrived));
+                }
+                self.count_late(si);
+                out.push(slot.item);
+            }
+            if self.streams[si as usize].ring == NO_RING {
+                break;
+            }
+        }
+    }
+
+    /// Releases every packet stream `si` holds (ring and far list), in PSN order from its
+    /// expected PSN; returns the PSN after the last one released.
     pub(super) fn flush_ring(&mut self, si: u32, now: u64, out: &mut Vec<T>) -> Option<Psn> {
         let mut after = None;
         let mut from = self.streams[si as usize].expected;
-        while let Some(off) = self.next_held(si, from) {
-            let q = from.add(off);
-            let Some(slot) = self.take(si, q, now) else {
+        while let Some(q) = self.next_held_psn(si, from) {
+            let Some(slot) = self.take_held(si, q, now) else {
                 break;
             };
             after = Some(slot.psn.add(slot.span));
             out.push(slot.item);
-            from = q.add(1);
+            if !q.is_before(from) {
+                from = q.add(1);
+            }
         }
         after
     }
@@ -696,6 +857,23 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
+        self.insert_request_read(key, psn, span, None, len, item, now, out)
+    }
+
+    /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
+    /// the QP's path MTU makes of it once that is known, `span` (the engine's estimate at the
+    /// largest path MTU the port allows, never too long) until then.
+    pub fn insert_request_read(
+        &mut self,
+        key: StreamKey,
+        psn: Psn,
+        span: u32,
+        read: Option<u32>,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
         let span = span.max(1);
         let Some(si) = self.stream_for(key, now, true) else {
             out.push(item);
@@ -706,7 +884,7 @@ impl<T> ReorderCore<T> {
         self.streams[si as usize].last_seen = now;
         if let Phase::Learning { until, min, max } = self.streams[si as usize].phase {
             if now < until {
-                return self.learn_hold(si, psn, span, len, item, now, out, until, min, max);
+                return self.learn_hold(si, psn, span, read, len, item, now, out, until, min, max);
             }
             if self.streams[si as usize].held == 0 {
                 // Nothing collected (learning disabled, or its window passed empty): this
@@ -727,11 +905,11 @@ impl<T> ReorderCore<T> {
             self.restart(si, now);
             let (until, min, max) = (now.saturating_add(self.cfg.learn_ns), psn, psn);
             if self.cfg.learn_ns > 0 {
-                return self.learn_hold(si, psn, span, len, item, now, out, until, min, max);
+                return self.learn_hold(si, psn, span, read, len, item, now, out, until, min, max);
             }
             self.start_at(si, psn);
         }
-        self.insert_active(si, psn, span, len, item, now, out)
+        self.insert_active(si, psn, span, read, len, item, now, out)
     }
 
     /// Ends learning (or a restart) with `psn` as the first expected PSN.
@@ -760,6 +938,7 @@ impl<T> ReorderCore<T> {
         si: u32,
         psn: Psn,
         span: u32,
+        read: Option<u32>,
         len: u32,
         item: T,
         now: u64,
@@ -775,21 +954,37 @@ impl<T> ReorderCore<T> {
             min
         };
         let new_max = if first || psn.is_after(max) { psn } else { max };
-        if self.occupied(si, psn).is_some() {
+        if self.holds(si, psn) {
             return self.duplicate(si);
         }
-        // Everything held while learning must fit one window (slots are `psn mod W`); when it
-        // would not, or there is no room, learning ends here and this packet goes the normal way.
-        let fits = first || (new_max.distance(new_min) as u32) < self.mask;
-        if !fits || self.can_hold(si, psn, len).is_err() {
-            if first {
-                self.start_at(si, psn);
-            } else {
-                self.finish_learning(si, now, out);
+        // A packet whose ring slot is taken (a PSN a window apart: READ REQUESTs span many
+        // PSNs) waits in the far list; when neither has room, learning ends here and this
+        // packet goes the normal way.
+        match self.can_hold(si, psn, len) {
+            Ok(()) => self.put(si, item, psn, span, read, len, now),
+            Err(why) => {
+                let slot = Slot {
+                    item,
+                    psn,
+                    span,
+                    read,
+                    len,
+                    arrived: now,
+                };
+                if let Err(slot) = if why == NoHold::Collision {
+                    self.put_far(si, slot, false)
+                } else {
+                    Err(slot)
+                } {
+                    if first {
+                        self.start_at(si, psn);
+                    } else {
+                        self.finish_learning(si, now, out);
+                    }
+                    return self.insert_active(si, psn, span, read, len, slot.item, now, out);
+                }
             }
-            return self.insert_active(si, psn, span, len, item, now, out);
         }
-        self.put(si, item, psn, span, len, now);
         self.streams[si as usize].phase = Phase::Learning {
             until,
             min: new_min,
@@ -808,6 +1003,7 @@ impl<T> ReorderCore<T> {
                 s.expected = min;
             }
             self.totals.learned += 1;
+            self.normalize_ring(si, now, out);
             self.drain_request(si, now, out);
             let s = &mut self.streams[si as usize];
             if s.held > 0 && s.held == held {
@@ -822,6 +1018,7 @@ impl<T> ReorderCore<T> {
         si: u32,
         psn: Psn,
         span: u32,
+        read: Option<u32>,
         len: u32,
         item: T,
         now: u64,
@@ -832,7 +1029,7 @@ impl<T> ReorderCore<T> {
         if d == 0 {
             out.push(item);
             self.count_in_order(si);
-            self.advance(si, span, now, out);
+            self.advance(si, span, read, now, out);
             self.drain_request(si, now, out);
             return Insert::Released;
         }
@@ -841,42 +1038,97 @@ impl<T> ReorderCore<T> {
             self.count_late(si);
             return Insert::Late;
         }
-        let mut released = 0u32;
-        let overflow = d as u32 > self.mask;
-        if overflow {
-            released = self.make_room(si, psn, now, out);
-            self.streams[si as usize].stats.overflows += 1;
-            self.totals.overflows += 1;
-            if self.streams[si as usize].expected == psn {
-                out.push(item);
-                self.count_in_order(si);
-                self.advance(si, span, now, out);
-                self.drain_request(si, now, out);
-                return Insert::Overflowed { released };
-            }
-        }
-        if self.occupied(si, psn).is_some() {
+        if self.holds(si, psn) {
             return self.duplicate(si);
         }
-        if let Err(why) = self.can_hold(si, psn, len) {
-            out.push(item);
-            self.count_no_hold(why);
-            return Insert::Passthrough;
+        if d as u32 > self.mask {
+            // Beyond the ring's window: the far list holds it if it can.
+            let slot = Slot {
+                item,
+                psn,
+                span,
+                read,
+                len,
+                arrived: now,
+            };
+            return match self.put_far(si, slot, false) {
+                Ok(()) => Insert::Held,
+                Err(slot) => self.overflow(si, psn, span, read, len, slot.item, now, out),
+            };
         }
-        self.put(si, item, psn, span, len, now);
-        if overflow {
-            Insert::Overflowed { released }
-        } else {
-            Insert::Held
+        match self.can_hold(si, psn, len) {
+            Ok(()) => {
+                self.put(si, item, psn, span, read, len, now);
+                Insert::Held
+            }
+            Err(why) => {
+                out.push(item);
+                self.count_no_hold(why);
+                Insert::Passthrough
+            }
         }
     }
 
-    /// Moves `e` past a packet of `span` PSNs; held packets inside the span are late.
-    fn advance(&mut self, si: u32, span: u32, now: u64, out: &mut Vec<T>) {
+    /// A packet beyond the window that the far list cannot hold: release held packets in
+    /// order, skipping gaps, until it fits.
+    fn overflow(
+        &mut self,
+        si: u32,
+        psn: Psn,
+        span: u32,
+        read: Option<u32>,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
+        let released = self.make_room(si, psn, now, out);
+        self.streams[si as usize].stats.overflows += 1;
+        self.totals.overflows += 1;
         let e = self.streams[si as usize].expected;
+        if e == psn {
+            out.push(item);
+            self.count_in_order(si);
+            self.advance(si, span, read, now, out);
+            self.drain_request(si, now, out);
+            return Insert::Overflowed { released };
+        }
+        if psn.is_before(e) || self.holds(si, psn) {
+            // Released on the way, or a copy now: it goes as late.
+            out.push(item);
+            self.count_late(si);
+            return Insert::Overflowed { released };
+        }
+        match self.can_hold(si, psn, len) {
+            Ok(()) => self.put(si, item, psn, span, read, len, now),
+            Err(why) => {
+                out.push(item);
+                self.count_no_hold(why);
+            }
+        }
+        Insert::Overflowed { released }
+    }
+
+    /// Moves `e` past a packet of `span` PSNs (a READ REQUEST: of its DMA length at the QP's
+    /// path MTU, once known); held packets inside the span are late.
+    fn advance(&mut self, si: u32, span: u32, read: Option<u32>, now: u64, out: &mut Vec<T>) {
+        let e = self.streams[si as usize].expected;
+        let s = &mut self.streams[si as usize];
+        let span = match read {
+            Some(l) if s.pmtu > 0 => l.div_ceil(s.pmtu).max(1),
+            _ => span,
+        };
+        s.est_read = match read {
+            Some(l) if s.pmtu == 0 => Some((e, l, span)),
+            _ => None,
+        };
         if span > 1 {
+            // Held packets inside the span are late (nothing is sent there): released in PSN
+            // order, the far list's with the ring's.
+            let end = e.add(span);
             for k in 1..span.min(self.mask + 1) {
                 let q = e.add(k);
+                self.release_far_before(si, q.add(1), now, out);
                 if self.occupied(si, q).is_some() {
                     if let Some(slot) = self.take(si, q, now) {
                         self.count_late(si);
@@ -884,22 +1136,56 @@ impl<T> ReorderCore<T> {
                     }
                 }
             }
+            self.release_far_before(si, end, now, out);
         }
         self.streams[si as usize].expected = e.add(span);
+    }
+
+    /// Releases (late) the far list's packets before `end`.
+    fn release_far_before(&mut self, si: u32, end: Psn, now: u64, out: &mut Vec<T>) {
+        while let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
+            if !f.is_before(end) {
+                break;
+            }
+            let Some(slot) = self.take_held(si, f, now) else {
+                break;
+            };
+            self.count_late(si);
+            out.push(slot.item);
+        }
     }
 
     /// Releases consecutive held packets from `e` on.
     fn drain_request(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
         loop {
             let e = self.streams[si as usize].expected;
+            // The far list's front, once the expected PSN reached it (or passed it: a READ's
+            // span covered it, and it is late).
+            if let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
+                if !f.is_after(e) {
+                    let Some(slot) = self.take_held(si, f, now) else {
+                        break;
+                    };
+                    if f == e && self.occupied(si, e).is_none() {
+                        let (span, read) = (slot.span, slot.read);
+                        out.push(slot.item);
+                        self.count_in_order(si);
+                        self.advance(si, span, read, now, out);
+                    } else {
+                        out.push(slot.item);
+                        self.count_late(si);
+                    }
+                    continue;
+                }
+            }
             if self.occupied(si, e).is_none() {
                 break;
             }
             if let Some(slot) = self.take(si, e, now) {
-                let span = slot.span;
+                let (span, read) = (slot.span, slot.read);
                 out.push(slot.item);
                 self.count_in_order(si);
-                self.advance(si, span, now, out);
+                self.advance(si, span, read, now, out);
             }
         }
         let s = &mut self.streams[si as usize];
@@ -919,18 +1205,22 @@ impl<T> ReorderCore<T> {
             if (psn.distance(e) as u32) <= self.mask {
                 break;
             }
-            match self.next_held(si, e) {
-                Some(off) => {
+            match self.next_held_psn(si, e) {
+                Some(q) => {
                     // Give up on the gap before the next held packet and release it.
-                    let q = e.add(off);
-                    self.streams[si as usize].expected = q;
-                    if let Some(slot) = self.take(si, q, now) {
-                        let span = slot.span;
-                        out.push(slot.item);
-                        released += 1;
-                        self.count_in_order(si);
-                        self.advance(si, span, now, out);
+                    let Some(slot) = self.take_held(si, q, now) else {
+                        break;
+                    };
+                    out.push(slot.item);
+                    released += 1;
+                    if q.is_before(e) {
+                        self.count_late(si);
+                        continue;
                     }
+                    self.streams[si as usize].expected = q;
+                    let (span, read) = (slot.span, slot.read);
+                    self.count_in_order(si);
+                    self.advance(si, span, read, now, out);
                 }
                 None => {
                     self.streams[si as usize].expected = psn;
@@ -960,47 +1250,27 @@ impl<T> ReorderCore<T> {
             return false;
         }
         s.phase = Phase::Active;
+        s.expected = old;
         if s.held > 0 {
+            self.normalize_ring(si, now, out);
             if psn.is_after(old) {
                 // Held packets below the new expected PSN are behind it now: release them.
-                let mut from = old;
-                while let Some(off) = self.next_held(si, from) {
-                    let q = from.add(off);
+                while let Some(q) = self.next_held_psn(si, old) {
                     if !q.is_before(psn) {
                         break;
                     }
-                    let Some(slot) = self.take(si, q, now) else {
+                    let Some(slot) = self.take_held(si, q, now) else {
                         break;
                     };
                     out.push(slot.item);
                     self.count_late(si);
-                    from = q.add(1);
-                }
-            } else {
-                // Moving back (the RNIC dropped what a timeout released): keep what fits the new
-                // window, so that retransmitted copies of it are discarded as duplicates and the
-                // held originals go out in order; release (late) what lies beyond.
-                let mut from = old;
-                let mut scanned = 0u32;
-                while let Some(off) = self.next_held(si, from) {
-                    // Each held packet is visited once: stop after one turn of the ring.
-                    scanned += off + 1;
-                    if scanned > self.mask + 1 {
-                        break;
-                    }
-                    let q = from.add(off);
-                    if (q.distance(psn) as u32) <= self.mask {
-                        from = q.add(1);
-                        continue;
-                    }
-                    let Some(slot) = self.take(si, q, now) else {
-                        break;
-                    };
-                    out.push(slot.item);
-                    self.count_late(si);
-                    from = q.add(1);
                 }
             }
+            // Moving back (the RNIC dropped what a timeout released), everything held is kept:
+            // retransmitted copies of it are discarded as duplicates and the held originals go
+            // out in order. What no longer fits the ring's window waits in the far list.
+            self.streams[si as usize].expected = psn;
+            self.normalize_ring(si, now, out);
         }
         self.streams[si as usize].expected = psn;
         self.drain_request(si, now, out);
@@ -1008,6 +1278,43 @@ impl<T> ReorderCore<T> {
             self.mark_active(si);
         }
         true
+    }
+
+    /// The QP of request stream `key` runs at path MTU `pmtu` (a FIRST or MIDDLE packet of it,
+    /// or the local responder's READ RESPONSE, showed it). If the last READ REQUEST released
+    /// was sized at a larger path MTU, the PSNs it really spans are not coming: move on.
+    pub fn learn_request_pmtu(&mut self, key: StreamKey, pmtu: u32, now: u64, out: &mut Vec<T>) {
+        if let Some(si) = self.find(&key) {
+            self.learn_stream_pmtu(si, pmtu, now, out);
+        }
+    }
+
+    pub(super) fn learn_stream_pmtu(&mut self, si: u32, pmtu: u32, now: u64, out: &mut Vec<T>) {
+        if !(256..=4096).contains(&pmtu) || !pmtu.is_power_of_two() {
+            return;
+        }
+        let s = &mut self.streams[si as usize];
+        if s.pmtu == pmtu {
+            return;
+        }
+        s.pmtu = pmtu;
+        if let Some((q, l, used)) = s.est_read.take() {
+            let real = l.div_ceil(pmtu).max(1);
+            if real > used && s.expected == q.add(used) && matches!(s.phase, Phase::Active) {
+                s.expected = q.add(real);
+                // Held packets inside the READ's real span are copies of nothing: late.
+                for k in used..real.min(self.mask + 1) {
+                    let p = q.add(k);
+                    if self.occupied(si, p).is_some() {
+                        if let Some(slot) = self.take(si, p, now) {
+                            self.count_late(si);
+                            out.push(slot.item);
+                        }
+                    }
+                }
+                self.drain_request(si, now, out);
+            }
+        }
     }
 
     // ------------------------------------------------------------------ timers and eviction
@@ -1087,6 +1394,7 @@ impl<T> ReorderCore<T> {
             s.ring = NO_RING;
         }
         let key = s.key;
+        s.far = VecDeque::new();
         s.reads = VecDeque::new();
         s.acks = VecDeque::new();
         self.index.remove(&key);

@@ -32,13 +32,14 @@ use crate::wire::Psn;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaKind {
     /// Towards a local responder (SEND, WRITE, READ REQUEST, atomics; RC or UC).
-    Request,
+    Request {
+        /// A READ REQUEST's DMA length (its PSN span follows from the QP's path MTU).
+        read_len: Option<u32>,
+    },
     /// Towards a local requester, filling a known PSN (READ RESPONSE, atomic ACK).
     Fill {
         /// READ RESPONSE LAST or ONLY, or an atomic ACK: the last response of its request.
         ends: bool,
-        /// Payload bytes of a READ RESPONSE FIRST or MIDDLE (one path MTU); 0 otherwise.
-        full_payload: u16,
     },
     /// Towards a local requester, filling nothing (ACK, NAK).
     Ack,
@@ -54,6 +55,9 @@ pub enum MetaKind {
     /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next)
     /// or an RNR NAK (`psn` is the request it could not take yet, which will come again).
     HostNak,
+    /// From a local responder: a READ RESPONSE FIRST or MIDDLE, whose payload
+    /// (`full_payload`) is the QP's path MTU: what the READ REQUESTs it answers span.
+    HostPmtu,
     /// From a local responder: an ACK through `psn`.
     HostAck,
     /// An RDMA CM REQ or REP (UD to QP1): `local`/`remote` are its sender/receiver.
@@ -82,8 +86,11 @@ pub struct RoceMeta {
     pub qpn: u32,
     /// BTH PSN.
     pub psn: Psn,
-    /// PSNs the packet consumes (READ REQUEST: `max(1, ceil(dma_len / pmtu))`).
+    /// PSNs the packet consumes (READ REQUEST: `max(1, ceil(dma_len / pmtu))` at the path MTU
+    /// the engine knows for the port, the largest its MTU allows unless configured).
     pub span: u32,
+    /// Payload bytes of a FIRST or MIDDLE packet (exactly the QP's path MTU); 0 otherwise.
+    pub full_payload: u16,
     /// Frame length.
     pub len: u32,
     /// What it is.

@@ -370,15 +370,32 @@ impl<T> super::core::ReorderCore<T> {
             self.totals.host_naks_ignored += 1;
             return;
         };
-        let s = &self.streams[si as usize];
-        if matches!(s.phase, super::core::Phase::Active) && !self.near(s.expected, psn) {
-            // Not a PSN this stream can be at: a stale or forged NAK.
-            self.totals.host_naks_ignored += 1;
-            return;
-        }
+        // The pairing named the stream (and a PSN fitting it when it was not bound yet): the
+        // host's NAK is the truth about what it expects, however far that is from the switch's
+        // idea (a garbage PSN that moved the stream is undone this way).
         if self.resync(si, psn, now, out) {
             self.streams[si as usize].stats.resyncs += 1;
             self.totals.resyncs += 1;
+        }
+    }
+
+    /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the
+    /// remote QP `remote_qpn`: its QP's path MTU, which the READ REQUESTs of its request stream
+    /// span.
+    pub fn observe_host_pmtu(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        remote_qpn: u32,
+        psn: Psn,
+        pmtu: u32,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        self.pairing.saw_remote(local, remote, remote_qpn, sport);
+        if let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, psn) {
+            self.learn_stream_pmtu(si, pmtu, now, out);
         }
     }
 

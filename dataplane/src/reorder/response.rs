@@ -401,7 +401,7 @@ impl<T> ReorderCore<T> {
             self.count_no_hold(why);
             return Insert::Passthrough;
         }
-        self.put(si, item, psn, 1, len, now);
+        self.put(si, item, psn, 1, None, len, now);
         if overflow {
             Insert::Overflowed { released }
         } else {
@@ -410,11 +410,21 @@ impl<T> ReorderCore<T> {
     }
 
     /// An ACK or NAK with `psn` may pass unless a range that ends before it is still missing
-    /// responses (the requester would take the ACK as the loss of that READ).
+    /// responses (the requester would take the ACK as the loss of that READ), or a READ's
+    /// responses are under way: rxe's completer lets an ACK in between a READ's FIRST and LAST
+    /// response reset its opcode sequence, and the READ's next response then moves the QP to
+    /// the error state. Such an ACK (older than the responses released) waits for the READ's
+    /// end and is then ignored by the requester as old.
     fn ack_may_pass(s: &super::core::Stream<T>, psn: Psn) -> bool {
         match s.reads.front() {
             None => true,
-            Some(r) => !psn.is_after(r.last()),
+            Some(r) => {
+                let under_way = s.expected != r.start && {
+                    let d = s.expected.distance(r.start);
+                    d > 0 && (d as u32) < r.span
+                };
+                !under_way && !psn.is_after(r.last())
+            }
         }
     }
 

@@ -49,6 +49,9 @@ pub struct ReorderEngine {
     pub pacing_drops: u64,
     /// The QP pairing learned last (most bursts come from one QP): skips the table update.
     last_pair: Option<(u128, u128, u16, u32)>,
+    /// The path MTU a local responder showed last (local, remote, remote QPN, bytes): every
+    /// READ RESPONSE it sends shows it again.
+    last_pmtu: Option<(u128, u128, u32, u16)>,
 }
 
 impl ReorderEngine {
@@ -89,6 +92,7 @@ impl ReorderEngine {
             last_publish: 0,
             pacing_drops: 0,
             last_pair: None,
+            last_pmtu: None,
         }
     }
 
@@ -190,7 +194,7 @@ impl ReorderStage for ReorderEngine {
         self.for_port(egress);
         let item = (egress, pkt);
         match meta.kind {
-            MetaKind::Request => {
+            MetaKind::Request { read_len } => {
                 let pair = (meta.local, meta.remote, meta.sport, meta.qpn);
                 if self.last_pair != Some(pair) {
                     self.core
@@ -201,10 +205,19 @@ impl ReorderStage for ReorderEngine {
                     local: meta.local,
                     qpn: meta.qpn,
                 };
-                self.core.insert_request(
+                if meta.full_payload > 0 {
+                    self.core.learn_request_pmtu(
+                        key,
+                        u32::from(meta.full_payload),
+                        now,
+                        &mut self.released,
+                    );
+                }
+                self.core.insert_request_read(
                     key,
                     meta.psn,
                     meta.span,
+                    read_len,
                     meta.len,
                     item,
                     now,
@@ -213,9 +226,9 @@ impl ReorderStage for ReorderEngine {
             }
             MetaKind::Fill { .. } | MetaKind::Ack => {
                 let kind = match meta.kind {
-                    MetaKind::Fill { ends, full_payload } => ResponseKind::Fill {
+                    MetaKind::Fill { ends } => ResponseKind::Fill {
                         ends,
-                        full_payload: u32::from(full_payload),
+                        full_payload: u32::from(meta.full_payload),
                     },
                     _ => ResponseKind::Ack,
                 };
@@ -274,6 +287,22 @@ impl ReorderStage for ReorderEngine {
                 now,
                 &mut self.released,
             ),
+            MetaKind::HostPmtu => {
+                let seen = (meta.local, meta.remote, meta.qpn, meta.full_payload);
+                if self.last_pmtu != Some(seen) {
+                    self.last_pmtu = Some(seen);
+                    self.core.observe_host_pmtu(
+                        meta.local,
+                        meta.remote,
+                        meta.sport,
+                        meta.qpn,
+                        meta.psn,
+                        u32::from(meta.full_payload),
+                        now,
+                        &mut self.released,
+                    );
+                }
+            }
             MetaKind::HostAck => self.core.observe_ack(
                 meta.local,
                 meta.remote,
@@ -389,8 +418,9 @@ mod tests {
             qpn,
             psn: Psn::new(psn),
             span: 1,
+            full_payload: 0,
             len,
-            kind: MetaKind::Request,
+            kind: MetaKind::Request { read_len: None },
         }
     }
 
@@ -520,10 +550,8 @@ mod tests {
         };
         s.observe(0, &read, 0, &mut out);
         let fill = RoceMeta {
-            kind: MetaKind::Fill {
-                ends: false,
-                full_payload: 1024,
-            },
+            kind: MetaKind::Fill { ends: false },
+            full_payload: 1024,
             qpn: 0x11,
             ..meta(0, 51, 1100)
         };

@@ -110,26 +110,40 @@ fn late_and_duplicate() {
 }
 
 #[test]
-fn window_overflow_releases_in_order_skipping_gaps() {
-    let mut h = H::new(cfg()); // W = 64
+fn beyond_the_window_is_held_in_the_far_list_then_overflows() {
+    let mut h = H::new(cfg()); // W = 64: the far list holds 256
     h.ins(1, 0, 0, 0);
     h.ins(1, 5, 5, 0);
     h.ins(1, 9, 9, 0);
     h.take();
-    h.ins(1, 40, 40, 0);
-    // 100 is 99 past e = 1: what is held goes in order, gaps skipped, until 100 fits (40 is
-    // the first held packet from which it does).
-    assert_eq!(h.ins(1, 100, 100, 0), Insert::Overflowed { released: 3 });
-    assert_eq!(h.take(), vec![5, 9, 40]);
-    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(41)));
+    // 100 is 99 past e = 1: beyond the ring, held in the far list.
+    assert_eq!(h.ins(1, 100, 100, 0), Insert::Held);
+    for p in 101..356 {
+        assert_eq!(h.ins(1, p, p, 0), Insert::Held, "{p}");
+    }
+    assert_eq!(h.core.held(), 2 + 256);
+    // The far list is full: 400 overflows. Held packets go in order, gaps skipped, until 400
+    // fits the window (from 337 on it does).
+    assert_eq!(
+        h.ins(1, 400, 400, 0),
+        Insert::Overflowed { released: 2 + 237 }
+    );
+    // What follows the skipped gap without a gap of its own goes too (337..356).
+    let mut want = vec![5, 9];
+    want.extend(100..356);
+    assert_eq!(h.take(), want);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(356)));
     assert_eq!(h.core.totals.overflows, 1);
-    // Far beyond: what is held goes, then, with nothing left to release, the packet itself
-    // is the expected PSN (the PSNs a window behind it are more than a window late: waiting
-    // for them would wait for a timeout).
-    assert_eq!(h.ins(1, 1000, 1000, 0), Insert::Overflowed { released: 1 });
-    assert_eq!(h.take(), vec![100, 1000]);
-    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
+    for p in 357..400 {
+        assert_eq!(h.ins(1, p, p, 0), Insert::Held);
+    }
+    assert_eq!(h.ins(1, 356, 356, 0), Insert::Released);
+    assert_eq!(h.take(), (356..=400).collect::<Vec<_>>());
     assert_eq!(h.core.held(), 0);
+    // Far beyond with nothing held: the packet itself is the expected PSN.
+    assert_eq!(h.ins(1, 100_000, 7, 0), Insert::Held, "far list");
+    h.core.poll(10_000, &mut h.out);
+    assert_eq!(h.take(), vec![7], "given up after the hold timeout");
 }
 
 #[test]
@@ -395,6 +409,8 @@ fn byte_cap_passes_packets_through() {
 struct ModelStream {
     e: Option<Psn>,
     held: BTreeMap<u32, (Psn, u32, u32)>, // psn value -> (psn, span, id)
+    /// Held PSNs that were a window or more ahead when they came (the far list).
+    far: std::collections::BTreeSet<u32>,
     gap_since: u64,
     last_seen: u64,
 }
@@ -420,6 +436,7 @@ impl Model {
         let e = s.e.unwrap();
         for j in 1..span.min(w) {
             if let Some((_, _, id)) = s.held.remove(&e.add(j).value()) {
+                s.far.remove(&e.add(j).value());
                 out.push(id);
             }
         }
@@ -432,6 +449,7 @@ impl Model {
             let Some((_, span, id)) = self.streams[k].held.remove(&e.value()) else {
                 break;
             };
+            self.streams[k].far.remove(&e.value());
             out.push(id);
             self.advance(k, span, out);
         }
@@ -461,6 +479,18 @@ impl Model {
             out.push(id);
             return;
         }
+        if d as u32 >= w && self.streams[k].far.len() < 4 * w as usize {
+            let s = &mut self.streams[k];
+            if s.held.contains_key(&p.value()) {
+                return; // duplicate
+            }
+            if s.held.is_empty() {
+                s.gap_since = now;
+            }
+            s.held.insert(p.value(), (p, span, id));
+            s.far.insert(p.value());
+            return;
+        }
         if d as u32 >= w {
             loop {
                 let e = self.streams[k].e.unwrap();
@@ -471,6 +501,7 @@ impl Model {
                 match first {
                     Some((q, qspan, qid)) => {
                         self.streams[k].held.remove(&q.value());
+                        self.streams[k].far.remove(&q.value());
                         self.streams[k].e = Some(q);
                         out.push(qid);
                         self.advance(k, qspan, out);
@@ -493,13 +524,6 @@ impl Model {
         if s.held.contains_key(&p.value()) {
             return; // duplicate
         }
-        if s.held
-            .values()
-            .any(|(q, _, _)| q.value() % w == p.value() % w)
-        {
-            out.push(id); // its slot is taken by a PSN W apart: passed through
-            return;
-        }
         if s.held.is_empty() {
             s.gap_since = now;
         }
@@ -516,6 +540,7 @@ impl Model {
                     last = Some(q.add(span));
                 }
                 s.held.clear();
+                s.far.clear();
                 s.e = last;
             }
         }
@@ -526,14 +551,13 @@ impl Model {
         let s = &mut self.streams[k];
         let Some(old) = s.e else { return };
         for (q, _, id) in s.ordered(old) {
-            let release = if psn.is_after(old) {
-                q.is_before(psn)
-            } else {
-                (q.distance(psn) as u32) >= w
-            };
-            if release {
+            if psn.is_after(old) && q.is_before(psn) {
                 s.held.remove(&q.value());
+                s.far.remove(&q.value());
                 out.push(id);
+            } else if (q.distance(psn) as u32) >= w {
+                // Kept, beyond the new window: in the far list.
+                s.far.insert(q.value());
             }
         }
         s.e = Some(psn);
@@ -1191,4 +1215,15 @@ fn forged_or_stale_naks_do_not_move_a_stream() {
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
     assert_eq!(h.core.totals.host_naks_ignored, 2);
     assert_eq!(h.core.totals.resyncs, 0);
+    // A garbage PSN far ahead is held, then given up with the gap; the stream follows it, and
+    // the host's NAK (its QP is paired now) brings it back.
+    h.core
+        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001), 0, &mut out);
+    assert_eq!(h.ins(1, 0x70_0000, 9, 0), Insert::Held);
+    h.core.poll(1_000_000, &mut out);
+    assert_eq!(out, vec![2, 9]);
+    h.core
+        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001), 0, &mut out);
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
+    assert_eq!(h.ins(1, 1001, 1, 0), Insert::Released);
 }
