@@ -12,7 +12,9 @@
 #          changing it needs no rebuild)
 # Environment: CACHE [/var/cache/sprayswitch/rxe-guest]
 # The guest's /init reads /guest.conf (NAME, IP, GW, MTU, ROLE, PEER, TESTS, LIMIT) from a second cpio
-# archive appended by the runner, runs the tests, prints the rxe hardware counters and powers off.
+# archive appended by the runner, runs the tests (printing its CPU, NIC and rxe hardware counters
+# before and after each, so that the runner can tell each test's own counts), prints the rxe
+# hardware counters once more and powers off.
 set -euo pipefail
 
 CACHE=${CACHE:-/var/cache/sprayswitch/rxe-guest}
@@ -35,6 +37,9 @@ for m in virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs; do modprobe $m 
 /bin/ip addr add "$IP" dev eth0
 [ -n "$GW" ] && /bin/ip route add default via "$GW"
 rdma link add rxe0 type rxe netdev eth0 || say "rdma link add failed"
+# The kernel serves the hw counters from a cache refreshed at most every "lifespan" ms: 0 makes
+# every read fresh, so that the counts read right after a test are that test's.
+echo 0 >/sys/class/infiniband/rxe0/ports/1/hw_counters/lifespan 2>/dev/null || say "hw counters' lifespan not set"
 # The GID index of this guest's IPv4 address as RoCE v2, for perftest's -x. The index is not
 # fixed: in one run index 1 was not that GID on one of two guests, and perftest refused to
 # connect them ("Incompatibility issue with GID types"). Waits for the GID to appear.
@@ -62,11 +67,19 @@ if [ "$ROLE" = client ]; then
 fi
 # stats WHEN -> the guest's CPU time (USER_HZ ticks: user nice system idle iowait irq softirq)
 # and its NIC's interrupts, around each test: where the vCPU's time went, and how many
-# interrupts the packets cost.
+# interrupts the packets cost; and every rxe hw counter as NAME=VALUE on one line: the
+# counters are per device, not per QP, so only their growth between "before" and "after"
+# tells what one test did.
 stats() {
   echo "  stats $1 cpu $(head -1 /proc/stat | cut -d' ' -f3-9)"
   echo "  stats $1 irq $(awk '/virtio0-input/ {s = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i; print s}' /proc/interrupts)"
   echo "  stats $1 rx $(cat /sys/class/net/eth0/statistics/rx_packets) tx $(cat /sys/class/net/eth0/statistics/tx_packets)"
+  hw=""
+  # "lifespan" sits among them but is no counter (see above).
+  for c in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+    [ "${c##*/}" = lifespan ] || hw="$hw ${c##*/}=$(cat "$c")"
+  done
+  echo "  stats $1 hw$hw"
 }
 n=0
 echo "$TESTS" | tr ';' '\n' | while read -r t; do

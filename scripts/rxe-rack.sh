@@ -8,13 +8,26 @@
 # rack in one process, sprayrackd: see SHAPE). For each
 # fabric mode (ecmp, spray without reorder, spray with reorder) and each RoCE MTU, the guests run
 # the perftest list; then the same guests run it over a direct link (a Linux bridge) as the
-# baseline. Prints one table row per test with the goodput, the responder's out-of-sequence and
-# duplicate requests, the requester's sequence-error NAKs and retries, and what the destination
-# ToR's reorder stage did; exits non-zero when an expectation fails (see CHECK below).
+# baseline. Prints one table row per test with the goodput and what that test alone did to the
+# guests' rxe hw counters (each guest's counters are read before and after each test: they
+# are per device, so a sum over a mode's tests would hide which test erred), as server/client
+# pairs: the responder's out-of-sequence and duplicate requests, the requester's
+# sequence-error NAKs, retries and exhausted retries (perftest's -b makes both guests
+# requester and responder, and every test has ACKs both ways, so both guests' counts are
+# shown), then what the ToRs' reorder stages did over the mode; a second table has rxe's other
+# transport-error counters per test (RNR NAKs received and sent, exhausted RNR retries, send
+# errors, link downs) and the packets each guest sent. Exits non-zero when an expectation
+# fails (see CHECK below).
 #
-# Usage: scripts/rxe-rack.sh [quick|full]
-#   quick  one ib_write_bw per mode, RoCE MTU 1024 (CI)
-#   full   ib_write_bw, ib_read_bw, ib_send_bw, ib_write_lat at RoCE MTU 1024 and 4096
+# Usage: scripts/rxe-rack.sh [quick|full] [list]
+#   quick  ib_write_bw; ib_read_bw with 64 READs outstanding (-o 64); ib_write_bw over 8 QPs
+#          (-q 8); RoCE MTU 1024 (CI)
+#   full   ib_write_bw, ib_read_bw (-o 64), ib_send_bw, ib_atomic_bw (-o 64), each alone, over
+#          8 QPs, bidirectional (-b) and both; ib_write_lat, ib_read_lat (perftest takes
+#          neither -q nor -b on latency tests); RoCE MTU 1024 and 4096
+#   list   prints the profile's tests (with the name each has in the tables) and exits: needs
+#          neither root nor qemu
+#   Message counts (-n) are small to keep the runs short; with -q 8, -n is per QP.
 # Modes: direct (the two guests on one Linux bridge: the baseline), wire (the two guests joined
 # by a bare userspace forwarder on the switches' backend, by default with the fabric's
 # capacity and mean delay on its one path: see WIRE_IMPAIR),
@@ -28,8 +41,10 @@
 #   by a packet does not preempt the other; see below), PMTUS_OVERRIDE (e.g.
 #   "4096"), SHAPE [one] (see netns-rack.sh: the rack in one process and thread, or split in
 #   three processes),
+#   TESTS_OVERRIDE: a ';'-separated list of perftest commands that replaces the profile's,
 #   ROUNDS [1]: repeat everything round by round (direct and the other modes back to back in
-#   each round) and print each goodput ratio as the median over the rounds, with every value,
+#   each round) and print each goodput ratio (each bandwidth test's reorder/wire too) as the
+#   median over the rounds, with every value,
 #   RATE_MBPS [per fabric path; default 100 at RoCE MTU 1024, 300 at 4096, see below], DELAYS_US ["0 20 40 60"], BIN [target/release],
 #   OUT [/tmp/sprayswitch-rxe-<pid>] (console logs, switch logs and counters), CHECK [1],
 #   CAPTURE [""]: 1 captures both ToRs' host ports to $OUT/tor-{a,b}-h1-MODE-PMTU.pcap (in the
@@ -46,9 +61,15 @@
 #   run-queue wait, voluntary and involuntary context switches: /proc/PID/task/*/schedstat
 #   and status) and prints them per test over its middle 90% of packets: where the guests'
 #   core goes.
-# CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes; spray
-# mode shows out-of-sequence requests at the responder; reorder mode shows none when the fabric
-# loses nothing, and hold timeouts when it does (LOSS).
+# CHECK=1 fails the run unless: every test completes in direct, wire, ecmp and reorder modes, and
+# no QP of either guest exhausts its retries (retry_exceeded_err, retry_rnr_exceeded_err) in
+# those modes; spray mode shows out-of-sequence requests at a responder in every bandwidth test
+# (for READ and atomic tests, whose long stream is the responses, retries at the requester
+# count too; latency tests have one message in flight and nothing to reorder); in reorder mode
+# on a loss-free fabric (LOSS unset) no test makes either guest count out_of_seq_request,
+# duplicate_request, rcvd_seq_err or completer_retry_err (each failure names the test, the
+# guest, the counter and its value); with LOSS those may grow, as a loss is repaired by
+# retransmission, but the ToRs must show hold timeouts.
 # Needs root and qemu-system-x86_64. Everything it creates (guests, taps, namespaces, processes)
 # is removed on exit, also on failure or interruption.
 set -euo pipefail
@@ -61,8 +82,6 @@ MODES=${MODES:-"direct wire ecmp spray reorder"}
 # faster (so spraying is limited by the switch, not by the fabric). The guests write at
 # 130-260 Mbit/s at RoCE MTU 1024 and 360-590 at 4096 (BENCHMARKS.md, stop 14): 100 and 300
 # per path.
-# (Until stop 14, 150 at 4096, chosen when the guests did 330-400 there: four such paths then
-# offered little more than the guests alone and were the limit.)
 RATE_MBPS=${RATE_MBPS:-}
 rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 300 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
@@ -111,13 +130,60 @@ TEST_LIMIT=${TEST_LIMIT:-150}   # seconds per perftest run in a guest
 SPRAY_LIMIT=${SPRAY_LIMIT:-45}  # ... when spraying without reorder
 THREADS=${THREADS:-}            # 1: sample the guests' qemu threads (see the top)
 LIMIT=$TEST_LIMIT
+# The test lists, ';'-separated. About 20 MB per bandwidth test (-n is per QP: 40 x 8 QPs x 64 KiB).
+# READs and atomics: -o 64 puts more of them in flight per QP than a ConnectX allows (16), and
+# pins the number rather than leaving it to the device (perftest's default is the device's
+# maximum, 128 on rxe). -q 8: eight QPs interleave their PSN streams at the destination ToR. -b: both guests send, so each is requester and
+# responder at once. Latency tests run one message at a time and perftest refuses -q ("Multiple
+# QPs only available on bw tests") and -b ("Bidirectional is only available in BW test") on them.
+# Under -q 8 and -b rxe's retransmission timer (perftest's default -u 14: 67 ms) fires on the
+# direct bridge as well (retries without sequence NAKs: an ACK came too late for two TCG guests
+# sharing a core), and with both -q 8 and -b the direct bridge's write and send tests broke
+# down (a flushed QP, a hung client); with -u 17 (537 ms) they ran clean. So those variants run
+# with -u 17: what they test is reordering, which shows as sequence NAKs and duplicates, not as
+# the guests' timers.
+MANY="-u 17"
+bw_variants() {  # TEST N_ONE_QP N_PER_QP_OF_8 -> the test alone, over 8 QPs, -b, and both
+  echo "$1 -n $2;$1 -n $3 -q 8 $MANY;$1 -n $2 -b $MANY;$1 -n $3 -q 8 -b $MANY"
+}
 case "$PROFILE" in
-  quick) TESTS="ib_write_bw -s 65536 -n 300"; PMTUS="1024" ;;
-  full) TESTS="ib_write_bw -s 65536 -n 1000;ib_read_bw -s 65536 -n 1000;ib_send_bw -s 65536 -n 1000;ib_write_lat -s 64 -n 1000"; PMTUS="1024 4096" ;;
+  quick) TESTS="ib_write_bw -s 65536 -n 300;ib_read_bw -s 65536 -n 300 -o 64;ib_write_bw -s 65536 -n 40 -q 8 $MANY"; PMTUS="1024" ;;
+  full)
+    TESTS="$(bw_variants "ib_write_bw -s 65536" 300 40);$(bw_variants "ib_read_bw -s 65536 -o 64" 300 40)"
+    TESTS="$TESTS;$(bw_variants "ib_send_bw -s 65536" 300 40);$(bw_variants "ib_atomic_bw -o 64" 2000 250)"
+    TESTS="$TESTS;ib_write_lat -s 64 -n 1000;ib_read_lat -s 64 -n 1000"
+    PMTUS="1024 4096" ;;
   *) sed -n '2,/^set -euo/{/^set/!p}' "$0"; exit 2 ;;
 esac
 TESTS=${TESTS_OVERRIDE:-$TESTS}
 PMTUS=${PMTUS_OVERRIDE:-$PMTUS}
+# test_label TEST -> its name in the tables: the perftest program without "ib_", and the options
+# that tell the variants of one program apart (-q N, -o N, -b), e.g. "read_bw-o64-q8-b".
+test_label() {
+  local a l i; read -ra a <<<"$1"
+  l=${a[0]#ib_}
+  for ((i = 1; i < ${#a[@]}; i++)); do
+    case ${a[i]} in
+      -q|-o) l="$l${a[i]}${a[i + 1]:-}"; i=$((i + 1)) ;;
+      -b) l="$l-b" ;;
+    esac
+  done
+  echo "$l"
+}
+# LABELS: the tests' names in order, one per test of TESTS; a name taken already gets "#N" (its
+# place in the list), so that each row and each goodput ratio belongs to one test.
+LABELS=()
+IFS=';' read -ra T <<<"$TESTS"
+for t in "${T[@]}"; do
+  l=$(test_label "$t")
+  for u in "${LABELS[@]}"; do [ "$u" = "$l" ] && { l="$l#$((${#LABELS[@]} + 1))"; break; }; done
+  LABELS+=("$l")
+done
+if [ "${2:-}" = list ]; then
+  echo "profile $PROFILE: RoCE MTU $PMTUS; modes $MODES; ${#LABELS[@]} tests per mode and MTU:"
+  for i in "${!T[@]}"; do printf '  %-20s %s\n' "${LABELS[i]}" "${T[i]}"; done
+  exit 0
+fi
 
 command -v qemu-system-x86_64 >/dev/null || { echo "rxe-rack: qemu-system-x86_64 is missing (apt-get install qemu-system-x86)" >&2; exit 1; }
 GUEST=$(scripts/rxe-guest.sh build)
@@ -192,10 +258,25 @@ guest() {
 # Netdev MTU for a RoCE path MTU: 1024 fits a 1500 link; 4096 needs a jumbo link.
 netdev_mtu() { [ "$1" = 4096 ] && echo 9000 || echo 1500; }
 
-# counter NAME FILE -> value of an rxe hw counter printed by the guest
-counter() { tr -d '\r' <"$2" | awk -F= -v k="  $1" '$1 == k {print $2}' | tail -1; }
+# hw_delta LOG ROLE N -> "NAME=GROWTH ..." for every rxe hw counter of that guest over its test
+# N, from the "stats before/after hw" lines its /init prints around each test; nothing when the
+# guest did not print both (it died, or its test never started).
+hw_delta() {
+  tr -d '\r' <"$1" | sed -n "/=== $2 START $3 /,/=== $2 END $3 /p" | awk '
+    $1 == "stats" && $3 == "hw" {
+      for (i = 4; i <= NF; i++) { split($i, kv, "="); if ($2 == "before") b[kv[1]] = kv[2]; else { a[kv[1]] = kv[2]; o[++n] = kv[1] } }
+    }
+    END { for (i = 1; i <= n; i++) if (o[i] in b) printf "%s=%d ", o[i], a[o[i]] - b[o[i]] }'
+}
+# dv DELTAS NAME -> that counter's growth in a hw_delta answer, "?" when it is not there; dn: the
+# same with 0 for "?" (for sums).
+dv() { local w; for w in $1; do [ "${w%%=*}" = "$2" ] && { echo "${w#*=}"; return; }; done; echo "?"; }
+dn() { local v; v=$(dv "$1" "$2"); [ "$v" = "?" ] && echo 0 || echo "$v"; }
+# sc SERVER_DELTAS CLIENT_DELTAS NAME -> "server/client": a counter's growth in both guests.
+sc() { echo "$(dv "$1" "$3")/$(dv "$2" "$3")"; }
 
 ROWS="$OUT/rows.txt"; : >"$ROWS"
+ERRS="$OUT/errors.txt"; : >"$ERRS"
 CPUS="$OUT/cpu.txt"; : >"$CPUS"
 GUESTS="$OUT/guests.txt"; : >"$GUESTS"
 LATE="$OUT/late.txt"; : >"$LATE"
@@ -274,10 +355,7 @@ stop_sampler() {
 # seconds waiting for a CPU, voluntary/involuntary context switches; and the CPU seconds all
 # their threads had.
 thread_report() {
-  local names=() t
-  IFS=';' read -ra T <<<"$TESTS"
-  for t in "${T[@]}"; do names+=("$(echo "$t" | awk '{print $1}')"); done
-  awk -v mode="$2" -v pmtu="$3" -v names="${names[*]}" '
+  awk -v mode="$2" -v pmtu="$3" -v names="${LABELS[*]}" '
     $1 == "P" { n++; tm[n] = $2; pk[n] = $3 + $4; st[n] = $5; en[n] = $6 }
     $1 == "T" { k = n SUBSEP $3 SUBSEP $4; main[$3, $4] = $5; run[k] = $6; wt[k] = $7; vol[k] = $8; inv[k] = $9; tids[$3, $4] = 1 }
     END {
@@ -416,7 +494,7 @@ run_mode() {  # mode pmtu
   LIMIT=$TEST_LIMIT
   for p in "${DUMP_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   DUMP_PIDS=()
-  local st="/run/sprayswitch-rack/$NAME" tb_json="{}"
+  local st="/run/sprayswitch-rack/$NAME" tb_json="{}" ta_json="{}"
   if [ "$mode" != direct ] && [ -n "${CAPTURE:-}" ]; then
     for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
   fi
@@ -444,6 +522,7 @@ run_mode() {  # mode pmtu
     done
     echo "$mode $pmtu:$cpus in ${wall}s ($(echo "$cpus" | awk -v w="$wall" '{s = 0; for (i = 2; i <= NF; i += 2) s += $i; printf "%.2f", s / w}') cores); $wakes wake-ups for $hostpkts packets from the guests ($(awk -v a="$wakes" -v b="$hostpkts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }') per packet)" >>"$CPUS"
     tb_json=$("$BIN/sprayctl" -s "$st/tor-b.sock" --json show counters 2>/dev/null || echo '{}')
+    ta_json=$("$BIN/sprayctl" -s "$st/tor-a.sock" --json show counters 2>/dev/null || echo '{}')
     for t in a b; do
       for w in ports hosts counters; do
         echo "== tor-$t show $w"
@@ -460,63 +539,106 @@ run_mode() {  # mode pmtu
   cleanup
   local srv="$OUT/srv-$mode-$pmtu.log" cli="$OUT/cli-$mode-$pmtu.log"
   echo "$mode $pmtu: server $(guest_stats "$srv"); client $(guest_stats "$cli")" >>"$GUESTS"
-  local hold resync
-  hold=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("timeouts","-"))' 2>/dev/null || echo -)
-  resync=$(echo "$tb_json" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get("resyncs","-"))' 2>/dev/null || echo -)
-  local n=0
+  # The reorder stages of both ToRs over the whole mode, as tor-b/tor-a: tor-b's holds what goes
+  # to the server (the client's requests; with -b also its ACKs), tor-a's what goes to the client
+  # (the server's ACKs and READ and atomic responses; with -b also its requests).
+  local hold resync reorder_json='import json,sys; d=json.load(sys.stdin); print(d.get("data",{}).get("reorder",{}).get(sys.argv[1],"-"))'
+  hold="$(echo "$tb_json" | python3 -c "$reorder_json" timeouts 2>/dev/null || echo -)/$(echo "$ta_json" | python3 -c "$reorder_json" timeouts 2>/dev/null || echo -)"
+  resync="$(echo "$tb_json" | python3 -c "$reorder_json" resyncs 2>/dev/null || echo -)/$(echo "$ta_json" | python3 -c "$reorder_json" resyncs 2>/dev/null || echo -)"
+  if [ "$CHECK" = 1 ] && [ "$mode" = reorder ] && [ -n "$LOSS" ] &&
+     [ "$(echo "$hold" | awk -F/ '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ {print $1 + $2}')" = 0 ]; then
+    echo "FAIL: reorder $pmtu with loss '$LOSS': no hold timeouts recorded at either ToR (tor-b/tor-a $hold)" >&2; FAIL=1
+  fi
+  local n=0 t
   IFS=';' read -ra T <<<"$TESTS"
   for t in "${T[@]}"; do
     n=$((n + 1))
-    local b; b=$(echo "$t" | awk '{print $1}')
-    local rc; rc=$(grep -o "=== client END $n $b rc=[0-9]*" "$cli" | sed 's/.*rc=//' | tail -1)
-    # perftest's result line follows its header; bandwidth tests: BW average (MB/s) is column 4,
-    # latency tests: t_avg (usec) is column 6.
+    local b label=${LABELS[n - 1]}; b=$(echo "$t" | awk '{print $1}')
+    # perftest's exit status in each guest ("none": the guest never finished the test).
+    local rc src
+    rc=$(grep -o "=== client END $n $b rc=[0-9]*" "$cli" | sed 's/.*rc=//' | tail -1) || true
+    src=$(grep -o "=== server END $n $b rc=[0-9]*" "$srv" | sed 's/.*rc=//' | tail -1) || true
+    # perftest's result line follows its header; bandwidth tests: BW average (MB/s) is column 4
+    # (with -b, both directions together), but atomics carry 8 bytes each and are counted by
+    # MsgRate (Mpps, column 5); latency tests: t_avg (usec) is column 6. awk reads
+    # to the end: quitting early would kill sed with SIGPIPE, which pipefail turns into an exit.
     local res
     res=$(sed -n "/=== client START $n /,/=== client END $n /p" "$cli" |
-      awk '/#bytes/ {h=1; next} h && NF >= 4 && $1 ~ /^[0-9]+$/ {print; exit}')
+      awk '/#bytes/ {h=1; next} h && !done && NF >= 4 && $1 ~ /^[0-9]+$/ {print; done=1}')
     local value="-"
     if [ -n "$res" ]; then
       case "$b" in
         *_lat) value="$(echo "$res" | awk '{print $6}') us" ;;
+        ib_atomic_*) value="$(echo "$res" | awk '{printf "%.0f op/s", $5 * 1e6}')" ;;
         *) value="$(echo "$res" | awk '{printf "%.0f Mb/s", $4 * 8}')" ;;
       esac
     fi
-    # The guests' counters and the switch's cover the whole run of a mode (all its tests):
-    # printed on its first row.
-    if [ $n = 1 ]; then
-      printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" \
-        "$(counter out_of_seq_request "$srv")" "$(counter duplicate_request "$srv")" \
-        "$(counter rcvd_seq_err "$cli")" "$(counter completer_retry_err "$cli")" "$hold" "$resync" >>"$ROWS"
-    else
-      printf '%-8s %-5s %-12s %-6s %-12s\n' "$mode" "$pmtu" "$b" "${rc:-none}" "$value" >>"$ROWS"
-    fi
+    # What this test did to each guest's rxe counters, as "server/client".
+    local sd cd c g v
+    sd=$(hw_delta "$srv" server "$n"); cd=$(hw_delta "$cli" client "$n")
+    # The ToRs' counters cover the whole mode (all its tests): on its first row.
+    local h="" r=""
+    [ $n = 1 ] && h=$hold r=$resync
+    printf '%-8s %-5s %-18s %-9s %-12s %10s %10s %10s %10s %10s %9s %9s\n' "$mode" "$pmtu" "$label" "${src:-none}/${rc:-none}" "$value" \
+      "$(sc "$sd" "$cd" out_of_seq_request)" "$(sc "$sd" "$cd" duplicate_request)" "$(sc "$sd" "$cd" rcvd_seq_err)" "$(sc "$sd" "$cd" completer_retry_err)" \
+      "$(sc "$sd" "$cd" retry_exceeded_err)" "$h" "$r" >>"$ROWS"
+    printf '%-8s %-5s %-18s %12s %12s %12s %12s %12s %17s\n' "$mode" "$pmtu" "$label" \
+      "$(sc "$sd" "$cd" rcvd_rnr_err)" "$(sc "$sd" "$cd" send_rnr_err)" "$(sc "$sd" "$cd" retry_rnr_exceeded_err)" "$(sc "$sd" "$cd" send_err)" "$(sc "$sd" "$cd" link_downed)" \
+      "$(sc "$sd" "$cd" sent_pkts)" >>"$ERRS"
     if [ "$CHECK" = 1 ]; then
-      local oos; oos=$(counter out_of_seq_request "$srv")
-      # Every test completes, except spraying without reorder, which must show the collapse.
       if [ "$mode" = spray ]; then
-        if [ "${oos:-0}" = 0 ]; then echo "FAIL: spray $pmtu $b: no out-of-sequence requests without reorder" >&2; FAIL=1; fi
-      elif [ "${rc:-1}" != 0 ]; then
-        echo "FAIL: $mode $pmtu $b did not complete (rc ${rc:-none})" >&2; FAIL=1
+        # Spraying without reorder must show the hosts seeing reordering, except where one
+        # message at a time is in flight (latency tests). READ and atomic requests are one
+        # packet each and their responses are the long stream: retries at the requester (the
+        # client's completer re-requests what came out of order) count as well.
+        local seen
+        case "$b" in
+          *_lat) seen=skip ;;
+          ib_read_*|ib_atomic_*) seen=$(($(dn "$sd" out_of_seq_request) + $(dn "$cd" out_of_seq_request) + $(dn "$cd" completer_retry_err))) ;;
+          *) seen=$(($(dn "$sd" out_of_seq_request) + $(dn "$cd" out_of_seq_request))) ;;
+        esac
+        if [ "$seen" = 0 ]; then
+          echo "FAIL: spray $pmtu $label: no out-of-sequence requests without reorder (server/client out_of_seq_request $(sc "$sd" "$cd" out_of_seq_request), completer_retry_err $(sc "$sd" "$cd" completer_retry_err))" >&2; FAIL=1
+        fi
+      else
+        if [ "${rc:-1}" != 0 ] || [ "${src:-1}" != 0 ]; then
+          echo "FAIL: $mode $pmtu $label did not complete (rc server ${src:-none}, client ${rc:-none})" >&2; FAIL=1
+        fi
+        # A QP that exhausts its retries has failed, lossy fabric or not.
+        for c in retry_exceeded_err retry_rnr_exceeded_err; do
+          for g in server client; do
+            if [ $g = server ]; then v=$(dv "$sd" $c); else v=$(dv "$cd" $c); fi
+            if [ "$v" != 0 ] && [ "$v" != "?" ]; then echo "FAIL: $mode $pmtu $label: the $g's $c is $v" >&2; FAIL=1; fi
+          done
+        done
       fi
-      if [ "$mode" = reorder ] && [ -z "$LOSS" ] && [ "${oos:-1}" != 0 ]; then
-        echo "FAIL: reorder $pmtu $b: the responder saw $oos out-of-sequence requests" >&2; FAIL=1
-      fi
-      if [ "$mode" = reorder ] && [ -n "$LOSS" ] && [ "$hold" = 0 ]; then
-        echo "FAIL: reorder $pmtu $b with loss: no hold timeouts recorded" >&2; FAIL=1
+      # Reordering complete and a fabric that loses nothing: the hosts must see nothing out of
+      # order, duplicated or retried, in either direction.
+      if [ "$mode" = reorder ] && [ -z "$LOSS" ]; then
+        for c in out_of_seq_request duplicate_request rcvd_seq_err completer_retry_err; do
+          for g in server client; do
+            if [ $g = server ]; then v=$(dv "$sd" $c); else v=$(dv "$cd" $c); fi
+            if [ "$v" = "?" ]; then echo "FAIL: reorder $pmtu $label: the $g did not report $c for this test" >&2; FAIL=1
+            elif [ "$v" != 0 ]; then echo "FAIL: reorder $pmtu $label: the $g's $c is $v (must be 0 on a loss-free fabric)" >&2; FAIL=1; fi
+          done
+        done
       fi
     fi
   done
 }
 
-# ratios ROWS_FILE: goodput of each mode against the direct link's for the same test in that
-# round (bandwidth tests), as "pmtu test mode percent" lines.
+# ratios ROWS_FILE: goodput (atomics: operation rate) of each mode against the direct link's for
+# the same test in that round, and reorder's against wire's (also when direct did not run), for
+# each bandwidth test, as "pmtu test mode percent" lines.
 ratios() {
-  awk '$6 == "Mb/s" { v[$1" "$2" "$3] = $5; if (!(($2" "$3) in seen)) { seen[$2" "$3] = 1; order[++n] = $2" "$3 } }
+  awk '$6 == "Mb/s" || $6 == "op/s" { v[$1" "$2" "$3] = $5; if (!(($2" "$3) in seen)) { seen[$2" "$3] = 1; order[++n] = $2" "$3 } }
     END {
       for (i = 1; i <= n; i++) {
-        k = order[i]; d = v["direct " k]; if (d == "" || d == 0) continue
-        split("wire ecmp spray reorder", m, " ")
-        for (j = 1; j <= 4; j++) { x = v[m[j]" "k]; if (x != "") printf "%s %s %.0f\n", k, m[j], 100 * x / d }
+        k = order[i]; d = v["direct " k]
+        if (d != "" && d > 0) {
+          split("wire ecmp spray reorder", m, " ")
+          for (j = 1; j <= 4; j++) { x = v[m[j]" "k]; if (x != "") printf "%s %s %.0f\n", k, m[j], 100 * x / d }
+        }
         w = v["wire " k]; r = v["reorder " k]
         if (w != "" && w > 0 && r != "") printf "%s reorder/wire %.0f\n", k, 100 * r / w
       }
@@ -539,9 +661,9 @@ ratio_table() {
     }
     END {
       head = rounds > 1 ? "goodput vs direct, median of " rounds " rounds (each round: direct and the modes back to back)" : "goodput vs direct, same run"
-      printf "%s\n%-5s %-12s %-19s %-19s %-19s %-19s %-19s\n", head, "pmtu", "test", "wire", "ecmp", "spray", "reorder", "reorder/wire"
+      printf "%s\n%-5s %-18s %-19s %-19s %-19s %-19s %-19s\n", head, "pmtu", "test", "wire", "ecmp", "spray", "reorder", "reorder/wire"
       for (i = 1; i <= n; i++) {
-        split(order[i], f, " "); printf "%-5s %-12s", f[1], f[2]
+        split(order[i], f, " "); printf "%-5s %-18s", f[1], f[2]
         printf " %-19s %-19s %-19s %-19s %-19s\n", cell(order[i]" wire"), cell(order[i]" ecmp"), cell(order[i]" spray"), cell(order[i]" reorder"), cell(order[i]" reorder/wire")
       }
     }' "$RATIOS"
@@ -552,6 +674,7 @@ for round in $(seq "$ROUNDS"); do
   if [ "$ROUNDS" -gt 1 ]; then
     OUT="$OUT_ROOT/round-$round"; mkdir -p "$OUT"
     ROWS="$OUT/rows.txt"; : >"$ROWS"
+    ERRS="$OUT/errors.txt"; : >"$ERRS"
   fi
   for pmtu in $PMTUS; do
     for mode in $MODES; do
@@ -561,14 +684,22 @@ for round in $(seq "$ROUNDS"); do
   done
   if [ "$ROUNDS" -gt 1 ]; then
     { echo "round $round"; cat "$ROWS"; } >>"$OUT_ROOT/rows.txt"
+    { echo "round $round"; cat "$ERRS"; } >>"$OUT_ROOT/errors.txt"
   fi
   ratios "$ROWS" >>"$RATIOS"
 done
 OUT=$OUT_ROOT
 ROWS="$OUT/rows.txt"
-printf '%-8s %-5s %-12s %-6s %-12s %8s %8s %8s %8s %8s %8s\n' mode pmtu test rc result \
-  oos_req dup_req seq_nak retries hold_to resync
+ERRS="$OUT/errors.txt"
+echo "Per test; guests' rxe counters as server/client, grown during that test alone:"
+printf '%-8s %-5s %-18s %-9s %-12s %10s %10s %10s %10s %10s %9s %9s\n' mode pmtu test rc result \
+  oos_req dup_req seq_nak retries retry_exc hold_to resync
 cat "$ROWS"
+echo
+echo "Per test, rxe's other transport-error counters and the packets sent, server/client:"
+printf '%-8s %-5s %-18s %12s %12s %12s %12s %12s %17s\n' mode pmtu test \
+  rnr_nak_rcvd rnr_nak_sent rnr_exc send_err link_down sent_pkts
+cat "$ERRS"
 if [ -s "$RATIOS" ]; then
   echo
   ratio_table
@@ -591,8 +722,13 @@ cat "$LATE"
 rates=$(for m in $PMTUS; do printf '%s Mbit/s each at RoCE MTU %s, ' "$(rate_for "$m")" "$m"; done)
 echo "fabric: 4 paths, ${rates}delays ${DELAYS_US} us, loss '${LOSS:-none}'; logs in $OUT"
 echo "CPUs: guests on ${GUEST_CPUS:-all} (policy $GUEST_SCHED), switches and forwarders on ${SWITCH_CPUS:-all} (idle policy $IDLE)"
-echo "Counters (first row of each mode, for all its tests): oos_req, dup_req: the responder's"
-echo "out_of_seq_request, duplicate_request; seq_nak, retries: the requester's"
-echo "rcvd_seq_err, completer_retry_err; hold_to, resync: the destination ToR's reorder hold"
-echo "timeouts and resyncs. Results: bandwidth tests BW average; ib_write_lat t_avg."
+echo "Counters, per test, server/client (the server is the responder, the client the requester;"
+echo "with -b each is both): oos_req, dup_req: out_of_seq_request, duplicate_request (responder);"
+echo "seq_nak, retries, retry_exc: rcvd_seq_err, completer_retry_err, retry_exceeded_err"
+echo "(requester); rnr_nak_rcvd, rnr_exc: rcvd_rnr_err, retry_rnr_exceeded_err (requester);"
+echo "rnr_nak_sent: send_rnr_err (responder); send_err, link_down: send_err, link_downed."
+echo "hold_to, resync: the ToRs' reorder hold timeouts and resyncs, tor-b (towards the server) /"
+echo "tor-a (towards the client), over the mode's whole run (on its first row)."
+echo "rc: perftest's exit status, server/client. Results: bandwidth tests BW average (with -b both"
+echo "directions together), atomic tests MsgRate; latency tests t_avg."
 exit $FAIL

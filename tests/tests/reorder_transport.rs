@@ -40,6 +40,10 @@ fn fabric(reorder: bool, loss_on_path_1: f64, workers: usize) -> RackPairSpec {
             idle_evict_ns: 20_000_000,
             learn_ns: 2_000_000,
             hold_timeout_ns: 4_000_000,
+            window: std::env::var("WINDOW")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(256),
             ..ReorderConfig::default()
         }),
         ..RackPairSpec::default()
@@ -329,8 +333,11 @@ proptest! {
         let conns: Vec<Connection> = m.conns.iter().enumerate().map(|(i, (dev, small, a, b, cm, script))| {
             let device = [Device::RXE, Device::CONNECTX5, Device::CONNECTX6][usize::from(*dev)];
             let mut c = conn(i as u32, device, if *small { 1024 } else { 4096 }, script.clone());
-            c.a_psn = Psn::new(*a);
-            c.b_psn = Psn::new(*b);
+            // Starting PSNs are random per QP; two QPs of one host pair whose PSNs overlap and
+            // whose UDP ports collide cannot be told apart without RDMA CM (pairing.rs), so
+            // QPs that start near the wrap start 64k PSNs apart.
+            c.a_psn = Psn::new(a.wrapping_add((i as u32) << 16));
+            c.b_psn = Psn::new(b.wrapping_add((i as u32) << 16));
             c.cm = *cm;
             if m.collide {
                 c.sport = 0xC777;

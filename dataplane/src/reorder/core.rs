@@ -250,10 +250,11 @@ pub(super) struct Stream<T> {
     pub(super) timeout: u64,
     /// Listed in `active` (its timers need checking).
     pub(super) in_active: bool,
-    /// Request streams: held packets a window or more beyond the expected PSN, in PSN order. A
-    /// READ REQUEST spans many PSNs but is one packet, so the packets after it are few yet far
-    /// in PSNs (64 READs of 64 KiB outstanding at path MTU 1024 span 4096 PSNs); the ring
-    /// holds a window of PSNs, this list what lies beyond it.
+    /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
+    /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
+    /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
+    /// that are few apart can be far apart in PSNs (64 READs of 64 KiB at path MTU 1024 span
+    /// 4096); the ring holds a window of PSNs, this list what lies beyond it.
     pub(super) far: VecDeque<Slot<T>>,
     /// Response streams: outstanding READ/atomic ranges, in PSN order.
     pub(super) reads: VecDeque<ReadRange>,
@@ -702,8 +703,12 @@ impl<T> ReorderCore<T> {
 
     /// The first held packet of stream `si` at or after `from` (ring or far list), or one of
     /// the far list behind `from`.
-    fn next_held_psn(&self, si: u32, from: Psn) -> Option<Psn> {
-        let ring = self.next_held(si, from).map(|off| from.add(off));
+    pub(super) fn next_held_psn(&self, si: u32, from: Psn) -> Option<Psn> {
+        // The PSN the slot really holds (the bitmap finds the slot; a slot of `from + off` can
+        // hold a PSN a window apart when the expected PSN moved back).
+        let ring = self
+            .next_held(si, from)
+            .and_then(|off| self.slot_of(si, from.add(off)).map(|sl| sl.psn));
         let far = self.streams[si as usize].far.front().map(|f| f.psn);
         match (ring, far) {
             (Some(r), Some(f)) => Some(
@@ -718,7 +723,7 @@ impl<T> ReorderCore<T> {
     }
 
     /// Takes the held packet with exactly `psn`, from the ring or the far list.
-    fn take_held(&mut self, si: u32, psn: Psn, now: u64) -> Option<Slot<T>> {
+    pub(super) fn take_held(&mut self, si: u32, psn: Psn, now: u64) -> Option<Slot<T>> {
         if self.occupied(si, psn).is_some() {
             return self.take(si, psn, now);
         }
@@ -743,7 +748,7 @@ impl<T> ReorderCore<T> {
 
     /// Holds a packet beyond the ring's window, in PSN order; false when the list or the byte
     /// budget is full.
-    fn put_far(&mut self, si: u32, slot: Slot<T>, counted: bool) -> Result<(), Slot<T>> {
+    pub(super) fn put_far(&mut self, si: u32, slot: Slot<T>, counted: bool) -> Result<(), Slot<T>> {
         let s = &mut self.streams[si as usize];
         if s.far.len() >= FAR_WINDOWS * (self.mask as usize + 1)
             || (!counted && self.held_bytes + slot.len as usize > self.cfg.max_held_bytes)

@@ -260,6 +260,37 @@ impl Pairing {
     }
 }
 
+/// The choice among a host pair's QPs for a packet whose pairing is not known yet: the one
+/// that fits (its PSNs fit the packet's) among those on the packet's UDP source port, when
+/// exactly one does; else the one that fits among all, when exactly one does.
+#[derive(Debug, Default)]
+pub(super) struct Pick {
+    same_port: (u32, Option<(u32, u32)>),
+    any_port: (u32, Option<(u32, u32)>),
+}
+
+impl Pick {
+    /// A candidate QP (`qpn`, its stream `si`) that fits.
+    pub(super) fn fits(&mut self, qpn: u32, si: u32, same_port: bool) {
+        if same_port {
+            self.same_port.0 += 1;
+            self.same_port.1 = Some((qpn, si));
+        }
+        self.any_port.0 += 1;
+        self.any_port.1 = Some((qpn, si));
+    }
+
+    /// The chosen (QPN, stream), `Err` when several fit and none can be told apart.
+    pub(super) fn choose(&self) -> Result<Option<(u32, u32)>, ()> {
+        match (self.same_port, self.any_port) {
+            ((1, p), _) => Ok(p),
+            (_, (1, p)) => Ok(p),
+            (_, (0, _)) => Ok(None),
+            _ => Err(()),
+        }
+    }
+}
+
 /// How far (in PSNs) a host's ACK or NAK may lie behind the switch's expected PSN for the
 /// stream: what is in flight between the switch and the host, with room to spare.
 pub(super) const HOST_PSN_REACH: u32 = 1 << 16;
@@ -305,11 +336,15 @@ impl<T> super::core::ReorderCore<T> {
         if let Some(lq) = self.pairing.local_of(local, remote, remote_qpn) {
             return self.find(&StreamKey::Request { local, qpn: lq });
         }
-        let mut same_port = None;
-        let mut same_port_n = 0;
-        let mut near = None;
-        let mut near_n = 0;
+        let mut pick = Pick::default();
         for &(lq, lsport) in self.pairing.locals(local, remote) {
+            if self
+                .pairing
+                .remote_of(local, remote, lq)
+                .is_some_and(|rq| rq != remote_qpn)
+            {
+                continue; // paired with another remote QP
+            }
             let Some(&si) = self.index.get(&StreamKey::Request { local, qpn: lq }) else {
                 continue;
             };
@@ -318,34 +353,19 @@ impl<T> super::core::ReorderCore<T> {
                 super::core::Phase::Active => self.near(s.expected, psn),
                 super::core::Phase::Learning { .. } => true,
             };
-            if lsport == sport {
-                same_port_n += 1;
-                if fits {
-                    same_port = Some((lq, si));
-                }
-            }
             if fits {
-                near_n += 1;
-                near = Some((lq, si));
+                pick.fits(lq, si, lsport == sport);
             }
         }
-        // One QP on the port, and its PSNs fit: that one. Several: the one whose PSNs fit,
-        // if only one does.
-        let pick = match (same_port_n, same_port, near_n, near) {
-            (1, Some(p), _, _) => Some(p),
-            (_, _, 1, Some(p)) => Some(p),
-            _ => None,
-        };
-        match pick {
-            Some((lq, si)) => {
+        match pick.choose() {
+            Ok(Some((lq, si))) => {
                 self.pairing.bind_hint(local, remote, lq, remote_qpn);
                 self.totals.pairs_hinted += 1;
                 Some(si)
             }
-            None => {
-                if near_n > 1 {
-                    self.totals.pairs_ambiguous += 1;
-                }
+            Ok(None) => None,
+            Err(()) => {
+                self.totals.pairs_ambiguous += 1;
                 None
             }
         }

@@ -284,13 +284,15 @@ impl<T> ReorderCore<T> {
                 remote_qpn: rq,
             });
         }
-        let candidates = self.pairing.remotes(local, remote);
-        if candidates.is_empty() {
-            return None;
-        }
-        let mut found: Option<(u32, u32)> = None;
-        let mut matches = 0;
-        for &(rq, rsport) in candidates {
+        let mut pick = super::pairing::Pick::default();
+        for &(rq, rsport) in self.pairing.remotes(local, remote) {
+            if self
+                .pairing
+                .local_of(local, remote, rq)
+                .is_some_and(|lq| lq != local_qpn)
+            {
+                continue; // paired with another local QP
+            }
             let key = StreamKey::Response {
                 local,
                 remote,
@@ -300,8 +302,7 @@ impl<T> ReorderCore<T> {
                 continue;
             };
             let s = &self.streams[si as usize];
-            // A response belongs to the QP whose outstanding requests it answers; the UDP
-            // source port only narrows the choice when the PSN cannot.
+            // A response belongs to the QP whose outstanding requests it answers.
             let fits = match kind {
                 ResponseKind::Fill { .. } => Self::range_of(s, psn).is_some(),
                 ResponseKind::Ack => s
@@ -310,20 +311,17 @@ impl<T> ReorderCore<T> {
                     .is_some_and(|r| psn.distance(r.start).unsigned_abs() < (1 << 16)),
             };
             if fits {
-                matches += 1;
-                if found.is_none() || rsport == sport {
-                    found = Some((rq, si));
-                }
+                pick.fits(rq, si, rsport == sport);
             }
         }
-        match (matches, found) {
-            (1, Some((rq, si))) => {
+        match pick.choose() {
+            Ok(Some((rq, si))) => {
                 self.pairing.bind_hint(local, remote, local_qpn, rq);
                 self.totals.pairs_hinted += 1;
                 Some(si)
             }
-            (0, _) => None,
-            _ => {
+            Ok(None) => None,
+            Err(()) => {
                 self.totals.pairs_ambiguous += 1;
                 None
             }
@@ -373,10 +371,26 @@ impl<T> ReorderCore<T> {
             self.count_late(si);
             return Insert::Late;
         }
-        let mut released = 0;
-        let overflow = ahead as u32 > self.mask;
-        if overflow {
-            released = self.response_make_room(si, psn, now, out);
+        if self.holds_fill(si, psn) {
+            return self.duplicate(si);
+        }
+        if ahead as u32 > self.mask {
+            // Beyond the ring's window (the PSNs of the WRITEs between READs are never filled):
+            // the far list holds it if it can; else held responses go in order, skipping what
+            // is missing, until it fits.
+            let slot = super::core::Slot {
+                item,
+                psn,
+                span: 1,
+                read: None,
+                len,
+                arrived: now,
+            };
+            let item = match self.put_far(si, slot, false) {
+                Ok(()) => return Insert::Held,
+                Err(slot) => slot.item,
+            };
+            let released = self.response_make_room(si, psn, now, out);
             self.streams[si as usize].stats.overflows += 1;
             self.totals.overflows += 1;
             let e = self.streams[si as usize].expected;
@@ -387,14 +401,19 @@ impl<T> ReorderCore<T> {
                 self.drain_response(si, now, out);
                 return Insert::Overflowed { released };
             }
-            if psn.is_before(e) {
+            if psn.is_before(e) || self.holds_fill(si, psn) {
                 out.push(item);
                 self.count_late(si);
                 return Insert::Overflowed { released };
             }
-        }
-        if self.occupied(si, psn).is_some() {
-            return self.duplicate(si);
+            match self.can_hold(si, psn, len) {
+                Ok(()) => self.put(si, item, psn, 1, None, len, now),
+                Err(why) => {
+                    out.push(item);
+                    self.count_no_hold(why);
+                }
+            }
+            return Insert::Overflowed { released };
         }
         if let Err(why) = self.can_hold(si, psn, len) {
             out.push(item);
@@ -402,11 +421,13 @@ impl<T> ReorderCore<T> {
             return Insert::Passthrough;
         }
         self.put(si, item, psn, 1, None, len, now);
-        if overflow {
-            Insert::Overflowed { released }
-        } else {
-            Insert::Held
-        }
+        Insert::Held
+    }
+
+    /// Whether the stream holds a response with exactly `psn` (ring or far list).
+    fn holds_fill(&self, si: u32, psn: Psn) -> bool {
+        self.occupied(si, psn).is_some()
+            || self.streams[si as usize].far.iter().any(|f| f.psn == psn)
     }
 
     /// An ACK or NAK with `psn` may pass unless a range that ends before it is still missing
@@ -505,6 +526,22 @@ impl<T> ReorderCore<T> {
     fn drain_response(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
         loop {
             let e = self.streams[si as usize].expected;
+            // The far list's front once the expected PSN reached (or passed) it.
+            if let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
+                if !f.is_after(e) {
+                    let Some(slot) = self.take_held(si, f, now) else {
+                        break;
+                    };
+                    out.push(slot.item);
+                    if f == e {
+                        self.count_in_order(si);
+                        self.advance_response(si, now, out);
+                    } else {
+                        self.count_late(si);
+                    }
+                    continue;
+                }
+            }
             if self.occupied(si, e).is_none() {
                 break;
             }
@@ -531,15 +568,21 @@ impl<T> ReorderCore<T> {
             if (psn.distance(e) as u32) <= self.mask {
                 break;
             }
-            match self.next_held(si, e) {
-                Some(off) => {
-                    let q = e.add(off);
+            match self.next_held_psn(si, e) {
+                Some(q) => {
                     self.skip_to(si, q, now, out);
-                    if let Some(slot) = self.take(si, q, now) {
+                    let Some(slot) = self.take_held(si, q, now) else {
+                        continue; // `skip_to` released it: behind the new expected PSN
+                    };
+                    {
                         out.push(slot.item);
                         released += 1;
-                        self.count_in_order(si);
-                        self.advance_response(si, now, out);
+                        if q.is_before(self.streams[si as usize].expected) {
+                            self.count_late(si);
+                        } else {
+                            self.count_in_order(si);
+                            self.advance_response(si, now, out);
+                        }
                     }
                 }
                 None => {
@@ -563,10 +606,23 @@ impl<T> ReorderCore<T> {
                 break;
             }
         }
+        let from = s.expected;
         s.expected = match s.reads.front() {
             Some(r) if psn.is_before(r.start) => r.start,
             _ => psn,
         };
+        // Held responses behind the new expected PSN belong to no outstanding range any more.
+        let e = self.streams[si as usize].expected;
+        while let Some(q) = self.next_held_psn(si, from) {
+            if !q.is_before(e) {
+                break;
+            }
+            let Some(slot) = self.take_held(si, q, now) else {
+                break;
+            };
+            self.count_late(si);
+            out.push(slot.item);
+        }
         self.release_acks(si, now, out);
     }
 
@@ -576,14 +632,20 @@ impl<T> ReorderCore<T> {
     pub(super) fn response_timeout(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
         loop {
             let e = self.streams[si as usize].expected;
-            match self.next_held(si, e) {
-                Some(off) => {
-                    let q = e.add(off);
+            match self.next_held_psn(si, e) {
+                Some(q) => {
                     self.skip_to(si, q, now, out);
-                    if let Some(slot) = self.take(si, q, now) {
+                    let Some(slot) = self.take_held(si, q, now) else {
+                        continue; // `skip_to` released it: behind the new expected PSN
+                    };
+                    {
                         out.push(slot.item);
-                        self.count_in_order(si);
-                        self.advance_response(si, now, out);
+                        if q.is_before(self.streams[si as usize].expected) {
+                            self.count_late(si);
+                        } else {
+                            self.count_in_order(si);
+                            self.advance_response(si, now, out);
+                        }
                     }
                 }
                 None => break,

@@ -1227,3 +1227,34 @@ fn forged_or_stale_naks_do_not_move_a_stream() {
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
     assert_eq!(h.ins(1, 1001, 1, 0), Insert::Released);
 }
+
+#[test]
+fn responses_of_reads_far_apart_in_psns_are_still_ordered() {
+    // W = 64. READs of 2 PSNs each, with 100 PSNs of WRITEs between them: the responses are
+    // few packets apart but hundreds of PSNs.
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    for k in 0..4 {
+        read(&mut c, 1, 1000 + k * 102, 2, 0);
+    }
+    released();
+    // Every response but the first READ's first comes early.
+    for k in (0..4u32).rev() {
+        for j in (0..2u32).rev() {
+            if k == 0 && j == 0 {
+                continue;
+            }
+            let psn = 1000 + k * 102 + j;
+            assert_eq!(
+                resp(&mut c, fill(j == 1), psn, psn, 0),
+                Insert::Held,
+                "{psn}"
+            );
+        }
+    }
+    assert_eq!(resp(&mut c, fill(false), 1000, 1000, 0), Insert::Released);
+    let want: Vec<u32> = (0..4u32)
+        .flat_map(|k| [1000 + k * 102, 1001 + k * 102])
+        .collect();
+    assert_eq!(released(), want);
+    assert_eq!((c.totals.overflows, c.totals.late, c.held()), (0, 0, 0));
+}
