@@ -40,10 +40,6 @@ fn fabric(reorder: bool, loss_on_path_1: f64, workers: usize) -> RackPairSpec {
             idle_evict_ns: 20_000_000,
             learn_ns: 2_000_000,
             hold_timeout_ns: 4_000_000,
-            window: std::env::var("WINDOW")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(256),
             ..ReorderConfig::default()
         }),
         ..RackPairSpec::default()

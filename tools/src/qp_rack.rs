@@ -322,13 +322,6 @@ pub fn run(
                     };
                     let Some(r) = c.roce() else { continue };
                     let qpn = r.bth.dest_qp;
-                    if std::env::var_os("QP_RACK_TRACE").is_some() {
-                        eprintln!(
-                            "T {now} side {side} qpn {qpn:x} {:?} psn {}",
-                            r.bth.opcode,
-                            r.bth.psn.value()
-                        );
-                    }
                     for l in live.iter_mut() {
                         let (host_of, mine, qp) = if side == 0 {
                             (l.conn.a_host, l.conn.a_qpn, &mut l.a)
