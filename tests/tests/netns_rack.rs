@@ -308,7 +308,11 @@ fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transf
         a.rx_burst(now, &mut rx, 64);
         work += rx.len();
         for p in rx.drain(..) {
-            let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+            // A host's own ARP or ND frames are shorter than a BTH: not for the QPs.
+            let Some(q) = p.data().get(47..50) else {
+                continue;
+            };
+            let qpn = u32::from_be_bytes([0, q[0], q[1], q[2]]);
             if let Some(x) = pairs.iter_mut().find(|x| x.0 == qpn) {
                 x.2.handle(p.data(), now);
             }
@@ -316,7 +320,11 @@ fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transf
         b.rx_burst(now, &mut rx, 64);
         work += rx.len();
         for p in rx.drain(..) {
-            let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
+            // A host's own ARP or ND frames are shorter than a BTH: not for the QPs.
+            let Some(q) = p.data().get(47..50) else {
+                continue;
+            };
+            let qpn = u32::from_be_bytes([0, q[0], q[1], q[2]]);
             if let Some(x) = pairs.iter_mut().find(|x| x.1 == qpn) {
                 x.3.handle(p.data(), now, &mut b);
             }

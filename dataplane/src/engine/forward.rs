@@ -689,7 +689,10 @@ impl Engine {
         }
     }
 
-    /// The path MTU of a port: configured, else learned, else derived from its MTU.
+    /// The path MTU READ REQUESTs through a port are sized at: configured, else the largest of
+    /// what its MTU allows and what its hosts showed. QPs of one port may run at different path
+    /// MTUs; the reorder stage learns each QP's own and corrects spans with it, and an estimate
+    /// at the largest is never too long (a span too long would skip PSNs that do come).
     pub fn pmtu_of(&self, t: &Tables, port: PortId) -> Pmtu {
         let Some(info) = t.ports.get(usize::from(port)) else {
             return Pmtu::DEFAULT;
@@ -697,11 +700,10 @@ impl Engine {
         if info.pmtu_fixed {
             return info.pmtu;
         }
-        self.learned_pmtu
-            .get(usize::from(port))
-            .copied()
-            .flatten()
-            .unwrap_or(info.pmtu)
+        match self.learned_pmtu.get(usize::from(port)).copied().flatten() {
+            Some(l) if l.bytes() > info.pmtu.bytes() => l,
+            _ => info.pmtu,
+        }
     }
 
     fn handle_nd(
@@ -1022,7 +1024,7 @@ mod tests {
     }
 
     #[test]
-    fn read_spans_follow_the_learned_path_mtu() {
+    fn read_spans_are_sized_at_the_largest_path_mtu_of_the_port() {
         let t = tor_tables(2, 0, SprayPolicy::Ecmp);
         let status: Vec<CachePadded<PortStatus>> = (0..2)
             .map(|_| CachePadded::new(PortStatus::new_up()))
@@ -1032,13 +1034,22 @@ mod tests {
         let mut p = frame(Opcode::RcReadRequest, 10, 0, 4096);
         assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));
         assert_eq!(e.meta.take().unwrap().span, 4);
-        // The hosts use path MTU 512: a WRITE FIRST of 512 bytes teaches it.
+        // A QP at path MTU 512 does not make the port's estimate longer (another QP may run
+        // at 1024; the reorder stage learns each QP's own).
         let mut w = frame(Opcode::RcWriteFirst, 14, 512, 4096);
         assert_eq!(e.handle(&t, &status, &mut w, 0), Verdict::Reorder(1));
-        assert_eq!(e.pmtu_of(&t, 1), Pmtu::new(512).unwrap());
+        assert_eq!(e.meta.take().unwrap().full_payload, 512);
+        assert_eq!(e.pmtu_of(&t, 1), Pmtu::new(1024).unwrap());
         let mut p = frame(Opcode::RcReadRequest, 22, 0, 4096);
         e.handle(&t, &status, &mut p, 0);
-        assert_eq!(e.meta.take().unwrap().span, 8);
+        let m = e.meta.take().unwrap();
+        assert_eq!(m.span, 4);
+        assert_eq!(
+            m.kind,
+            MetaKind::Request {
+                read_len: Some(4096)
+            }
+        );
         // A configured path MTU is not replaced.
         let mut t2 = t.clone();
         t2.ports[1].pmtu_fixed = true;

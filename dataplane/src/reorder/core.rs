@@ -255,11 +255,11 @@ pub(super) struct Stream<T> {
     /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
     /// that are few apart can be far apart in PSNs (64 READs of 64 KiB at path MTU 1024 span
     /// 4096); the ring holds a window of PSNs, this list what lies beyond it.
-    pub(super) far: VecDeque<Slot<T>>,
+    pub(super) far: LazyDeque<Slot<T>>,
     /// Response streams: outstanding READ/atomic ranges, in PSN order.
-    pub(super) reads: VecDeque<ReadRange>,
+    pub(super) reads: LazyDeque<ReadRange>,
     /// Response streams: ACKs and NAKs waiting behind a missing READ response, in arrival order.
-    pub(super) acks: VecDeque<WaitingAck<T>>,
+    pub(super) acks: LazyDeque<WaitingAck<T>>,
     /// The QP's path MTU as its own packets show it (0: not seen yet): FIRST and MIDDLE
     /// packets carry exactly one.
     pub(super) pmtu: u32,
@@ -271,6 +271,66 @@ pub(super) struct Stream<T> {
 }
 
 pub(super) const NO_RING: u32 = u32::MAX;
+
+/// A deque allocated on first use. Most streams are request streams that never need a far
+/// list, and request streams need no READ ranges or waiting ACKs: empty, each costs one word
+/// instead of a `VecDeque`'s four (100k streams must fit in 64 MiB).
+pub(super) struct LazyDeque<E>(Option<Box<VecDeque<E>>>);
+
+impl<E> Default for LazyDeque<E> {
+    fn default() -> Self {
+        LazyDeque(None)
+    }
+}
+
+impl<E> LazyDeque<E> {
+    fn deque(&mut self) -> &mut VecDeque<E> {
+        self.0.get_or_insert_with(Box::default)
+    }
+    pub(super) fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.len())
+    }
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub(super) fn capacity(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.capacity())
+    }
+    pub(super) fn front(&self) -> Option<&E> {
+        self.0.as_ref()?.front()
+    }
+    pub(super) fn back_mut(&mut self) -> Option<&mut E> {
+        self.0.as_mut()?.back_mut()
+    }
+    pub(super) fn get(&self, i: usize) -> Option<&E> {
+        self.0.as_ref()?.get(i)
+    }
+    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut E> {
+        self.0.as_mut()?.get_mut(i)
+    }
+    pub(super) fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+        self.0.iter().flat_map(|d| d.iter())
+    }
+    /// Index of the last element matching `f`.
+    pub(super) fn rposition(&self, f: impl FnMut(&E) -> bool) -> Option<usize> {
+        self.0.as_ref()?.iter().rposition(f)
+    }
+    pub(super) fn push_back(&mut self, e: E) {
+        self.deque().push_back(e);
+    }
+    pub(super) fn insert(&mut self, at: usize, e: E) {
+        self.deque().insert(at, e);
+    }
+    pub(super) fn pop_front(&mut self) -> Option<E> {
+        self.0.as_mut()?.pop_front()
+    }
+    pub(super) fn pop_back(&mut self) -> Option<E> {
+        self.0.as_mut()?.pop_back()
+    }
+    pub(super) fn remove(&mut self, at: usize) -> Option<E> {
+        self.0.as_mut()?.remove(at)
+    }
+}
 
 /// Packets one request stream holds beyond its ring's window, in windows: 4 (1024 packets at
 /// the default window of 256).
@@ -463,9 +523,9 @@ impl<T> ReorderCore<T> {
             last_seen: now,
             timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
             in_active: false,
-            far: VecDeque::new(),
-            reads: VecDeque::new(),
-            acks: VecDeque::new(),
+            far: LazyDeque::default(),
+            reads: LazyDeque::default(),
+            acks: LazyDeque::default(),
             pmtu: 0,
             est_read: None,
             stats: StreamStats::default(),
@@ -757,7 +817,6 @@ impl<T> ReorderCore<T> {
         }
         let at = s
             .far
-            .iter()
             .rposition(|f| f.psn.is_before(slot.psn))
             .map_or(0, |i| i + 1);
         if !counted {
@@ -1399,9 +1458,9 @@ impl<T> ReorderCore<T> {
             s.ring = NO_RING;
         }
         let key = s.key;
-        s.far = VecDeque::new();
-        s.reads = VecDeque::new();
-        s.acks = VecDeque::new();
+        s.far = LazyDeque::default();
+        s.reads = LazyDeque::default();
+        s.acks = LazyDeque::default();
         self.index.remove(&key);
         self.last = None;
         self.free_streams.push(si);

@@ -161,7 +161,7 @@ impl<T> ReorderCore<T> {
     /// The first PSN at or after `psn` inside an outstanding range (the first range's start
     /// when `psn` is before them all).
     fn first_unfilled(s: &super::core::Stream<T>, psn: Psn) -> Psn {
-        for r in &s.reads {
+        for r in s.reads.iter() {
             let d = psn.distance(r.start);
             if d < 0 {
                 return r.start;
@@ -185,7 +185,7 @@ impl<T> ReorderCore<T> {
     fn range_of(s: &super::core::Stream<T>, psn: Psn) -> Option<usize> {
         let n = s.reads.len();
         for i in 0..n {
-            let r = &s.reads[i];
+            let Some(r) = s.reads.get(i) else { break };
             let d = psn.distance(r.start);
             if d < 0 {
                 return None;
@@ -217,14 +217,19 @@ impl<T> ReorderCore<T> {
         s.pmtu = full_payload;
         let n = s.reads.len();
         for i in 0..n {
-            if s.reads[i].exact {
+            let Some(r) = s.reads.get(i).copied() else {
+                break;
+            };
+            if r.exact {
                 continue;
             }
-            let mut span = s.reads[i].dma_len.div_ceil(full_payload).max(1);
+            let mut span = r.dma_len.div_ceil(full_payload).max(1);
             if let Some(next) = s.reads.get(i + 1) {
-                span = span.min(next.start.forward_from(s.reads[i].start));
+                span = span.min(next.start.forward_from(r.start));
             }
-            s.reads[i].span = span;
+            if let Some(r) = s.reads.get_mut(i) {
+                r.span = span;
+            }
         }
     }
 
@@ -349,7 +354,11 @@ impl<T> ReorderCore<T> {
             self.count_late(si);
             return Insert::Late;
         };
-        let r = &mut s.reads[ri];
+        let Some(r) = s.reads.get_mut(ri) else {
+            out.push(item);
+            self.count_late(si);
+            return Insert::Late;
+        };
         let d = psn.forward_from(r.start);
         if ends {
             r.span = d + 1;
