@@ -54,6 +54,7 @@ fuzz_target!(|data: &[u8]| {
                             m.psn,
                             m.span.min(1 << 16),
                             read_len,
+                            Some((m.remote, m.sport)),
                             m.len,
                             id,
                             now,

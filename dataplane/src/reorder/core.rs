@@ -250,6 +250,8 @@ pub(super) struct Stream<T> {
     pub(super) timeout: u64,
     /// Listed in `active` (its timers need checking).
     pub(super) in_active: bool,
+    /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
+    pub(super) peer_seen: bool,
     /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
     /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
     /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
@@ -525,6 +527,7 @@ impl<T> ReorderCore<T> {
             last_seen: now,
             timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
             in_active: false,
+            peer_seen: false,
             far: LazyDeque::default(),
             reads: LazyDeque::default(),
             acks: LazyDeque::default(),
@@ -923,18 +926,20 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        self.insert_request_read(key, psn, span, None, len, item, now, out)
+        self.insert_request_read(key, psn, span, None, None, len, item, now, out)
     }
 
     /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
     /// the QP's path MTU makes of it once that is known, `span` (the engine's estimate at the
-    /// largest path MTU the port allows, never too long) until then.
+    /// largest path MTU the port allows, never too long) until then. `peer`: the sender's
+    /// address and UDP source port, which the QP pairing hears of once per stream.
     pub fn insert_request_read(
         &mut self,
         key: StreamKey,
         psn: Psn,
         span: u32,
         read: Option<u32>,
+        peer: Option<(u128, u16)>,
         len: u32,
         item: T,
         now: u64,
@@ -946,6 +951,12 @@ impl<T> ReorderCore<T> {
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         };
+        if let (Some((remote, sport)), StreamKey::Request { local, qpn }) = (peer, key) {
+            if !self.streams[si as usize].peer_seen {
+                self.streams[si as usize].peer_seen = true;
+                self.learn_pair(local, remote, sport, qpn);
+            }
+        }
         let idle_for = now.saturating_sub(self.streams[si as usize].last_seen);
         self.streams[si as usize].last_seen = now;
         if let Phase::Learning { until, min, max } = self.streams[si as usize].phase {

@@ -50,23 +50,20 @@ impl std::hash::Hash for PairQp {
 #[derive(Debug, Default)]
 struct Seen {
     /// Local QPNs that received requests.
-    locals: Vec<(u32, u16)>,
+    locals: IntMap<u32, u16>,
     /// Remote QPNs the local host sent READs, ACKs or NAKs to.
-    remotes: Vec<(u32, u16)>,
+    remotes: IntMap<u32, u16>,
 }
 
-/// QPs remembered per host pair and side; the oldest goes first beyond it.
-const MAX_SEEN: usize = 1024;
+/// QPs remembered per host pair and side; beyond it the list starts over (and is learned
+/// again from the next packets).
+const MAX_SEEN: usize = 4096;
 
-fn remember(v: &mut Vec<(u32, u16)>, qpn: u32, sport: u16) {
-    if let Some(e) = v.iter_mut().find(|(q, _)| *q == qpn) {
-        e.1 = sport;
-        return;
+fn remember(v: &mut IntMap<u32, u16>, qpn: u32, sport: u16) {
+    if v.len() >= MAX_SEEN && !v.contains_key(&qpn) {
+        v.clear();
     }
-    if v.len() >= MAX_SEEN {
-        v.remove(0);
-    }
-    v.push((qpn, sport));
+    v.insert(qpn, sport);
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +103,7 @@ impl Pairing {
         let seen: usize = self
             .seen
             .values()
-            .map(|s| (s.locals.capacity() + s.remotes.capacity()) * 8)
+            .map(|s| (s.locals.capacity() + s.remotes.capacity()) * 16)
             .sum();
         seen + (self.seen.capacity() + self.by_local.capacity() + self.by_remote.capacity()) * 48
     }
@@ -129,17 +126,27 @@ impl Pairing {
     }
 
     /// The remote QPs of a host pair seen so far, with their UDP source ports.
-    pub(super) fn remotes(&self, local: u128, remote: u128) -> &[(u32, u16)] {
+    pub(super) fn remotes(
+        &self,
+        local: u128,
+        remote: u128,
+    ) -> impl Iterator<Item = (u32, u16)> + '_ {
         self.seen
             .get(&HostPair(local, remote))
-            .map_or(&[], |s| s.remotes.as_slice())
+            .into_iter()
+            .flat_map(|s| s.remotes.iter().map(|(q, p)| (*q, *p)))
     }
 
     /// The local QPs of a host pair seen so far.
-    pub(super) fn locals(&self, local: u128, remote: u128) -> &[(u32, u16)] {
+    pub(super) fn locals(
+        &self,
+        local: u128,
+        remote: u128,
+    ) -> impl Iterator<Item = (u32, u16)> + '_ {
         self.seen
             .get(&HostPair(local, remote))
-            .map_or(&[], |s| s.locals.as_slice())
+            .into_iter()
+            .flat_map(|s| s.locals.iter().map(|(q, p)| (*q, *p)))
     }
 
     /// The remote QPN bound to a local one.
@@ -337,7 +344,7 @@ impl<T> super::core::ReorderCore<T> {
             return self.find(&StreamKey::Request { local, qpn: lq });
         }
         let mut pick = Pick::default();
-        for &(lq, lsport) in self.pairing.locals(local, remote) {
+        for (lq, lsport) in self.pairing.locals(local, remote) {
             if self
                 .pairing
                 .remote_of(local, remote, lq)

@@ -290,7 +290,7 @@ impl<T> ReorderCore<T> {
             });
         }
         let mut pick = super::pairing::Pick::default();
-        for &(rq, rsport) in self.pairing.remotes(local, remote) {
+        for (rq, rsport) in self.pairing.remotes(local, remote) {
             if self
                 .pairing
                 .local_of(local, remote, rq)

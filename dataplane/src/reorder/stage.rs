@@ -47,8 +47,6 @@ pub struct ReorderEngine {
     last_publish: u64,
     /// Packets dropped at a full pacing queue.
     pub pacing_drops: u64,
-    /// The QP pairing learned last (most bursts come from one QP): skips the table update.
-    last_pair: Option<(u128, u128, u16, u32)>,
     /// The path MTU a local responder showed last (local, remote, remote QPN, bytes): every
     /// READ RESPONSE it sends shows it again.
     last_pmtu: Option<(u128, u128, u32, u16)>,
@@ -91,7 +89,6 @@ impl ReorderEngine {
             hist,
             last_publish: 0,
             pacing_drops: 0,
-            last_pair: None,
             last_pmtu: None,
         }
     }
@@ -195,12 +192,6 @@ impl ReorderStage for ReorderEngine {
         let item = (egress, pkt);
         match meta.kind {
             MetaKind::Request { read_len } => {
-                let pair = (meta.local, meta.remote, meta.sport, meta.qpn);
-                if self.last_pair != Some(pair) {
-                    self.core
-                        .learn_pair(meta.local, meta.remote, meta.sport, meta.qpn);
-                    self.last_pair = Some(pair);
-                }
                 let key = StreamKey::Request {
                     local: meta.local,
                     qpn: meta.qpn,
@@ -218,6 +209,7 @@ impl ReorderStage for ReorderEngine {
                     meta.psn,
                     meta.span,
                     read_len,
+                    Some((meta.remote, meta.sport)),
                     meta.len,
                     item,
                     now,
