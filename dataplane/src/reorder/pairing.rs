@@ -364,11 +364,18 @@ impl<T> super::core::ReorderCore<T> {
                 pick.fits(lq, si, lsport == sport);
             }
         }
+        let (lq, si) = self.chosen(&pick)?;
+        self.pairing.bind_hint(local, remote, lq, remote_qpn);
+        Some(si)
+    }
+
+    /// The QP a [`Pick`] chose, counted as a hinted pairing; an ambiguous choice is counted
+    /// and gives none.
+    pub(super) fn chosen(&mut self, pick: &Pick) -> Option<(u32, u32)> {
         match pick.choose() {
-            Ok(Some((lq, si))) => {
-                self.pairing.bind_hint(local, remote, lq, remote_qpn);
+            Ok(Some(p)) => {
                 self.totals.pairs_hinted += 1;
-                Some(si)
+                Some(p)
             }
             Ok(None) => None,
             Err(()) => {

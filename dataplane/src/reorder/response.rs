@@ -319,18 +319,9 @@ impl<T> ReorderCore<T> {
                 pick.fits(rq, si, rsport == sport);
             }
         }
-        match pick.choose() {
-            Ok(Some((rq, si))) => {
-                self.pairing.bind_hint(local, remote, local_qpn, rq);
-                self.totals.pairs_hinted += 1;
-                Some(si)
-            }
-            Ok(None) => None,
-            Err(()) => {
-                self.totals.pairs_ambiguous += 1;
-                None
-            }
-        }
+        let (rq, si) = self.chosen(&pick)?;
+        self.pairing.bind_hint(local, remote, local_qpn, rq);
+        Some(si)
     }
 
     fn insert_fill(
