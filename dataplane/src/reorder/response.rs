@@ -569,22 +569,7 @@ impl<T> ReorderCore<T> {
                 break;
             }
             match self.next_held_psn(si, e) {
-                Some(q) => {
-                    self.skip_to(si, q, now, out);
-                    let Some(slot) = self.take_held(si, q, now) else {
-                        continue; // `skip_to` released it: behind the new expected PSN
-                    };
-                    {
-                        out.push(slot.item);
-                        released += 1;
-                        if q.is_before(self.streams[si as usize].expected) {
-                            self.count_late(si);
-                        } else {
-                            self.count_in_order(si);
-                            self.advance_response(si, now, out);
-                        }
-                    }
-                }
+                Some(q) => released += u32::from(self.skip_and_release(si, q, now, out)),
                 None => {
                     self.skip_to(si, psn, now, out);
                     break;
@@ -593,6 +578,24 @@ impl<T> ReorderCore<T> {
         }
         self.drain_response(si, now, out);
         released
+    }
+
+    /// Gives up on the missing responses before the held one with `q` and releases it (in
+    /// order, or late when `skip_to` left it behind the expected PSN); false when `skip_to`
+    /// released it already.
+    fn skip_and_release(&mut self, si: u32, q: Psn, now: u64, out: &mut Vec<T>) -> bool {
+        self.skip_to(si, q, now, out);
+        let Some(slot) = self.take_held(si, q, now) else {
+            return false;
+        };
+        out.push(slot.item);
+        if q.is_before(self.streams[si as usize].expected) {
+            self.count_late(si);
+        } else {
+            self.count_in_order(si);
+            self.advance_response(si, now, out);
+        }
+        true
     }
 
     /// Gives up on the responses before `psn`: ranges that end before it are dropped, the
@@ -634,19 +637,7 @@ impl<T> ReorderCore<T> {
             let e = self.streams[si as usize].expected;
             match self.next_held_psn(si, e) {
                 Some(q) => {
-                    self.skip_to(si, q, now, out);
-                    let Some(slot) = self.take_held(si, q, now) else {
-                        continue; // `skip_to` released it: behind the new expected PSN
-                    };
-                    {
-                        out.push(slot.item);
-                        if q.is_before(self.streams[si as usize].expected) {
-                            self.count_late(si);
-                        } else {
-                            self.count_in_order(si);
-                            self.advance_response(si, now, out);
-                        }
-                    }
+                    self.skip_and_release(si, q, now, out);
                 }
                 None => break,
             }
