@@ -129,6 +129,13 @@ struct Live {
     /// Totals of QPs already destroyed.
     report: ConnectionReport,
     posted_now: u64,
+    /// An RDMA CM exchange is under way: as an `rdma_cm` application, A posts nothing until
+    /// the REP reached it.
+    wait_rep: bool,
+    /// The CM exchange's communication ID (the REQ's) and the REP B sends once the REQ
+    /// reached it.
+    cm_comm: u32,
+    pending_rep: Option<Pkt>,
 }
 
 impl Live {
@@ -230,6 +237,9 @@ pub fn run(
                 wait_until: None,
                 report: ConnectionReport::default(),
                 posted_now: 0,
+                wait_rep: false,
+                cm_comm: 0,
+                pending_rep: None,
             }
         })
         .collect();
@@ -241,14 +251,11 @@ pub fn run(
     let mut comm = 0x1000u32;
     for l in &mut live {
         if l.conn.cm {
-            for (from_a, f) in l.cm_frames(&rp, l.conn.a_psn, l.conn.b_psn, comm) {
-                let (side, h) = if from_a {
-                    (0, l.conn.a_host)
-                } else {
-                    (1, l.conn.b_host)
-                };
-                outq[side][h].push(f);
-            }
+            let [(_, req), (_, reply)] = l.cm_frames(&rp, l.conn.a_psn, l.conn.b_psn, comm);
+            outq[0][l.conn.a_host].push(req);
+            l.pending_rep = Some(reply);
+            l.cm_comm = comm;
+            l.wait_rep = true;
             comm += 2;
         }
     }
@@ -272,7 +279,7 @@ pub fn run(
                     l.step += 1;
                     continue;
                 }
-                if !(l.a.idle() && l.b.idle()) {
+                if l.wait_rep || !(l.a.idle() && l.b.idle()) {
                     break;
                 }
                 match l.conn.script[l.step].clone() {
@@ -292,14 +299,11 @@ pub fn run(
                         l.a = a;
                         l.b = b;
                         if cm {
-                            for (from_a, f) in l.cm_frames(&rp, a_psn, b_psn, comm) {
-                                let (side, h) = if from_a {
-                                    (0, l.conn.a_host)
-                                } else {
-                                    (1, l.conn.b_host)
-                                };
-                                outq[side][h].push(f);
-                            }
+                            let [(_, req), (_, reply)] = l.cm_frames(&rp, a_psn, b_psn, comm);
+                            outq[0][l.conn.a_host].push(req);
+                            l.pending_rep = Some(reply);
+                            l.cm_comm = comm;
+                            l.wait_rep = true;
                             comm += 2;
                         }
                         l.step += 1;
@@ -322,6 +326,37 @@ pub fn run(
                     };
                     let Some(r) = c.roce() else { continue };
                     let qpn = r.bth.dest_qp;
+                    if qpn == 1 {
+                        // RDMA CM: B replies once the REQ reached it; A starts once the REP
+                        // reached it (as rdma_cm applications do).
+                        let mad = p
+                            .data()
+                            .get(usize::from(r.payload_offset)..)
+                            .and_then(|m| m.get(..usize::from(r.payload_len)));
+                        let msg = mad.and_then(|m| sprayswitch::wire::cm::parse(m).ok());
+                        for l in live.iter_mut() {
+                            match msg {
+                                Some(CmMessage::Req { local_comm_id, .. })
+                                    if side == 1
+                                        && l.conn.b_host == h
+                                        && l.cm_comm == local_comm_id =>
+                                {
+                                    if let Some(f) = l.pending_rep.take() {
+                                        q.push(f);
+                                    }
+                                }
+                                Some(CmMessage::Rep { remote_comm_id, .. })
+                                    if side == 0
+                                        && l.conn.a_host == h
+                                        && l.cm_comm == remote_comm_id =>
+                                {
+                                    l.wait_rep = false;
+                                }
+                                _ => {}
+                            }
+                        }
+                        continue;
+                    }
                     for l in live.iter_mut() {
                         let (host_of, mine, qp) = if side == 0 {
                             (l.conn.a_host, l.conn.a_qpn, &mut l.a)
