@@ -971,14 +971,17 @@ impl<T> ReorderCore<T> {
                 self.finish_learning(si, now, out);
             }
         } else if self.streams[si as usize].held == 0
-            && idle_for >= self.cfg.learn_ns.max(1)
+            && (idle_for >= self.cfg.learn_ns.max(1)
+                || self.streams[si as usize].stats.released == 0)
             && psn
                 .distance(self.streams[si as usize].expected)
                 .unsigned_abs()
                 > self.mask
         {
             // Back from idle far from where it left off: a new PSN sequence (a re-created QP,
-            // a requester retransmitting after a long stall). Learn it as a new stream does.
+            // a requester retransmitting after a long stall); or a stream that never released
+            // a packet, started at a CM exchange's PSN, whose first packet is far from it (the
+            // QP was re-created without CM). Learn it as a new stream does.
             self.restart(si, now);
             let (until, min, max) = (now.saturating_add(self.cfg.learn_ns), psn, psn);
             if self.cfg.learn_ns > 0 {

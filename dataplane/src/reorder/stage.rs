@@ -256,20 +256,20 @@ impl ReorderStage for ReorderEngine {
             MetaKind::HostSingle => Some(HostRequest::Single),
             _ => None,
         };
+        if let Some(req) = read {
+            self.core.observe_read(
+                meta.local,
+                meta.remote,
+                meta.sport,
+                meta.qpn,
+                meta.psn,
+                req,
+                now,
+            );
+            self.emit(now, out);
+            return;
+        }
         match meta.kind {
-            _ if read.is_some() => {
-                if let Some(req) = read {
-                    self.core.observe_read(
-                        meta.local,
-                        meta.remote,
-                        meta.sport,
-                        meta.qpn,
-                        meta.psn,
-                        req,
-                        now,
-                    );
-                }
-            }
             MetaKind::HostNak => self.core.observe_nak(
                 meta.local,
                 meta.remote,
