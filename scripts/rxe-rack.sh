@@ -136,13 +136,14 @@ LIMIT=$TEST_LIMIT
 # maximum, 128 on rxe). -q 8: eight QPs interleave their PSN streams at the destination ToR. -b: both guests send, so each is requester and
 # responder at once. Latency tests run one message at a time and perftest refuses -q ("Multiple
 # QPs only available on bw tests") and -b ("Bidirectional is only available in BW test") on them.
-# Under -q 8 and -b rxe's retransmission timer (perftest's default -u 14: 67 ms) fires on the
-# direct bridge as well (retries without sequence NAKs: an ACK came too late for two TCG guests
-# sharing a core), and with both -q 8 and -b the direct bridge's write and send tests broke
-# down (a flushed QP, a hung client); with -u 17 (537 ms) they ran clean. So those variants run
-# with -u 17: what they test is reordering, which shows as sequence NAKs and duplicates, not as
-# the guests' timers.
-MANY="-u 17"
+# Under -q 8 and -b the client's rxe can leave one QP nearly idle for hundreds of milliseconds
+# while the others send: in captures at the ToR's host port, one QP sent 23 packets, then one
+# every 30-80 ms while four others sent 1,500 each, and its timer fired before its own
+# ACK-requesting packet had left the guest (retries and duplicates with no sequence NAK and
+# nothing dropped or held anywhere in the rack; in ecmp mode as well). That is the guests' TCG
+# scheduling, not the fabric: these variants run with -u 20 (4.3 s; -u 17, 537 ms, was not enough),
+# so that what they count is reordering (sequence NAKs and duplicates), not the guests' timers.
+MANY="-u 20"
 bw_variants() {  # TEST N_ONE_QP N_PER_QP_OF_8 -> the test alone, over 8 QPs, -b, and both
   echo "$1 -n $2;$1 -n $3 -q 8 $MANY;$1 -n $2 -b $MANY;$1 -n $3 -q 8 -b $MANY"
 }
@@ -529,6 +530,10 @@ run_mode() {  # mode pmtu
         "$BIN/sprayctl" -s "$st/tor-$t.sock" show "$w" 2>&1 || true
       done
     done >"$OUT/switches-$mode-$pmtu.txt"
+    for n in rack tora torb; do
+      ip netns pids "ssr-$NAME-$n" >/dev/null 2>&1 || continue
+      echo "== ssr-$NAME-$n links"; ip -n "ssr-$NAME-$n" -s link show 2>&1 || true
+    done >>"$OUT/switches-$mode-$pmtu.txt"
     # Stop the guests, then the rack, keeping its logs with the final reports (the fabric's
     # per-path counters and how late it released packets).
     stop_guests
