@@ -54,6 +54,11 @@ cargo fmt --all --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "cargo doc (library docs, warnings denied)"
+# Libraries only: the control crate's `sprayswitch` binary shares its name with the dataplane
+# library, and cargo documents both to one path (rust-lang/cargo#6313).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib
+
 step "cargo test (workspace)"
 SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
 

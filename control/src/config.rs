@@ -854,14 +854,14 @@ impl Validated {
     /// pass-through otherwise.
     fn reorder_factory(
         &self,
-    ) -> impl Fn(usize) -> Box<dyn sprayswitch::reorder::ReorderStage> + use<> {
-        use sprayswitch::reorder::{Passthrough, ReorderEngine, ReorderStage};
+    ) -> impl Fn(usize) -> Box<dyn sprayswitch::reorder::DownlinkStage> + use<> {
+        use sprayswitch::reorder::{DownlinkStage, Passthrough, ReorderStage};
         let tables = self.tables.clone();
         let timeouts = self.port_timeouts.clone();
         let rcfg = self.reorder;
-        move |_| -> Box<dyn ReorderStage> {
+        move |_| -> Box<dyn DownlinkStage> {
             match rcfg {
-                Some(cfg) => Box::new(ReorderEngine::new(cfg, &tables, &timeouts)),
+                Some(cfg) => Box::new(ReorderStage::new(cfg, &tables, &timeouts)),
                 None => Box::new(Passthrough),
             }
         }

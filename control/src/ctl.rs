@@ -34,9 +34,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
+use sprayswitch::counters::{Kind, Row, Scope};
+use sprayswitch::engine::Role;
 use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
 use sprayswitch::pcap::PcapWriter;
-use sprayswitch::reorder::{StreamKey, TotalKind};
+use sprayswitch::reorder::StreamKey;
 use sprayswitch::switch::{Gathered, Switch};
 use sprayswitch::time::wall_ns;
 
@@ -390,7 +392,10 @@ impl Control {
         if ev > self.evictions_seen {
             // Idle eviction is routine (a QP that went quiet for `idle_evict_ns`); a stream
             // that held packets releases them first, so nothing is lost.
-            log::info!("{} idle reorder streams forgotten", ev - self.evictions_seen);
+            log::info!(
+                "{} idle reorder streams forgotten",
+                ev - self.evictions_seen
+            );
             self.evictions_seen = ev;
         }
     }
@@ -405,21 +410,21 @@ impl Control {
                     .enumerate()
                     .map(|(i, p)| {
                         let c = s.ports.get(i).cloned().unwrap_or_default();
-                        json!({
+                        let mut o = json!({
                             "name": p.name,
                             "role": format!("{:?}", p.role).to_lowercase(),
                             "mac": mac(p.mac),
                             "mtu": p.mtu,
                             "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
                             "admin": if p.admin_up { "up" } else { "down" },
-                            "rx_pkts": c.rx_pkts,
-                            "tx_pkts": c.tx_pkts,
-                            "rx_bytes": c.rx_bytes,
-                            "tx_bytes": c.tx_bytes,
-                            "tx_busy": c.tx_busy,
-                            "tx_queue_drops": c.tx_queue_drops,
-                            "backend_drops": c.backend_drops,
-                        })
+                        });
+                        add_rows(
+                            &mut o,
+                            c.rows()
+                                .iter()
+                                .filter(|r| r.scope == Scope::Port || p.role == Role::Downlink),
+                        );
+                        o
                     })
                     .collect(),
             ),
@@ -524,20 +529,17 @@ impl Control {
                     .iter()
                     .map(|r| (r.name().to_string(), json!(s.dropped(*r))))
                     .collect();
-                let r = &s.reorder;
-                json!({
+                let mut o = json!({
                     "generation": t.generation,
                     "spray_policy": t.policy.name(),
-                    "rx_pkts": s.rx_pkts, "tx_pkts": s.tx_pkts, "rx_bytes": s.rx_bytes, "tx_bytes": s.tx_bytes,
-                    "replies": s.replies, "sprayed": s.sprayed, "hashed": s.hashed, "fast_path": s.fast_path,
-                    "handoff": s.handoff, "resolve_sent": s.resolve_sent, "parked": s.parked, "neigh_learned": s.neigh_learned,
-                    "drops": drops,
-                    "reorder": r
-                        .rows()
-                        .into_iter()
-                        .map(|row| (row.name.to_string(), json!(row.value)))
-                        .collect::<serde_json::Map<String, Value>>(),
-                })
+                });
+                let rows = s.rows();
+                add_rows(&mut o, rows.iter().filter(|r| r.scope != Scope::Worker));
+                o["drops"] = Value::Object(drops);
+                let mut reorder = json!({});
+                add_rows(&mut reorder, s.reorder.rows().iter());
+                o["reorder"] = reorder;
+                o
             }
             "hosts" => Value::Array(self.hosts(&t, &s)),
             other => {
@@ -594,118 +596,32 @@ impl Control {
         let t = self.switch.tables();
         let s = self.switch.stats();
         let mut m = Metrics::default();
-        m.counter(
-            "sprayswitch_rx_packets_total",
-            "Packets received.",
-            &[],
-            s.rx_pkts,
-        );
-        m.counter(
-            "sprayswitch_tx_packets_total",
-            "Packets transmitted.",
-            &[],
-            s.tx_pkts,
-        );
-        m.counter(
-            "sprayswitch_rx_bytes_total",
-            "Bytes received.",
-            &[],
-            s.rx_bytes,
-        );
-        m.counter(
-            "sprayswitch_tx_bytes_total",
-            "Bytes transmitted.",
-            &[],
-            s.tx_bytes,
-        );
-        m.counter(
-            "sprayswitch_sprayed_packets_total",
-            "RoCE packets sprayed over uplink groups.",
-            &[],
-            s.sprayed,
-        );
-        m.counter(
-            "sprayswitch_fast_path_packets_total",
-            "Packets decided by the engine's fast path (the rest took the full path).",
-            &[],
-            s.fast_path,
-        );
-        m.counter(
-            "sprayswitch_hashed_packets_total",
-            "Packets hashed per flow onto an uplink group.",
-            &[],
-            s.hashed,
-        );
-        m.counter(
-            "sprayswitch_parked_packets_total",
-            "Routed packets held until their next hop's address resolved.",
-            &[],
-            s.parked,
-        );
-        m.counter(
-            "sprayswitch_replies_total",
-            "ARP, ND and echo answers sent by the switch.",
-            &[],
-            s.replies,
-        );
+        for row in s.rows().iter().filter(|r| r.scope != Scope::Worker) {
+            m.row(row, &[]);
+        }
         for r in DropReason::ALL {
             m.counter(
-                "sprayswitch_drops_total",
-                "Packets dropped, by reason.",
+                "sprayswitch_drop_packets_total",
+                "Packets dropped, by reason (see each reason in `show counters`'s drops).",
                 &[("reason", r.name())],
                 s.dropped(r),
             );
         }
         for (i, p) in t.ports.iter().enumerate() {
             let c = s.ports.get(i).cloned().unwrap_or_default();
-            let role = if p.role == sprayswitch::engine::Role::Uplink {
+            let role = if p.role == Role::Uplink {
                 "uplink"
             } else {
                 "downlink"
             };
             let l = [("port", p.name.as_str()), ("role", role)];
-            m.counter(
-                "sprayswitch_port_rx_packets_total",
-                "Packets received on a port.",
-                &l,
-                c.rx_pkts,
-            );
-            m.counter(
-                "sprayswitch_port_tx_packets_total",
-                "Packets transmitted on a port.",
-                &l,
-                c.tx_pkts,
-            );
-            m.counter(
-                "sprayswitch_port_rx_bytes_total",
-                "Bytes received on a port.",
-                &l,
-                c.rx_bytes,
-            );
-            m.counter(
-                "sprayswitch_port_tx_bytes_total",
-                "Bytes transmitted on a port.",
-                &l,
-                c.tx_bytes,
-            );
-            m.counter(
-                "sprayswitch_port_tx_busy_total",
-                "Times a port refused packets (kept and retried).",
-                &l,
-                c.tx_busy,
-            );
-            m.counter(
-                "sprayswitch_port_tx_queue_drops_total",
-                "Packets dropped because the switch's queue for a port was full.",
-                &l,
-                c.tx_queue_drops,
-            );
-            m.counter(
-                "sprayswitch_port_backend_drops_total",
-                "Frames lost inside a port backend.",
-                &l,
-                c.backend_drops,
-            );
+            for row in c.rows() {
+                match row.scope {
+                    Scope::Downlink if p.role == Role::Downlink => m.row(&row, &l[..1]),
+                    Scope::Downlink => {}
+                    _ => m.row(&row, &l),
+                }
+            }
             m.gauge(
                 "sprayswitch_port_up",
                 "1 when the port's carrier is up.",
@@ -724,61 +640,27 @@ impl Control {
                 &l,
                 self.switch.port_backlog(i as u16) as u64,
             );
-            if p.role == sprayswitch::engine::Role::Downlink {
-                m.counter(
-                    "sprayswitch_host_naks_total",
-                    "PSN-sequence NAKs sent by the host behind a downlink.",
-                    &[("port", &p.name)],
-                    c.host_naks,
-                );
-                m.counter(
-                    "sprayswitch_host_cnps_total",
-                    "CNPs sent by the host behind a downlink.",
-                    &[("port", &p.name)],
-                    c.host_cnps,
-                );
-            }
         }
         for (w, ws) in self.switch.worker_stats().iter().enumerate() {
             let id = w.to_string();
             let l = [("worker", id.as_str())];
-            m.counter(
-                "sprayswitch_worker_rx_packets_total",
-                "Packets received by a worker's ports.",
-                &l,
-                ws.rx_pkts,
-            );
-            m.counter(
-                "sprayswitch_worker_tx_packets_total",
-                "Packets transmitted by a worker's ports.",
-                &l,
-                ws.tx_pkts,
-            );
-            m.counter(
-                "sprayswitch_worker_loops_total",
-                "Poll loop iterations of a worker.",
-                &l,
-                ws.loops,
-            );
-            m.counter(
-                "sprayswitch_worker_idle_loops_total",
-                "Poll loop iterations that found no work.",
-                &l,
-                ws.idle_loops,
-            );
-            m.gauge(
-                "sprayswitch_worker_reorder_held_packets",
-                "Packets a worker's reorder stage holds now.",
-                &l,
-                ws.reorder_held,
-            );
+            for row in ws.rows() {
+                match row.scope {
+                    Scope::Worker => m.row(&row, &l),
+                    // The summed series has no label; its per-worker series is named for the
+                    // worker.
+                    Scope::SwitchAndWorker => {
+                        let name = row
+                            .metric
+                            .replacen("sprayswitch_", "sprayswitch_worker_", 1);
+                        m.named_row(&name, &row, &l)
+                    }
+                    _ => {}
+                }
+            }
         }
         for row in s.reorder.rows() {
-            let name = format!("sprayswitch_reorder_{}", row.metric);
-            match row.kind {
-                TotalKind::Counter => m.counter(&format!("{name}_total"), row.help, &[], row.value),
-                TotalKind::Gauge | TotalKind::Max => m.gauge(&name, row.help, &[], row.value),
-            }
+            m.row(&row, &[]);
         }
         if let Some(h) = self.switch.hold_histogram() {
             m.histogram_ns(
@@ -788,6 +670,15 @@ impl Control {
             );
         }
         m.text
+    }
+}
+
+/// Adds `rows` to the JSON object `o`, each under its field name.
+fn add_rows<'a>(o: &mut Value, rows: impl Iterator<Item = &'a Row>) {
+    if let Value::Object(m) = o {
+        for r in rows {
+            m.insert(r.name.to_string(), json!(r.value));
+        }
     }
 }
 
@@ -823,6 +714,18 @@ impl Metrics {
     fn gauge(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
         self.head(name, help, "gauge");
         self.text += &format!("{name}{} {v}\n", Self::labels(l));
+    }
+
+    fn row(&mut self, r: &Row, l: &[(&str, &str)]) {
+        self.named_row(r.metric, r, l);
+    }
+
+    /// Row `r` exported under `name`.
+    fn named_row(&mut self, name: &str, r: &Row, l: &[(&str, &str)]) {
+        match r.kind {
+            Kind::Counter => self.counter(name, r.help, l, r.value),
+            Kind::Gauge | Kind::Max => self.gauge(name, r.help, l, r.value),
+        }
     }
 
     fn histogram_ns(&mut self, name: &str, help: &str, h: &hdrhistogram::Histogram<u64>) {

@@ -1,6 +1,6 @@
 //! Reorder costs, in one run:
 //!
-//! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderEngine`:
+//! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderStage`:
 //!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
 //!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams;
 //! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
@@ -16,7 +16,7 @@ use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::reorder::{
-    MetaKind, Passthrough, ReorderConfig, ReorderEngine, ReorderStage, RoceMeta,
+    DownlinkStage, MetaKind, Passthrough, ReorderConfig, ReorderStage, RoceMeta,
 };
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::wire::Psn;
@@ -35,7 +35,7 @@ fn stage_bench(c: &mut Criterion) {
                 learn_ns: 0,
                 ..ReorderConfig::default()
             };
-            let mut stage = ReorderEngine::new(cfg, &tables, &[]);
+            let mut stage = ReorderStage::new(cfg, &tables, &[]);
             let mut pool: Vec<Pkt> = (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect();
             let mut out: Vec<(PortId, Pkt)> = Vec::with_capacity(BATCH * 2);
             let mut next_psn = vec![0u32; streams as usize];
@@ -120,7 +120,7 @@ impl Feed {
     }
 }
 
-fn pipeline(stage: Box<dyn ReorderStage>) -> (Worker, Vec<MemPort>) {
+fn pipeline(stage: Box<dyn DownlinkStage>) -> (Worker, Vec<MemPort>) {
     let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
     let mut far = Vec::new();
     let mut near: Vec<Box<dyn Port>> = Vec::new();
@@ -158,11 +158,11 @@ fn pipeline_bench(c: &mut Criterion) {
     for (name, stage) in [
         (
             "routed_passthrough",
-            Box::new(Passthrough) as Box<dyn ReorderStage>,
+            Box::new(Passthrough) as Box<dyn DownlinkStage>,
         ),
         (
             "routed_reorder",
-            Box::new(ReorderEngine::new(cfg, &tables, &[])),
+            Box::new(ReorderStage::new(cfg, &tables, &[])),
         ),
     ] {
         let (mut w, mut far) = pipeline(stage);

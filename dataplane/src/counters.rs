@@ -1,12 +1,19 @@
-//! Per-worker and per-port counters. Each counter has exactly one writer (the worker that owns
-//! it), which increments with a relaxed load and store (no read-modify-write instruction);
-//! anyone may read with a relaxed load. Groups are cache-padded so that workers never share a
-//! cache line.
+//! How counters are declared: once, in a table.
+//!
+//! Each group of counters is one `counter_table!` invocation (the switch's in
+//! [`crate::stats`], the reorder stage's in `reorder/totals.rs`): per row its field, its kind (a counter that only grows, a gauge that is
+//! a current value, or a maximum), its unit, its scope (summed over the switch, per worker, per
+//! port, per downlink), its exported Prometheus name and its help text. From a table come the
+//! atomic struct its one writer counts into, the plain struct readers get, the sum over
+//! workers (`merge`) and the rows the control plane prints as JSON and
+//! Prometheus text (`rows()`). Drop reasons are one table too ([`crate::engine::DropReason`]).
+//! Adding a counter is one line in its table. A leaf: it imports nothing of the crate.
+//!
+//! Each counter has exactly one writer (the worker that owns it), which increments with a
+//! relaxed load and store (no read-modify-write instruction); anyone may read with a relaxed
+//! load. Groups are cache-padded by their owners so that workers never share a cache line.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::engine::DropReason;
-use crate::reorder::{ReorderCounters, ReorderTotals};
 
 /// A single-writer counter.
 #[derive(Debug, Default)]
@@ -36,90 +43,127 @@ impl Counter {
     }
 }
 
-/// Counters of one worker.
-#[derive(Debug, Default)]
-pub struct WorkerCounters {
-    /// Packets received on its ports.
-    pub rx_pkts: Counter,
-    /// Bytes received on its ports.
-    pub rx_bytes: Counter,
-    /// Packets transmitted on its ports.
-    pub tx_pkts: Counter,
-    /// Bytes transmitted on its ports.
-    pub tx_bytes: Counter,
-    /// Drops, indexed by [`DropReason`].
-    pub drops: [Counter; DropReason::COUNT],
-    /// Packets answered by the switch itself (ARP, ND, echo).
-    pub replies: Counter,
-    /// Packets taken by the switch (ARP replies, advertisements learned from).
-    pub consumed: Counter,
-    /// Packets handed to another worker that owns the egress port.
-    pub handoff_out: Counter,
-    /// Packets received from other workers for a port owned here.
-    pub handoff_in: Counter,
-    /// ARP requests / neighbour solicitations sent.
-    pub resolve_sent: Counter,
-    /// Routed packets held until their next hop's address resolved (then sent on; those whose
-    /// neighbour never answered are counted as `unresolved` drops).
-    pub parked: Counter,
-    /// RoCE packets spread by the spray policy.
-    pub sprayed: Counter,
-    /// Packets spread over a group by flow hash.
-    pub hashed: Counter,
-    /// Packets the engine's fast path decided (the rest took the full path).
-    pub fast_path: Counter,
-    /// Neighbours learned.
-    pub neigh_learned: Counter,
-    /// Learned neighbours forgotten by ageing.
-    pub neigh_aged: Counter,
-    /// Packets in the reorder stage now (gauge).
-    pub reorder_held: Counter,
-    /// Reorder stage totals, published every iteration.
-    pub reorder: ReorderCounters,
-    /// Loop iterations.
-    pub loops: Counter,
-    /// Iterations that found no work.
-    pub idle_loops: Counter,
+/// How a value combines over workers and how it is exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows; summed; exported as a Prometheus counter (its name ends in `_total`).
+    Counter,
+    /// A current value; summed; exported as a gauge.
+    Gauge,
+    /// The largest value seen; the maximum over workers; exported as a gauge.
+    Max,
 }
 
-impl WorkerCounters {
-    /// Publishes reorder totals (the stage keeps plain integers; this copies them).
-    pub fn publish_reorder(&self, t: &ReorderTotals) {
-        self.reorder.publish(t);
-    }
-
-    /// Counts a drop.
-    #[inline]
-    pub fn count_drop(&self, r: DropReason, n: u64) {
-        self.drops[r as usize].add(n);
-    }
-
-    /// Total drops.
-    pub fn drops_total(&self) -> u64 {
-        self.drops.iter().map(Counter::get).sum()
-    }
+/// What a value counts; a name that counts packets or bytes ends in `_packets` or `_bytes`
+/// (before `_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Packets (frames).
+    Packets,
+    /// Bytes.
+    Bytes,
+    /// Events, streams or iterations (no unit suffix).
+    Count,
 }
 
-/// Counters of one port, written by the worker that owns it.
-#[derive(Debug, Default)]
-pub struct PortCounters {
-    /// Packets received.
-    pub rx_pkts: Counter,
-    /// Bytes received.
-    pub rx_bytes: Counter,
-    /// Packets transmitted.
-    pub tx_pkts: Counter,
-    /// Bytes transmitted.
-    pub tx_bytes: Counter,
-    /// Times the port refused packets (ring full); they were kept and retried.
-    pub tx_busy: Counter,
-    /// Packets dropped because the port's transmit queue in the switch was full.
-    pub tx_queue_drops: Counter,
-    /// NAKs (PSN sequence error) the host behind this downlink sent: host-side trouble.
-    pub host_naks: Counter,
-    /// CNPs the host behind this downlink sent (it saw ECN marks).
-    pub host_cnps: Counter,
-    /// Frames the port backend lost (kernel receive drops, frames too large), as the backend
-    /// reports them.
-    pub backend_drops: Counter,
+/// Where a value is exported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Once for the switch (summed over workers).
+    Switch,
+    /// Per worker only (a `worker` label): loop and stage figures whose sum means little.
+    Worker,
+    /// Both summed and per worker.
+    SwitchAndWorker,
+    /// Per port (`port` and `role` labels).
+    Port,
+    /// Per downlink port only (a `port` label): what the host behind it sent.
+    Downlink,
 }
+
+/// One row of a table with its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    /// Field name (the JSON key of `show counters` and `show ports`).
+    pub name: &'static str,
+    /// Exported Prometheus name.
+    pub metric: &'static str,
+    /// What it counts.
+    pub help: &'static str,
+    /// Its kind.
+    pub kind: Kind,
+    /// Its unit.
+    pub unit: Unit,
+    /// Where it is exported.
+    pub scope: Scope,
+    /// Its value.
+    pub value: u64,
+}
+
+/// Declares one table of counters: the atomic struct its writer counts into (with `read` and
+/// `publish`), the plain struct of values (with `rows` and `merge`), each with extra fields
+/// that are not rows (given verbatim; the plain struct's extras must implement `Default`).
+macro_rules! counter_table {
+    (
+        $(#[$am:meta])* atomic $Atomic:ident { $( $(#[$aem:meta])* $aextra:ident : $aety:ty, )* }
+        $(#[$pm:meta])* plain $Plain:ident { $( $(#[$pem:meta])* $pextra:ident : $pety:ty, )* }
+        rows {
+            $( $name:ident : $kind:ident, $unit:ident, $scope:ident, $metric:literal, $help:literal; )*
+        }
+    ) => {
+        $(#[$am])*
+        #[derive(Debug, Default)]
+        pub struct $Atomic {
+            $( #[doc = $help] pub $name: $crate::counters::Counter, )*
+            $( $(#[$aem])* pub $aextra: $aety, )*
+        }
+
+        impl $Atomic {
+            /// The rows' current values (the extra fields of the plain struct are left at
+            /// their defaults).
+            #[allow(clippy::needless_update)]
+            pub fn read(&self) -> $Plain {
+                $Plain { $( $name: self.$name.get(), )* ..Default::default() }
+            }
+
+            /// Sets every row to `v`'s value (an owner that counts in plain integers publishes
+            /// them this way).
+            pub fn publish(&self, v: &$Plain) {
+                $( self.$name.set(v.$name); )*
+            }
+        }
+
+        $(#[$pm])*
+        pub struct $Plain {
+            $( #[doc = $help] pub $name: u64, )*
+            $( $(#[$pem])* pub $pextra: $pety, )*
+        }
+
+        impl $Plain {
+            /// Every row with its name, kind, unit, scope, help and value, in the table's order.
+            pub fn rows(&self) -> Vec<$crate::counters::Row> {
+                vec![$( $crate::counters::Row {
+                    name: stringify!($name),
+                    metric: $metric,
+                    help: $help,
+                    kind: $crate::counters::Kind::$kind,
+                    unit: $crate::counters::Unit::$unit,
+                    scope: $crate::counters::Scope::$scope,
+                    value: self.$name,
+                }, )*]
+            }
+
+            /// Adds the rows of `other` (another worker's): counters and gauges add, maxima
+            /// take the larger. Extra fields are the caller's.
+            pub fn merge(&mut self, other: &$Plain) {
+                $( self.$name = match $crate::counters::Kind::$kind {
+                    $crate::counters::Kind::Max => self.$name.max(other.$name),
+                    $crate::counters::Kind::Counter | $crate::counters::Kind::Gauge => {
+                        self.$name.wrapping_add(other.$name)
+                    }
+                }; )*
+            }
+        }
+    };
+}
+pub(crate) use counter_table;

@@ -1,14 +1,24 @@
 //! sprayswitch dataplane: a userspace, poll-mode top-of-rack switch for RoCEv2 traffic.
 //!
-//! The crate is layered with one-way dependencies (see `ARCHITECTURE.md` in the design notes):
+//! The crate is layered; each module imports only modules listed before it (tests aside,
+//! which share [`testkit`]):
 //!
-//! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic and frame classification.
-//!   Pure functions over `&[u8]`: no I/O, no clock, no allocation.
-//!
-//! - [`pcap`]: reading pcap/pcapng captures and writing pcap files (offline tools and the pcap
-//!   port; not on the packet path).
-//!
-//! Later layers (engine, reorder, ports, worker) build on `wire` and never the other way round.
+//! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic, frame classification and
+//!   the fixed offsets the fast path reads (`wire::classify::plain_v4`). Pure functions over
+//!   `&[u8]`: no I/O, no clock, no allocation.
+//! - [`pcap`], [`time`], [`rng`], [`ids`] (port index, integer-keyed map), [`counters`] (how a
+//!   counter table is declared): leaves.
+//! - [`meta`]: the RoCE facts the engine hands the reorder stage (above `wire`).
+//! - [`port`]: the packet type and the port backends (memory, pcap, AF_PACKET, AF_XDP,
+//!   tap, fault injection); [`capture`] and [`idle`] build on it.
+//! - [`engine`]: the per-packet decision (tables, routing, spraying, the fast path, answers
+//!   to ARP/ND/echo). It returns one [`engine::Decision`]: the verdict with the reorder facts,
+//!   what a host's packet tells the reorder stage, and the host-CNP flag.
+//! - [`reorder`]: the reorder stage (per-stream rings, the response direction, QP pairing,
+//!   pacing); reads the engine's tables, never its decision code.
+//! - [`stats`]: the switch's counter tables (per worker, per port, drops by reason).
+//! - [`worker`]: one poll loop owning ports, an engine and a reorder stage; [`switch`]: the
+//!   workers together, with the control side's handles.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -17,10 +27,13 @@ pub mod capture;
 pub mod counters;
 pub mod engine;
 pub mod idle;
+pub mod ids;
+pub mod meta;
 pub mod pcap;
 pub mod port;
 pub mod reorder;
 pub mod rng;
+pub mod stats;
 pub mod switch;
 pub mod testkit;
 pub mod time;

@@ -9,11 +9,12 @@ use std::thread::JoinHandle;
 use crossbeam::channel::{bounded, Sender};
 use crossbeam::utils::CachePadded;
 
-use crate::counters::{PortCounters, WorkerCounters};
 use crate::engine::spray::PortStatus;
-use crate::engine::{DropReason, Neighbor, PortId, Tables};
+use crate::engine::{Neighbor, PortId, Tables};
 use crate::port::Port;
-use crate::reorder::{Passthrough, ReorderStage, StreamRow};
+use crate::reorder::{DownlinkStage, Passthrough, StreamRow};
+use crate::stats::{PortCounters, WorkerCounters};
+pub use crate::stats::{PortStats, Stats};
 use crate::worker::{
     handoff_ring, HandoffRx, HandoffTx, Query, Wake, Worker, WorkerConfig, WorkerExit, WorkerShared,
 };
@@ -84,100 +85,6 @@ impl Default for RunConfig {
     }
 }
 
-/// A snapshot of every counter, summed over workers where it makes sense.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Packets received.
-    pub rx_pkts: u64,
-    /// Packets transmitted.
-    pub tx_pkts: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Bytes transmitted.
-    pub tx_bytes: u64,
-    /// Drops by reason (index: [`DropReason`] as usize).
-    pub drops: [u64; DropReason::COUNT],
-    /// Answered by the switch.
-    pub replies: u64,
-    /// Taken by the switch.
-    pub consumed: u64,
-    /// Handed between workers.
-    pub handoff: u64,
-    /// Resolution requests sent.
-    pub resolve_sent: u64,
-    /// Routed packets held until their next hop resolved.
-    pub parked: u64,
-    /// RoCE packets sprayed.
-    pub sprayed: u64,
-    /// Packets hashed per flow onto a group.
-    pub hashed: u64,
-    /// Packets the engine's fast path decided.
-    pub fast_path: u64,
-    /// Neighbours learned (summed over workers: each worker learns for itself).
-    pub neigh_learned: u64,
-    /// Reorder totals, summed over workers.
-    pub reorder: crate::reorder::ReorderTotals,
-    /// Per port counters.
-    pub ports: Vec<PortStats>,
-}
-
-/// Counters of one worker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WorkerStats {
-    /// Packets received on its ports.
-    pub rx_pkts: u64,
-    /// Packets transmitted on its ports.
-    pub tx_pkts: u64,
-    /// Loop iterations.
-    pub loops: u64,
-    /// Loop iterations that found no work.
-    pub idle_loops: u64,
-    /// Packets in its reorder stage now.
-    pub reorder_held: u64,
-}
-
-/// Counters of one port.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PortStats {
-    /// Port name.
-    pub name: String,
-    /// Packets received.
-    pub rx_pkts: u64,
-    /// Packets transmitted.
-    pub tx_pkts: u64,
-    /// Bytes received.
-    pub rx_bytes: u64,
-    /// Bytes transmitted.
-    pub tx_bytes: u64,
-    /// Times the port pushed back.
-    pub tx_busy: u64,
-    /// Dropped because the switch's queue for it was full.
-    pub tx_queue_drops: u64,
-    /// Lost inside the port backend (kernel receive drops, oversize frames).
-    pub backend_drops: u64,
-    /// NAKs the host behind this downlink sent.
-    pub host_naks: u64,
-    /// CNPs the host behind this downlink sent.
-    pub host_cnps: u64,
-}
-
-impl Stats {
-    /// Drops for one reason.
-    pub fn dropped(&self, r: DropReason) -> u64 {
-        self.drops[r as usize]
-    }
-
-    /// All drops.
-    pub fn drops_total(&self) -> u64 {
-        self.drops.iter().sum()
-    }
-
-    /// Counters of the port called `name`.
-    pub fn port(&self, name: &str) -> Option<&PortStats> {
-        self.ports.iter().find(|p| p.name == name)
-    }
-}
-
 /// A running switch.
 pub struct Switch {
     tables: Arc<Tables>,
@@ -188,7 +95,7 @@ pub struct Switch {
     port_counters: Arc<[CachePadded<PortCounters>]>,
     status: Arc<[CachePadded<PortStatus>]>,
     taps: Arc<crate::capture::CaptureTaps>,
-    stream_requests: Vec<Sender<Query>>,
+    queries: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
     wakes: Arc<[Wake]>,
 }
@@ -235,7 +142,7 @@ impl Switch {
         tables: Tables,
         ports: Vec<Box<dyn Port>>,
         run: RunConfig,
-        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+        make_reorder: impl Fn(usize) -> Box<dyn DownlinkStage>,
     ) -> Result<Switch, StartError> {
         let cores = run.cores.clone();
         let (mut switch, workers) = Self::build(tables, ports, run, make_reorder)?;
@@ -278,7 +185,7 @@ impl Switch {
         tables: Tables,
         ports: Vec<Box<dyn Port>>,
         run: RunConfig,
-        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+        make_reorder: impl Fn(usize) -> Box<dyn DownlinkStage>,
     ) -> Result<(Switch, Vec<Worker>), StartError> {
         Self::build(tables, ports, run, make_reorder)
     }
@@ -288,7 +195,7 @@ impl Switch {
         tables: Tables,
         ports: Vec<Box<dyn Port>>,
         run: RunConfig,
-        make_reorder: impl Fn(usize) -> Box<dyn ReorderStage>,
+        make_reorder: impl Fn(usize) -> Box<dyn DownlinkStage>,
     ) -> Result<(Switch, Vec<Worker>), StartError> {
         if ports.len() != tables.ports.len() {
             return Err(StartError::PortCount {
@@ -358,14 +265,14 @@ impl Switch {
         let mut tables_tx = Vec::new();
         let mut counters = Vec::new();
         let mut workers_built = Vec::new();
-        let mut stream_requests = Vec::new();
+        let mut queries = Vec::new();
         let taps = Arc::new(crate::capture::CaptureTaps::new(status.len()));
         let mut histograms = Vec::new();
         for (w, (my_ports, neigh_rx)) in per_worker.into_iter().zip(neigh_rxs).enumerate() {
             let (ttx, trx) = bounded::<Arc<Tables>>(4);
             tables_tx.push(ttx);
             let (stx, srx) = bounded(4);
-            stream_requests.push(stx);
+            queries.push(stx);
             let c = Arc::new(CachePadded::new(WorkerCounters::default()));
             counters.push(c.clone());
             let sh = WorkerShared {
@@ -386,7 +293,7 @@ impl Switch {
                     .map(|(_, t)| t.clone())
                     .collect(),
                 stop: stop.clone(),
-                stream_requests: srx,
+                queries: srx,
                 wakes: wakes.clone(),
             };
             let worker = Worker::new(
@@ -411,7 +318,7 @@ impl Switch {
             port_counters,
             status,
             taps,
-            stream_requests,
+            queries,
             histograms,
             wakes,
         };
@@ -439,7 +346,7 @@ impl Switch {
         question: impl Fn(Sender<Vec<T>>) -> Query,
     ) -> Gathered<T> {
         let deadline = std::time::Instant::now() + timeout;
-        let asked: Vec<_> = (0..self.stream_requests.len())
+        let asked: Vec<_> = (0..self.queries.len())
             .map(|w| {
                 let (tx, rx) = bounded(1);
                 (w, self.ask(w, question(tx)).then_some(rx))
@@ -460,7 +367,7 @@ impl Switch {
 
     /// Queues a question for worker `w` and wakes it; false when its queue is full.
     fn ask(&self, w: usize, q: Query) -> bool {
-        let ok = self.stream_requests[w].try_send(q).is_ok();
+        let ok = self.queries[w].try_send(q).is_ok();
         self.wakes[w].notify();
         ok
     }
@@ -482,25 +389,15 @@ impl Switch {
         self.taps.clone()
     }
 
-    /// Per-worker counters: (rx packets, tx packets, loop iterations, idle iterations, packets
-    /// held in its reorder stage now), in worker order.
-    pub fn worker_stats(&self) -> Vec<WorkerStats> {
-        self.counters
-            .iter()
-            .map(|c| WorkerStats {
-                rx_pkts: c.rx_pkts.get(),
-                tx_pkts: c.tx_pkts.get(),
-                loops: c.loops.get(),
-                idle_loops: c.idle_loops.get(),
-                reorder_held: c.reorder_held.get(),
-            })
-            .collect()
+    /// Each worker's counters (rows, drops and reorder totals; no ports), in worker order.
+    pub fn worker_stats(&self) -> Vec<Stats> {
+        self.counters.iter().map(|c| c.snapshot()).collect()
     }
 
     /// Asks every worker to forget learned neighbours not confirmed (by ARP or ND from them)
     /// for `max_age`. Neighbours still in use are resolved again when traffic needs them.
     pub fn age_neighbors(&self, max_age: Duration) {
-        for w in 0..self.stream_requests.len() {
+        for w in 0..self.queries.len() {
             self.ask(w, Query::AgeNeighbors(max_age.as_nanos() as u64));
         }
     }
@@ -577,23 +474,7 @@ impl Switch {
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         for c in &self.counters {
-            s.rx_pkts += c.rx_pkts.get();
-            s.tx_pkts += c.tx_pkts.get();
-            s.rx_bytes += c.rx_bytes.get();
-            s.tx_bytes += c.tx_bytes.get();
-            for (i, d) in c.drops.iter().enumerate() {
-                s.drops[i] += d.get();
-            }
-            s.replies += c.replies.get();
-            s.consumed += c.consumed.get();
-            s.handoff += c.handoff_out.get();
-            s.resolve_sent += c.resolve_sent.get();
-            s.parked += c.parked.get();
-            s.sprayed += c.sprayed.get();
-            s.hashed += c.hashed.get();
-            s.fast_path += c.fast_path.get();
-            s.neigh_learned += c.neigh_learned.get();
-            s.reorder.merge(&c.reorder.read());
+            s.add_worker(&c.snapshot());
         }
         s.ports = self
             .tables
@@ -602,15 +483,7 @@ impl Switch {
             .zip(self.port_counters.iter())
             .map(|(info, pc)| PortStats {
                 name: info.name.clone(),
-                rx_pkts: pc.rx_pkts.get(),
-                tx_pkts: pc.tx_pkts.get(),
-                rx_bytes: pc.rx_bytes.get(),
-                tx_bytes: pc.tx_bytes.get(),
-                tx_busy: pc.tx_busy.get(),
-                tx_queue_drops: pc.tx_queue_drops.get(),
-                backend_drops: pc.backend_drops.get(),
-                host_naks: pc.host_naks.get(),
-                host_cnps: pc.host_cnps.get(),
+                ..pc.read()
             })
             .collect();
         s
@@ -667,7 +540,7 @@ impl Switch {
             port_counters: self.port_counters.clone(),
             status: self.status.clone(),
             taps: self.taps.clone(),
-            stream_requests: Vec::new(),
+            queries: Vec::new(),
             histograms: Vec::new(),
             wakes: self.wakes.clone(),
         }

@@ -30,12 +30,12 @@ use crossbeam::channel::{Receiver, Sender, TrySendError};
 use crossbeam::queue::ArrayQueue;
 use crossbeam::utils::CachePadded;
 
-use crate::counters::{PortCounters, WorkerCounters};
 use crate::engine::forward::build_resolve;
 use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
 use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
-use crate::reorder::{ReorderStage, RoceMeta, StreamRow};
+use crate::reorder::{DownlinkStage, RoceMeta, StreamRow};
+use crate::stats::{PortCounters, WorkerCounters};
 use crate::time::now_ns;
 
 pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
@@ -178,7 +178,7 @@ pub struct WorkerShared {
     /// Set to stop; the worker then flushes and returns.
     pub stop: Arc<AtomicBool>,
     /// Requests for a snapshot of the reorder streams: (how many, where to answer).
-    pub stream_requests: Receiver<Query>,
+    pub queries: Receiver<Query>,
     /// Every worker's wake-up (indexed by worker; this one's is `wakes[id]`): whoever queues
     /// work for a worker other than on its ports (hand-offs, tables, questions, stop) notifies
     /// it, so an idle worker can wait in `poll(2)` instead of waking on a timer.
@@ -209,7 +209,7 @@ pub struct Worker {
     cfg: WorkerConfig,
     tables: Arc<Tables>,
     engine: Engine,
-    reorder: Box<dyn ReorderStage>,
+    reorder: Box<dyn DownlinkStage>,
     ports: Vec<OwnedPort>,
     /// Index into `ports` for each port id (usize::MAX when not owned here).
     slot: Vec<usize>,
@@ -239,7 +239,7 @@ impl Worker {
         cfg: WorkerConfig,
         tables: Arc<Tables>,
         ports: Vec<(PortId, Box<dyn Port>)>,
-        reorder: Box<dyn ReorderStage>,
+        reorder: Box<dyn DownlinkStage>,
         seed: u64,
     ) -> Worker {
         let n = tables.ports.len();
@@ -292,7 +292,7 @@ impl Worker {
         tables: Tables,
         ports: Vec<Box<dyn Port>>,
         cfg: WorkerConfig,
-        reorder: Box<dyn ReorderStage>,
+        reorder: Box<dyn DownlinkStage>,
     ) -> (Worker, Arc<CachePadded<WorkerCounters>>) {
         let n = ports.len();
         let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
@@ -317,7 +317,7 @@ impl Worker {
             neigh_rx: nrx,
             neigh_tx: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
-            stream_requests: srx,
+            queries: srx,
             wakes: vec![Wake::new()].into(),
         };
         let ports = ports
@@ -428,7 +428,7 @@ impl Worker {
     fn inputs_waiting(&self) -> bool {
         !self.sh.inbox.is_empty()
             || !self.sh.tables_rx.is_empty()
-            || !self.sh.stream_requests.is_empty()
+            || !self.sh.queries.is_empty()
             || self.sh.stop.load(Ordering::Acquire)
     }
 
@@ -506,7 +506,7 @@ impl Worker {
         }
         // A control-side question about streams: answered here, between bursts, so that the
         // control thread never touches this worker's state.
-        while let Ok(q) = self.sh.stream_requests.try_recv() {
+        while let Ok(q) = self.sh.queries.try_recv() {
             match q {
                 Query::Streams(max, answer) => {
                     let _ = answer.try_send(self.reorder.snapshot(max));
@@ -574,24 +574,19 @@ impl Worker {
                 if self.tapping {
                     self.sh.taps.tap(id, &pkt, now);
                 }
-                let verdict = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
-                // Most packets carry no observation: test before moving the (large) option out.
-                let observed = match self.engine.observed {
-                    Some(_) => self.engine.observed.take(),
-                    None => None,
-                };
-                if let Some(obs) = observed {
-                    if obs.kind == crate::reorder::MetaKind::HostNak {
+                let d = self.engine.handle(&tables, &self.sh.status, &mut pkt, now);
+                if let Some(obs) = &d.observed {
+                    if obs.kind == crate::meta::MetaKind::HostNak {
                         pc.host_naks.add(1);
                     }
-                    self.reorder.observe(id, &obs, now, &mut self.released);
+                    self.reorder.observe(id, obs, now, &mut self.released);
                 }
-                if self.engine.host_cnp {
+                if d.host_cnp {
                     pc.host_cnps.add(1);
                 }
                 // ARP and ND are answered or consumed: what may have taught us a neighbour.
-                let learns = matches!(verdict, Verdict::Consumed | Verdict::Reply(_));
-                self.dispatch(verdict, pkt, now);
+                let learns = matches!(d.verdict, Verdict::Consumed | Verdict::Reply(_));
+                self.dispatch(d.verdict, pkt, now);
                 if learns && !self.parked.is_empty() {
                     self.release_parked(&tables, now);
                 }
@@ -672,19 +667,13 @@ impl Worker {
     fn dispatch(&mut self, verdict: Verdict, pkt: Pkt, now: u64) {
         match verdict {
             Verdict::Forward(p) => self.route_to(p, pkt, None, now),
-            Verdict::Reorder(p) => {
-                let meta = self.engine.meta.take();
-                self.route_to(p, pkt, meta, now);
-            }
+            Verdict::Reorder(p, meta) => self.route_to(p, pkt, Some(meta), now),
             Verdict::Reply(p) => {
                 self.sh.counters.replies.add(1);
                 self.route_to(p, pkt, None, now);
             }
             Verdict::Consumed => self.sh.counters.consumed.add(1),
-            Verdict::Drop(DropReason::Unresolved) => match self.engine.take_unresolved() {
-                Some((port, next_hop)) => self.park(port, next_hop, pkt, now),
-                None => self.sh.counters.count_drop(DropReason::Unresolved, 1),
-            },
+            Verdict::Resolving { port, next_hop } => self.park(port, next_hop, pkt, now),
             Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
         }
     }
@@ -724,13 +713,14 @@ impl Worker {
             let Some(mut p) = self.parked.remove(i) else {
                 break;
             };
-            let verdict = self.engine.handle(tables, &self.sh.status, &mut p.pkt, now);
-            // What the packet told the reorder stage was taken when it first arrived.
-            self.engine.observed = None;
-            self.engine.host_cnp = false;
-            if verdict == Verdict::Drop(DropReason::Unresolved) {
+            // What the packet told the reorder stage was taken when it first arrived: only its
+            // verdict counts now.
+            let verdict = self
+                .engine
+                .handle(tables, &self.sh.status, &mut p.pkt, now)
+                .verdict;
+            if let Verdict::Resolving { .. } = verdict {
                 // Known, yet not usable (learned on another port than the route's): held once.
-                self.engine.take_unresolved();
                 self.sh.counters.count_drop(DropReason::Unresolved, 1);
             } else {
                 self.dispatch(verdict, p.pkt, now);

@@ -17,7 +17,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sprayswitch::counters::Scope;
+use sprayswitch::engine::DropReason;
 use sprayswitch::port::{Pkt, Port};
+use sprayswitch::reorder::ReorderTotals;
+use sprayswitch::stats::{PortStats, Stats};
 use sprayswitch_control::ctl::Control;
 use sprayswitch_control::server::ControlServer;
 use sprayswitch_control::{Config, DEFAULT_CONFIG};
@@ -75,6 +79,76 @@ fn scrape(addr: std::net::SocketAddr) -> String {
 }
 
 /// Parses Prometheus text into (name{labels}, value) pairs, checking the format as it goes.
+/// Every row of every counter table, and every drop reason, appears in `show counters` (or
+/// `show ports`) and in the metrics, under the names its table gives.
+fn every_counter_is_in_the_json_and_the_metrics(sock: &Path, text: &str) {
+    let declared = |metric: &str| text.contains(&format!("# TYPE {metric} "));
+    let counters = ctl_json(sock, &["show", "counters"]);
+    for r in Stats::default().rows() {
+        match r.scope {
+            Scope::Worker => assert!(
+                text.contains(&format!("{}{{worker=\"0\"}}", r.metric)),
+                "{} per worker",
+                r.metric
+            ),
+            Scope::SwitchAndWorker => {
+                let per_worker = r.metric.replacen("sprayswitch_", "sprayswitch_worker_", 1);
+                assert!(
+                    text.contains(&format!("{per_worker}{{worker=\"0\"}}")),
+                    "{per_worker}"
+                );
+            }
+            _ => {}
+        }
+        if r.scope != Scope::Worker {
+            assert!(
+                counters[r.name].is_u64(),
+                "show counters lacks {}: {counters}",
+                r.name
+            );
+            assert!(declared(r.metric), "metrics lack {}", r.metric);
+        }
+    }
+    for r in ReorderTotals::default().rows() {
+        assert!(
+            counters["reorder"][r.name].is_u64(),
+            "show counters lacks reorder {}",
+            r.name
+        );
+        assert!(declared(r.metric), "metrics lack {}", r.metric);
+    }
+    for d in DropReason::ALL {
+        assert!(
+            counters["drops"][d.name()].is_u64(),
+            "show counters lacks drop {}",
+            d.name()
+        );
+        assert!(
+            text.contains(&format!(
+                "sprayswitch_drop_packets_total{{reason=\"{}\"}}",
+                d.name()
+            )),
+            "metrics lack drop reason {}",
+            d.name()
+        );
+    }
+    let ports = ctl_json(sock, &["show", "ports"]);
+    let h1 = ports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "h1")
+        .unwrap();
+    for r in PortStats::default().rows() {
+        assert!(
+            h1[r.name].is_u64(),
+            "show ports lacks {} on a downlink: {h1}",
+            r.name
+        );
+        assert!(declared(r.metric), "metrics lack {}", r.metric);
+    }
+}
+
 fn parse_metrics(text: &str) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -337,15 +411,16 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     assert!(get("sprayswitch_fast_path_packets_total") > 0.0);
     assert!(get("sprayswitch_port_tx_packets_total{port=\"u0\",role=\"uplink\"}") > 0.0);
     assert_eq!(get("sprayswitch_port_up{port=\"u1\",role=\"uplink\"}"), 1.0);
-    assert!(text.contains("# TYPE sprayswitch_drops_total counter"));
+    assert!(text.contains("# TYPE sprayswitch_drop_packets_total counter"));
     assert!(get("sprayswitch_worker_loops_total{worker=\"0\"}") > 0.0);
     assert!(m
         .iter()
-        .any(|(n, _)| n.starts_with("sprayswitch_host_naks_total{port=\"h1\"}")));
+        .any(|(n, _)| n.starts_with("sprayswitch_host_nak_packets_total{port=\"h1\"}")));
     assert!(
         text.contains("sprayswitch_reorder_hold_seconds_bucket{le=\"+Inf\"}"),
         "{text}"
     );
+    every_counter_is_in_the_json_and_the_metrics(&sock, &text);
     let mut s = TcpStream::connect(metrics_addr).unwrap();
     s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     let mut body = String::new();

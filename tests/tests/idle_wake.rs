@@ -120,7 +120,7 @@ fn a_hand_off_wakes_a_worker_waiting_for_packets() {
         std::thread::sleep(QUIET_WAIT + Duration::from_millis(5));
     }
     let stopped = switch.stop();
-    assert_eq!(stopped.stats.handoff, 40, "every frame was a hand-off");
+    assert_eq!(stopped.stats.handoff_out, 40, "every frame was a hand-off");
     took.sort();
     let median = took[took.len() / 2];
     eprintln!(

@@ -99,7 +99,7 @@ fn a_worker_holds_packets_until_another_worker_learns_their_next_hop() {
     assert_eq!(stopped.stats.parked, 5);
     assert_eq!(stopped.stats.dropped(DropReason::Unresolved), 0);
     assert!(
-        stopped.stats.handoff >= 5,
+        stopped.stats.handoff_out >= 5,
         "routed by worker 0, sent by worker 1"
     );
 }

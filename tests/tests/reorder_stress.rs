@@ -14,7 +14,7 @@ use crossbeam::channel::{bounded, Receiver, Sender};
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
-use sprayswitch::reorder::{ReorderConfig, ReorderEngine, ReorderStage};
+use sprayswitch::reorder::{DownlinkStage, ReorderConfig, ReorderStage};
 use sprayswitch::rng::Rng;
 use sprayswitch::switch::{RunConfig, Switch};
 use sprayswitch::testkit::{roce_frame, tor_tables};
@@ -172,8 +172,8 @@ fn four_workers_ten_million_packets_in_order_nothing_lost() {
         },
         seed: 7,
     };
-    let switch = Switch::start_with(tables, near, run, move |_| -> Box<dyn ReorderStage> {
-        Box::new(ReorderEngine::new(rcfg, &t2, &[]))
+    let switch = Switch::start_with(tables, near, run, move |_| -> Box<dyn DownlinkStage> {
+        Box::new(ReorderStage::new(rcfg, &t2, &[]))
     })
     .unwrap();
 
@@ -292,7 +292,7 @@ fn four_workers_ten_million_packets_in_order_nothing_lost() {
         "stress: {received} of {total} packets in {:.1} s ({:.2} Mpps), violations {violations}, handoffs {}, held_total {}, max_depth {}, drops {} {r:?}",
         elapsed.as_secs_f64(),
         received as f64 / elapsed.as_secs_f64() / 1e6,
-        stopped.stats.handoff,
+        stopped.stats.handoff_out,
         r.held_total,
         r.max_depth,
         stopped.stats.drops_total()
@@ -313,5 +313,8 @@ fn four_workers_ten_million_packets_in_order_nothing_lost() {
         r.held_total > total / 10,
         "the shuffling made it hold packets: {r:?}"
     );
-    assert!(stopped.stats.handoff > total / 4, "streams crossed workers");
+    assert!(
+        stopped.stats.handoff_out > total / 4,
+        "streams crossed workers"
+    );
 }

@@ -16,7 +16,7 @@ use crossbeam::utils::CachePadded;
 use libfuzzer_sys::fuzz_target;
 use sprayswitch::engine::local::{fold, ones_sum};
 use sprayswitch::engine::spray::PortStatus;
-use sprayswitch::engine::{Engine, SprayPolicy, Verdict};
+use sprayswitch::engine::{Engine, SprayPolicy};
 use sprayswitch::port::Pkt;
 use sprayswitch::testkit::{port_mac, tor_tables};
 
@@ -71,12 +71,9 @@ fuzz_target!(|data: &[u8]| {
         let mut b = a.clone();
         let va = fast.handle(&t, &status, &mut a, now);
         let vb = full.handle(&t, &status, &mut b, now);
+        // The whole decision: verdict with the reorder facts, observation and CNP flag.
         assert_eq!(va, vb);
         assert_eq!(a.data(), b.data());
-        if matches!(va, Verdict::Reorder(_)) {
-            assert_eq!(fast.meta.take(), full.meta.take());
-        }
-        assert_eq!(fast.observed.take(), full.observed.take());
         assert_eq!(fast.stats, full.stats);
         for port in 0..PORTS as u16 {
             assert_eq!(fast.pmtu_of(&t, port), full.pmtu_of(&t, port));

@@ -16,8 +16,8 @@ use super::local::{
 };
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, IntMap, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
+use crate::meta::{MetaKind, RoceMeta};
 use crate::port::Pkt;
-use crate::reorder::{MetaKind, RoceMeta};
 use crate::wire::{
     classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,
     ICRC_LEN, ROCEV2_UDP_PORT,
@@ -28,14 +28,48 @@ use crate::wire::{
 pub enum Verdict {
     /// Routed and rewritten: transmit on the port.
     Forward(PortId),
-    /// Routed RoCE (RC or UC) towards a downlink: through the reorder stage, then out the port.
-    Reorder(PortId),
+    /// Routed RoCE (RC or UC, or an RDMA CM message) towards a downlink: through the reorder
+    /// stage with these facts, then out the port.
+    Reorder(PortId, RoceMeta),
     /// The switch answered in place (ARP, ND, echo): transmit on the port it came from.
     Reply(PortId),
     /// Taken by the switch (an ARP reply or neighbour advertisement it learned from).
     Consumed,
+    /// Routed towards a next hop whose address is being resolved (a request went out on
+    /// `port`): the worker may hold the packet until `next_hop` answers; if it does not, the
+    /// packet is an `unresolved` drop.
+    Resolving {
+        /// The egress port, where the resolution was asked.
+        port: PortId,
+        /// The next hop.
+        next_hop: IpAddr,
+    },
     /// Dropped, for this reason.
     Drop(DropReason),
+}
+
+/// Everything the engine decided about one packet: the verdict, and what the worker does
+/// besides sending it (the reorder stage learns from a local host's packet whatever its
+/// verdict; a host's CNP is counted on its downlink).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Where the packet goes.
+    pub verdict: Verdict,
+    /// What a local host's packet tells the reorder stage of its downlink (READ requests and
+    /// atomics, NAKs, ACKs, path MTUs, RDMA CM).
+    pub observed: Option<RoceMeta>,
+    /// The packet is a CNP from a host (received on a downlink).
+    pub host_cnp: bool,
+}
+
+impl From<Verdict> for Decision {
+    fn from(verdict: Verdict) -> Decision {
+        Decision {
+            verdict,
+            observed: None,
+            host_cnp: false,
+        }
+    }
 }
 
 /// A next hop the switch must resolve: the worker sends an ARP request or neighbour solicitation.
@@ -86,18 +120,6 @@ pub struct Engine {
     /// Path MTU learned per port from full-size RoCE segments (FIRST and MIDDLE packets carry
     /// exactly one path MTU of payload).
     learned_pmtu: Vec<Option<Pmtu>>,
-    /// The RoCE facts of the last packet that got [`Verdict::Reorder`].
-    pub meta: Option<RoceMeta>,
-    /// The RoCE facts of the last packet a local host sent that the reorder stage learns from
-    /// (READ requests and atomics, NAKs, ACKs), whatever its verdict.
-    pub observed: Option<RoceMeta>,
-    /// The packet just handled was a CNP from a host (on a downlink).
-    pub host_cnp: bool,
-    /// The next hop the last [`DropReason::Unresolved`] verdict of a routed packet waits for
-    /// (its resolution was requested), with the port it is asked on: the worker may hold the
-    /// packet until it resolves.
-    /// Taken with [`Engine::take_unresolved`].
-    unresolved: Option<(PortId, IpAddr)>,
     /// Resolved next hops of the fast path (see [`super::fast`]).
     cache: RouteCache,
     /// The fast path's table of opcodes.
@@ -163,10 +185,6 @@ impl Engine {
             last_resolve,
             sprayer,
             stats: EngineStats::default(),
-            meta: None,
-            observed: None,
-            host_cnp: false,
-            unresolved: None,
             learned_pmtu: vec![None; t.ports.len()],
             cache: RouteCache::default(),
             fast_ops: fast_ops(),
@@ -254,13 +272,6 @@ impl Engine {
         out.append(&mut self.resolve_out);
     }
 
-    /// The next hop whose address a packet just dropped as [`DropReason::Unresolved`] waits
-    /// for, if it was a routed packet towards a neighbour being resolved (not an uplink
-    /// without a peer address).
-    pub fn take_unresolved(&mut self) -> Option<(PortId, IpAddr)> {
-        self.unresolved.take()
-    }
-
     /// Asks again for `next_hop` on `port` (ARP or neighbour solicitation), at most once per
     /// resolve interval (100 ms): for packets held while it does not answer, so that a lost
     /// request or answer is not the end of them.
@@ -323,16 +334,20 @@ impl Engine {
     /// Decides what to do with `pkt`, received on `pkt.rx_port`, rewriting it in place when it
     /// is routed or answered.
     #[inline]
-    pub fn handle(&mut self, t: &Tables, status: &StatusBoard, pkt: &mut Pkt, now: u64) -> Verdict {
+    pub fn handle(
+        &mut self,
+        t: &Tables,
+        status: &StatusBoard,
+        pkt: &mut Pkt,
+        now: u64,
+    ) -> Decision {
         let rx = pkt.rx_port;
         self.clock = now;
-        self.observed = None;
-        self.host_cnp = false;
         if let Some(Some(peer)) = t.patch.get(usize::from(rx)) {
-            return Verdict::Forward(*peer);
+            return Verdict::Forward(*peer).into();
         }
         let Some(rx_info) = t.ports.get(usize::from(rx)) else {
-            return Verdict::Drop(DropReason::NotForUs);
+            return Verdict::Drop(DropReason::NotForUs).into();
         };
         if self.fast && self.tables_addr == t as *const Tables as usize {
             if let Some(v) = self.handle_fast(t, status, rx_info, pkt, now) {
@@ -353,26 +368,44 @@ impl Engine {
         rx_info: &PortInfo,
         pkt: &mut Pkt,
         now: u64,
-    ) -> Verdict {
+    ) -> Decision {
         let rx = pkt.rx_port;
         let c = match classify(pkt.data(), rx_info.pmtu) {
             Ok(c) => c,
-            Err(_) => return Verdict::Drop(DropReason::Malformed),
+            Err(_) => return Verdict::Drop(DropReason::Malformed).into(),
         };
         let dst_mac = c.eth.dst;
         let to_us = dst_mac == rx_info.mac;
         let group_addr = dst_mac[0] & 1 == 1;
         if !to_us && !group_addr {
-            return Verdict::Drop(DropReason::NotForUs);
+            return Verdict::Drop(DropReason::NotForUs).into();
         }
-        let l3 = usize::from(c.eth.l3_offset);
+        let mut d = Decision::from(Verdict::Consumed);
         if let (FrameClass::Roce(r), Role::Downlink) = (&c.class, rx_info.role) {
             self.learn_pmtu(rx, r);
             let pmtu = self.pmtu_of(t, rx);
-            self.observed = host_observation(r, pmtu, pkt.len())
+            d.observed = host_observation(r, pmtu, pkt.len())
                 .or_else(|| cm_meta(r, pkt.data(), true, false));
-            self.host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
+            d.host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
         }
+        d.verdict = self.route(t, status, rx_info, pkt, &c, now);
+        d
+    }
+
+    /// The full path's verdict for a classified frame addressed to this switch (or to a group).
+    fn route(
+        &mut self,
+        t: &Tables,
+        status: &StatusBoard,
+        rx_info: &PortInfo,
+        pkt: &mut Pkt,
+        c: &crate::wire::Classified,
+        now: u64,
+    ) -> Verdict {
+        let rx = pkt.rx_port;
+        let dst_mac = c.eth.dst;
+        let to_us = dst_mac == rx_info.mac;
+        let l3 = usize::from(c.eth.l3_offset);
         // Borrow from `c` rather than copy: the summaries are large and copying them per packet
         // showed up in profiles (store-forwarding stalls).
         let roce = c.roce();
@@ -443,8 +476,10 @@ impl Engine {
                     }
                     _ => {
                         self.request_resolve(p, nh, now);
-                        self.unresolved = Some((p, nh));
-                        return Verdict::Drop(DropReason::Unresolved);
+                        return Verdict::Resolving {
+                            port: p,
+                            next_hop: nh,
+                        };
                     }
                 }
             }
@@ -493,18 +528,14 @@ impl Engine {
             (Some(Transport::Ud), Some(r)) if out.role == Role::Downlink => {
                 // RDMA CM towards a local host: the owner of the downlink learns from it.
                 match cm_meta(r, pkt.data(), rx_info.role == Role::Downlink, true) {
-                    Some(m) => {
-                        self.meta = Some(m);
-                        Verdict::Reorder(egress)
-                    }
+                    Some(m) => Verdict::Reorder(egress, m),
                     None => Verdict::Forward(egress),
                 }
             }
             (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
                 self.learn_pmtu(egress, r);
                 let pmtu = self.pmtu_of(t, egress);
-                self.meta = Some(towards_host(r, pmtu, pkt.len()));
-                Verdict::Reorder(egress)
+                Verdict::Reorder(egress, towards_host(r, pmtu, pkt.len()))
             }
             _ => Verdict::Forward(egress),
         }
@@ -525,13 +556,11 @@ impl Engine {
         rx_info: &PortInfo,
         pkt: &mut Pkt,
         now: u64,
-    ) -> Option<Verdict> {
-        // Ethernet II (14) + IPv4 without options (20) + UDP (8) + BTH (12) + ICRC (4).
-        const L3: usize = 14;
-        const L4: usize = L3 + 20;
-        const BTH: usize = L4 + 8;
+    ) -> Option<Decision> {
+        // Ethernet II + IPv4 without options + UDP + BTH + ICRC, at the offsets of `plain_v4`.
+        use crate::wire::classify::plain_v4::*;
         let f = pkt.data();
-        if f.len() < BTH + 12 + ICRC_LEN
+        if f.len() < BTH + BTH_LEN + ICRC_LEN
             || f[0..6] != rx_info.mac
             || f[12..14] != [0x08, 0x00]
             || f[L3] != 0x45
@@ -539,30 +568,30 @@ impl Engine {
             return None;
         }
         let be16 = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
-        let total_len = usize::from(be16(L3 + 2));
-        let udp_len = usize::from(be16(L4 + 4));
+        let total_len = usize::from(be16(IP_TOTAL_LEN));
+        let udp_len = usize::from(be16(UDP_LEN));
         // Not a fragment (MF clear, offset 0), TTL left to decrement, UDP to 4791, lengths
         // that nest: frame >= IP packet >= UDP datagram >= UDP + BTH + ICRC.
-        if be16(L3 + 6) & 0x3FFF != 0
-            || f[L3 + 8] <= 1
-            || f[L3 + 9] != 17
-            || be16(L4 + 2) != ROCEV2_UDP_PORT
+        if be16(IP_FRAG) & 0x3FFF != 0
+            || f[IP_TTL] <= 1
+            || f[IP_PROTO] != 17
+            || be16(UDP_DPORT) != ROCEV2_UDP_PORT
             || L3 + total_len > f.len()
             || udp_len + 20 > total_len
-            || udp_len < 8 + 12 + ICRC_LEN
+            || udp_len < 8 + BTH_LEN + ICRC_LEN
         {
             return None;
         }
-        let op = self.fast_ops[usize::from(f[BTH])];
-        let pad_tver = f[BTH + 1];
+        let op = self.fast_ops[usize::from(f[BTH_OPCODE])];
+        let pad_tver = f[BTH_FLAGS];
         let need = usize::from(op.ext_len) + usize::from((pad_tver >> 4) & 3) + ICRC_LEN;
-        let ext_len = udp_len - 8 - 12;
+        let ext_len = udp_len - 8 - BTH_LEN;
         if !op.ok || pad_tver & 0x0F != 0 || ext_len < need {
             return None;
         }
-        let dst = u32::from_be_bytes([f[L3 + 16], f[L3 + 17], f[L3 + 18], f[L3 + 19]]);
-        let src = u32::from_be_bytes([f[L3 + 12], f[L3 + 13], f[L3 + 14], f[L3 + 15]]);
-        let sport = be16(L4);
+        let dst = u32::from_be_bytes([f[IP_DST], f[IP_DST + 1], f[IP_DST + 2], f[IP_DST + 3]]);
+        let src = u32::from_be_bytes([f[IP_SRC], f[IP_SRC + 1], f[IP_SRC + 2], f[IP_SRC + 3]]);
+        let sport = be16(UDP_SPORT);
         let hop = self.cache.get(dst)?;
         if !ipv4_checksum_ok(&f[L3..L4]) {
             return None;
@@ -570,21 +599,23 @@ impl Engine {
         // From here on the packet is the fast path's. The full path learns a host's path MTU
         // before it decides anything (also for packets it then drops); so does this one.
         let payload_len = (ext_len - need) as u16;
-        let qpn = u32::from_be_bytes([0, f[BTH + 5], f[BTH + 6], f[BTH + 7]]);
+        let qpn = u32::from_be_bytes([0, f[BTH_DEST_QP], f[BTH_DEST_QP + 1], f[BTH_DEST_QP + 2]]);
         let psn = Psn::new(u32::from_be_bytes([
             0,
-            f[BTH + 9],
-            f[BTH + 10],
-            f[BTH + 11],
+            f[BTH_PSN],
+            f[BTH_PSN + 1],
+            f[BTH_PSN + 2],
         ]));
         let len = f.len() as u32;
         if op.full_segment && rx_info.role == Role::Downlink {
             self.learn_pmtu_bytes(pkt.rx_port, payload_len);
         }
-        if rx_info.role == Role::Downlink && op.fill && op.full_segment {
-            // A local responder's READ RESPONSE shows its QP's path MTU (what the READ
-            // REQUESTs it answers span): the reorder stage of its downlink learns it.
-            self.observed = Some(RoceMeta {
+        // A local responder's READ RESPONSE shows its QP's path MTU (what the READ REQUESTs it
+        // answers span): the reorder stage of its downlink learns it (not from an empty one,
+        // which shows nothing; the full path skips those too).
+        let mut observed = None;
+        if rx_info.role == Role::Downlink && op.fill && op.full_segment && payload_len > 0 {
+            observed = Some(RoceMeta {
                 local: ip_key(IpAddr::V4(src.into())),
                 remote: ip_key(IpAddr::V4(dst.into())),
                 sport,
@@ -617,7 +648,10 @@ impl Engine {
                     0
                 };
                 let Some(p) = self.sprayer.choose(t, g, status, t.policy, hash, now) else {
-                    return Some(Verdict::Drop(DropReason::AllUplinksDown));
+                    return Some(Decision {
+                        observed,
+                        ..Verdict::Drop(DropReason::AllUplinksDown).into()
+                    });
                 };
                 if t.policy.sprays() {
                     self.stats.sprayed += 1;
@@ -626,14 +660,22 @@ impl Engine {
                 }
                 match self.egress.get(usize::from(p)).and_then(|e| e.peer_mac) {
                     Some(m) => (p, m),
-                    None => return Some(Verdict::Drop(DropReason::Unresolved)),
+                    None => {
+                        return Some(Decision {
+                            observed,
+                            ..Verdict::Drop(DropReason::Unresolved).into()
+                        })
+                    }
                 }
             }
         };
         let out = *self.egress.get(usize::from(egress))?;
         if total_len > usize::from(out.mtu) {
             // The spray choice above stands, as on the full path, which drops it too.
-            return Some(Verdict::Drop(DropReason::MtuExceeded));
+            return Some(Decision {
+                observed,
+                ..Verdict::Drop(DropReason::MtuExceeded).into()
+            });
         }
 
         // Decided. The facts for the reorder stage, then the rewrite.
@@ -659,12 +701,14 @@ impl Engine {
         f[0..6].copy_from_slice(&mac);
         f[6..12].copy_from_slice(&out.mac);
         ipv4_decrement_ttl(&mut f[L3..]);
-        Some(match meta {
-            Some(m) => {
-                self.meta = Some(m);
-                Verdict::Reorder(egress)
-            }
+        let verdict = match meta {
+            Some(m) => Verdict::Reorder(egress, m),
             None => Verdict::Forward(egress),
+        };
+        Some(Decision {
+            verdict,
+            observed,
+            host_cnp: false,
         })
     }
 
@@ -925,6 +969,14 @@ mod tests {
     use crossbeam::utils::CachePadded;
     use std::net::Ipv4Addr;
 
+    /// The reorder facts of a decision that must be [`Verdict::Reorder`] towards `port`.
+    fn reorder_meta(d: Decision, port: PortId) -> RoceMeta {
+        match d.verdict {
+            Verdict::Reorder(p, m) if p == port => m,
+            v => panic!("expected Reorder({port}, _), got {v:?}"),
+        }
+    }
+
     /// A frame from the host behind d0 to the host behind d1, received on d0.
     fn d0_to_d1(bth: BthRepr, ext: ExtRepr, payload: &[u8]) -> Pkt {
         let f = RoceFrameRepr {
@@ -1010,10 +1062,10 @@ mod tests {
         let mut p = d0_to_d1(BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(1)), ext, &mad);
         // From host d0 (local) to host d1 (local): observed on the way in, and handed to the
         // stage of d1's owner on the way out.
-        assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));
-        let seen = e.observed.take().unwrap();
+        let d = e.handle(&t, &status, &mut p, 0);
+        let seen = d.observed.unwrap();
         assert!(matches!(seen.kind, MetaKind::Cm { sender_local: true, msg: m, .. } if m == msg));
-        let out = e.meta.take().unwrap();
+        let out = reorder_meta(d, 1);
         assert!(matches!(
             out.kind,
             MetaKind::Cm {
@@ -1032,17 +1084,17 @@ mod tests {
         let mut e = Engine::new(&t, 1);
         // Derived from MTU 1500: 1024. A READ of 4096 bytes spans 4 PSNs.
         let mut p = frame(Opcode::RcReadRequest, 10, 0, 4096);
-        assert_eq!(e.handle(&t, &status, &mut p, 0), Verdict::Reorder(1));
-        assert_eq!(e.meta.take().unwrap().span, 4);
+        assert_eq!(reorder_meta(e.handle(&t, &status, &mut p, 0), 1).span, 4);
         // A QP at path MTU 512 does not make the port's estimate longer (another QP may run
         // at 1024; the reorder stage learns each QP's own).
         let mut w = frame(Opcode::RcWriteFirst, 14, 512, 4096);
-        assert_eq!(e.handle(&t, &status, &mut w, 0), Verdict::Reorder(1));
-        assert_eq!(e.meta.take().unwrap().full_payload, 512);
+        assert_eq!(
+            reorder_meta(e.handle(&t, &status, &mut w, 0), 1).full_payload,
+            512
+        );
         assert_eq!(e.pmtu_of(&t, 1), Pmtu::new(1024).unwrap());
         let mut p = frame(Opcode::RcReadRequest, 22, 0, 4096);
-        e.handle(&t, &status, &mut p, 0);
-        let m = e.meta.take().unwrap();
+        let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 1);
         assert_eq!(m.span, 4);
         assert_eq!(
             m.kind,

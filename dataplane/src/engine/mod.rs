@@ -15,14 +15,12 @@ pub mod spray;
 
 use std::net::IpAddr;
 
-pub use fib::{Fib, IntMap, Prefix};
-pub use forward::{Engine, ResolveRequest, Verdict};
+pub use crate::ids::{IntHasher, IntMap, PortId};
+pub use fib::{Fib, Prefix};
+pub use forward::{Decision, Engine, ResolveRequest, Verdict};
 pub use spray::{SprayPolicy, Sprayer};
 
 use crate::wire::Pmtu;
-
-/// Index of a port in [`Tables::ports`].
-pub type PortId = u16;
 
 /// What a port connects to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -187,75 +185,50 @@ fn is_link_local(a: IpAddr) -> bool {
     }
 }
 
-/// Why a packet was dropped. Each reason has its own counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum DropReason {
-    /// The frame did not parse.
-    Malformed = 0,
-    /// Destination MAC is neither the port's nor broadcast/multicast.
-    NotForUs,
-    /// An EtherType the switch does not route.
-    UnsupportedEthertype,
-    /// No route to the destination.
-    NoRoute,
-    /// TTL or hop limit would reach zero.
-    TtlExpired,
-    /// Next hop's MAC unknown (a resolution request was sent).
-    Unresolved,
-    /// The egress port is down.
-    PortDown,
-    /// Every uplink of the group is down.
-    AllUplinksDown,
-    /// Larger than the egress port's MTU.
-    MtuExceeded,
-    /// Addressed to the switch but not something it answers (TCP to the switch, ...).
-    LocalUnsupported,
-    /// IPv4 header checksum wrong.
-    BadIpChecksum,
-    /// The egress transmit queue stayed full.
-    TxQueueFull,
-    /// Link-local or multicast traffic that is not for the switch.
-    NotRoutable,
+/// Declares the drop reasons: the enum, its count, the list in counter order, and each
+/// reason's exported name and help text, from one table.
+macro_rules! drop_reasons {
+    ($( $variant:ident, $name:literal, $help:literal; )*) => {
+        /// Why a packet was dropped. Each reason is a counter (`show counters`'s `drops`, the
+        /// `sprayswitch_drop_packets_total{reason=...}` series).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $( #[doc = $help] $variant, )*
+        }
+
+        impl DropReason {
+            /// Number of reasons.
+            pub const COUNT: usize = [$( stringify!($variant), )*].len();
+
+            /// Every reason, in counter order.
+            pub const ALL: [DropReason; Self::COUNT] = [$( DropReason::$variant, )*];
+
+            /// Its name (the JSON key and the `reason` label).
+            pub fn name(self) -> &'static str {
+                match self { $( DropReason::$variant => $name, )* }
+            }
+
+            /// What it means.
+            pub fn help(self) -> &'static str {
+                match self { $( DropReason::$variant => $help, )* }
+            }
+        }
+    };
 }
 
-impl DropReason {
-    /// Number of reasons.
-    pub const COUNT: usize = 13;
-
-    /// Every reason, in counter order.
-    pub const ALL: [DropReason; Self::COUNT] = [
-        DropReason::Malformed,
-        DropReason::NotForUs,
-        DropReason::UnsupportedEthertype,
-        DropReason::NoRoute,
-        DropReason::TtlExpired,
-        DropReason::Unresolved,
-        DropReason::PortDown,
-        DropReason::AllUplinksDown,
-        DropReason::MtuExceeded,
-        DropReason::LocalUnsupported,
-        DropReason::BadIpChecksum,
-        DropReason::TxQueueFull,
-        DropReason::NotRoutable,
-    ];
-
-    /// Counter name suffix (`drop_<name>`).
-    pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Malformed => "malformed",
-            DropReason::NotForUs => "not_for_us",
-            DropReason::UnsupportedEthertype => "unsupported_ethertype",
-            DropReason::NoRoute => "no_route",
-            DropReason::TtlExpired => "ttl_expired",
-            DropReason::Unresolved => "unresolved",
-            DropReason::PortDown => "port_down",
-            DropReason::AllUplinksDown => "all_uplinks_down",
-            DropReason::MtuExceeded => "mtu_exceeded",
-            DropReason::LocalUnsupported => "local_unsupported",
-            DropReason::BadIpChecksum => "bad_ip_checksum",
-            DropReason::TxQueueFull => "tx_queue_full",
-            DropReason::NotRoutable => "not_routable",
-        }
-    }
+drop_reasons! {
+    Malformed, "malformed", "The frame did not parse.";
+    NotForUs, "not_for_us", "Destination MAC is neither the port's nor broadcast or multicast.";
+    UnsupportedEthertype, "unsupported_ethertype", "An EtherType the switch does not route.";
+    NoRoute, "no_route", "No route to the destination.";
+    TtlExpired, "ttl_expired", "TTL or hop limit would reach zero.";
+    Unresolved, "unresolved", "Next hop's MAC unknown (a resolution request was sent).";
+    PortDown, "port_down", "The egress port is down.";
+    AllUplinksDown, "all_uplinks_down", "Every uplink of the group is down.";
+    MtuExceeded, "mtu_exceeded", "Larger than the egress port's MTU.";
+    LocalUnsupported, "local_unsupported", "Addressed to the switch but not something it answers (TCP to the switch, ...).";
+    BadIpChecksum, "bad_ip_checksum", "IPv4 header checksum wrong.";
+    TxQueueFull, "tx_queue_full", "The egress transmit queue stayed full.";
+    NotRoutable, "not_routable", "Link-local or multicast traffic that is not for the switch.";
 }

@@ -56,7 +56,7 @@ use std::collections::VecDeque;
 use super::pairing::Pairing;
 use super::response::ReadRange;
 use super::totals::ReorderTotals;
-use crate::engine::IntMap;
+use crate::ids::IntMap;
 use crate::wire::Psn;
 
 /// Limits and timers of a reorder core.

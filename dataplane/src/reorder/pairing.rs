@@ -22,7 +22,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::core::{fold, StreamKey};
-use crate::engine::IntMap;
+use crate::ids::IntMap;
 use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
 

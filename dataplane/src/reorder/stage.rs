@@ -11,8 +11,9 @@ use super::core::{ReorderConfig, ReorderCore, StreamKey};
 use super::pairing::CmEvent;
 use super::response::{HostRequest, ResponseKind};
 use super::totals::ReorderTotals;
-use super::{MetaKind, ReorderStage, RoceMeta, StreamRow};
-use crate::engine::{PortId, Tables};
+use super::{DownlinkStage, MetaKind, RoceMeta, StreamRow};
+use crate::engine::Tables;
+use crate::ids::PortId;
 use crate::port::Pkt;
 
 /// Token-bucket pacing of one downlink.
@@ -36,7 +37,7 @@ impl Pacer {
 }
 
 /// Reordering, pacing and statistics of one worker's downlinks.
-pub struct ReorderEngine {
+pub struct ReorderStage {
     core: ReorderCore<(PortId, Pkt)>,
     released: Vec<(PortId, Pkt)>,
     pacers: Vec<Option<Pacer>>,
@@ -52,7 +53,7 @@ pub struct ReorderEngine {
     last_pmtu: Option<(u128, u128, u32, u16)>,
 }
 
-impl ReorderEngine {
+impl ReorderStage {
     /// A stage for the ports of `tables` with limits `cfg`. `per_port_timeout[i]` overrides the
     /// hold timeout for streams towards port `i`.
     ///
@@ -62,10 +63,10 @@ impl ReorderEngine {
         cfg: ReorderConfig,
         tables: &Tables,
         per_port_timeout: &[Option<u64>],
-    ) -> ReorderEngine {
+    ) -> ReorderStage {
         let hist =
             Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid histogram bounds");
-        ReorderEngine {
+        ReorderStage {
             core: ReorderCore::new(cfg),
             released: Vec::with_capacity(cfg.window as usize * 2),
             pacers: tables
@@ -179,7 +180,7 @@ impl ReorderEngine {
     }
 }
 
-impl ReorderStage for ReorderEngine {
+impl DownlinkStage for ReorderStage {
     fn insert(
         &mut self,
         egress: PortId,
@@ -431,7 +432,7 @@ mod tests {
             learn_ns: 0,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderEngine::new(cfg, &t, &[]);
+        let mut s = ReorderStage::new(cfg, &t, &[]);
         let mut out = Vec::new();
         // PSN 0 starts the stream; 100 packets of 1000 bytes are held behind PSN 1, then all go
         // at once at t = 1000.
@@ -472,7 +473,7 @@ mod tests {
             hold_timeout_ns: 1_000_000,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderEngine::new(cfg, &t, &[Some(10_000), None]);
+        let mut s = ReorderStage::new(cfg, &t, &[Some(10_000), None]);
         let mut out = Vec::new();
         for port in [0u16, 1] {
             let q = u32::from(port) + 10;
@@ -497,7 +498,7 @@ mod tests {
             learn_ns: 0,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderEngine::new(cfg, &t, &[]);
+        let mut s = ReorderStage::new(cfg, &t, &[]);
         let mut out = Vec::new();
         let n = 65 + PACER_QUEUE as u32 + 10;
         for p in 0..n {
@@ -530,7 +531,7 @@ mod tests {
             hold_timeout_ns: 1_000_000,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderEngine::new(cfg, &t, &[Some(10_000), None]);
+        let mut s = ReorderStage::new(cfg, &t, &[Some(10_000), None]);
         let mut out = Vec::new();
         // Port 1 (the switch's 1 ms) saw a request last; then the host on port 0 reads.
         s.insert(1, pkt(100), &meta(9, 0, 100), 0, &mut out);

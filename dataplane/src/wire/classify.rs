@@ -3,7 +3,7 @@
 //!
 //! L2 to L4 go through etherparse slices (Ethernet II, up to two VLAN tags, ARP, IPv4, IPv6 with
 //! extension headers, UDP, TCP, ICMP, ICMPv6); a UDP payload to port 4791 is handed to our own
-//! [`Bth`](super::Bth) view and the extension headers its opcode carries. Nothing here allocates,
+//! [`Bth`] view and the extension headers its opcode carries. Nothing here allocates,
 //! panics or reads a clock, whatever the input. The ICRC is not checked here (a switch forwards
 //! without it); call [`RoceSummary::verify_icrc`] where it matters.
 
@@ -624,6 +624,47 @@ fn classify_roce(
     })
 }
 
+/// Byte offsets in the most common frame shape, untagged Ethernet II + IPv4 without options +
+/// UDP + BTH: the layout the engine's fast path reads at fixed offsets instead of calling
+/// [`classify`] (which it falls back to for anything else). A test below checks each offset
+/// against what [`classify`] finds.
+pub mod plain_v4 {
+    /// The IPv4 header (after the 14-byte Ethernet II header).
+    pub const L3: usize = 14;
+    /// The UDP header (after a 20-byte IPv4 header).
+    pub const L4: usize = L3 + 20;
+    /// The BTH (after the 8-byte UDP header).
+    pub const BTH: usize = L4 + 8;
+    /// IPv4 total length (2 bytes).
+    pub const IP_TOTAL_LEN: usize = L3 + 2;
+    /// IPv4 flags and fragment offset (2 bytes).
+    pub const IP_FRAG: usize = L3 + 6;
+    /// IPv4 TTL.
+    pub const IP_TTL: usize = L3 + 8;
+    /// IPv4 protocol.
+    pub const IP_PROTO: usize = L3 + 9;
+    /// IPv4 source address (4 bytes).
+    pub const IP_SRC: usize = L3 + 12;
+    /// IPv4 destination address (4 bytes).
+    pub const IP_DST: usize = L3 + 16;
+    /// UDP source port (2 bytes).
+    pub const UDP_SPORT: usize = L4;
+    /// UDP destination port (2 bytes).
+    pub const UDP_DPORT: usize = L4 + 2;
+    /// UDP length (2 bytes).
+    pub const UDP_LEN: usize = L4 + 4;
+    /// BTH opcode.
+    pub const BTH_OPCODE: usize = BTH;
+    /// BTH SE, M, pad count and transport version.
+    pub const BTH_FLAGS: usize = BTH + 1;
+    /// BTH DestQP (3 bytes).
+    pub const BTH_DEST_QP: usize = BTH + 5;
+    /// BTH PSN (3 bytes).
+    pub const BTH_PSN: usize = BTH + 9;
+    /// The BTH's length.
+    pub const BTH_LEN: usize = 12;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -989,5 +1030,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_fixed_offsets_are_where_classify_finds_the_fields() {
+        use super::plain_v4::*;
+        let f = frame(Opcode::RcWriteMiddle, v4(), None, &[7; 64]);
+        let c = classify(&f, PMTU).unwrap();
+        let r = c.roce().unwrap();
+        let be16 = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
+        let be24 = |o: usize| u32::from_be_bytes([0, f[o], f[o + 1], f[o + 2]]);
+        let ip4 = |o: usize| IpAddr::V4(Ipv4Addr::new(f[o], f[o + 1], f[o + 2], f[o + 3]));
+        assert_eq!(usize::from(c.eth.l3_offset), L3);
+        assert_eq!(usize::from(r.ip.l4_offset), L4);
+        assert_eq!(usize::from(r.bth_offset), BTH);
+        assert_eq!(
+            usize::from(be16(IP_TOTAL_LEN)),
+            usize::from(r.ip.end_offset) - L3
+        );
+        assert_eq!(be16(IP_FRAG) & 0x3FFF, 0);
+        assert_eq!(f[IP_TTL], r.ip.hop_limit);
+        assert_eq!(f[IP_PROTO], r.ip.protocol);
+        assert_eq!((ip4(IP_SRC), ip4(IP_DST)), (r.ip.src, r.ip.dst));
+        assert_eq!(Some((be16(UDP_SPORT), be16(UDP_DPORT))), r.ip.udp_ports());
+        assert_eq!(
+            usize::from(be16(UDP_LEN)),
+            usize::from(r.ip.end_offset) - L4
+        );
+        assert_eq!(f[BTH_OPCODE], u8::from(r.bth.opcode));
+        assert_eq!(f[BTH_FLAGS] & 0x0F, 0, "transport version 0");
+        assert_eq!(be24(BTH_DEST_QP), r.bth.dest_qp);
+        assert_eq!(be24(BTH_PSN), r.bth.psn.value());
+        assert_eq!(
+            usize::from(r.payload_offset),
+            BTH + BTH_LEN,
+            "a WRITE MIDDLE has no extension"
+        );
     }
 }

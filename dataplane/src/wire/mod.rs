@@ -1,6 +1,6 @@
 //! The RoCEv2 wire layer: checked, zero-copy views over the InfiniBand transport headers that
 //! RoCEv2 carries in UDP (destination port 4791), their emit-side `Repr` types, the ICRC, 24-bit
-//! PSN arithmetic, and [`classify`], which turns a raw Ethernet frame into a small `Copy`
+//! PSN arithmetic, and [`classify()`], which turns a raw Ethernet frame into a small `Copy`
 //! summary.
 //!
 //! What it is: byte views that work on any buffer (`&[u8]`, `Vec<u8>`, UMEM frames). Once a view's

@@ -81,7 +81,7 @@ impl RethRepr {
     /// Writes the header into the first 16 bytes of `buf`.
     ///
     /// # Errors
-    /// [`Error::Truncated`] if `buf` is too short.
+    /// [`Error::Truncated`](super::Error::Truncated) if `buf` is too short.
     pub fn emit(&self, buf: &mut [u8]) -> Result<()> {
         let mut v = Reth::new_checked(buf)?;
         v.set_virtual_address(self.virtual_address);

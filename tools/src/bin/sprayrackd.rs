@@ -23,8 +23,8 @@ use sprayswitch_tools::topo::{RackPairSpec, TorArgs};
              hosts on real interfaces"
 )]
 struct Cli {
-    /// Hosts per rack: ToR A's host port hN opens interface <host-prefix-a>N, ToR B's
-    /// <host-prefix-b>N.
+    /// Hosts per rack: ToR A's host port hN opens interface HOST_PREFIX_A + N, ToR B's
+    /// HOST_PREFIX_B + N.
     #[arg(long, default_value_t = 1)]
     hosts: usize,
     /// Interface name prefix of ToR A's hosts.

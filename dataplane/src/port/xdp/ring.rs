@@ -25,8 +25,17 @@ struct Raw<T> {
     flags: NonNull<AtomicU32>,
     entries: NonNull<T>,
     mask: u32,
-    _map: SocketMapping,
+    _map: Backing,
     _t: PhantomData<T>,
+}
+
+/// The memory a ring lives in: the kernel's mapping, or (in tests) a heap block shared by the
+/// two halves of an in-memory ring, which stands in for the kernel's side.
+#[derive(Debug)]
+enum Backing {
+    Socket(#[allow(dead_code)] SocketMapping),
+    #[cfg(test)]
+    Heap(#[allow(dead_code)] std::sync::Arc<Box<[std::sync::atomic::AtomicU64]>>),
 }
 
 // SAFETY: the ring memory is shared with the kernel only; the one userspace half that owns this
@@ -41,16 +50,26 @@ impl<T: Copy> Raw<T> {
         let base = map.as_ptr();
         // SAFETY: the offsets come from the kernel (XDP_MMAP_OFFSETS) and lie inside `len`;
         // the kernel aligns the indices for atomic access.
+        Ok(unsafe { Raw::at(base, size, off, Backing::Socket(map)) })
+    }
+
+    /// The ring at `base` laid out as `off`, kept alive by `backing`.
+    ///
+    /// # Safety
+    /// `base + off.*` must lie inside `backing`'s memory with room for `size` entries at
+    /// `off.desc`, the indices aligned for `AtomicU32` and the entries for `T`.
+    unsafe fn at(base: *mut u8, size: u32, off: &RingOffset, backing: Backing) -> Raw<T> {
+        // SAFETY: the caller's promise: every offset is inside the live memory.
         let at = |o: u64| unsafe { NonNull::new_unchecked(base.add(o as usize)) };
-        Ok(Raw {
+        Raw {
             producer: at(off.producer).cast(),
             consumer: at(off.consumer).cast(),
             flags: at(off.flags).cast(),
             entries: at(off.desc).cast(),
             mask: size - 1,
-            _map: map,
+            _map: backing,
             _t: PhantomData,
-        })
+        }
     }
 
     fn producer(&self) -> &AtomicU32 {
@@ -265,5 +284,162 @@ impl<T: Copy> Consumer<T> {
     /// True when the kernel asks to be woken.
     pub fn needs_wakeup(&self) -> bool {
         self.raw.need_wakeup()
+    }
+}
+
+/// An in-memory ring of `size` entries (a power of two) whose indices start at `start`: our
+/// producing half, and a consuming half that plays the kernel's side (for fill and TX rings) or
+/// ours (for RX and completion rings, with the producer playing the kernel). Entries are at most
+/// 8 bytes (`u64` descriptors and frame addresses, as the fill and completion rings carry).
+#[cfg(test)]
+pub(super) fn in_memory<T: Copy>(size: u32, start: u32) -> (Producer<T>, Consumer<T>, Flags) {
+    assert!(size.is_power_of_two() && std::mem::size_of::<T>() <= 8);
+    // Words: producer, consumer, flags, then the entries from word 8 (64 bytes, as the
+    // kernel puts them on their own cache line).
+    // Atomic words: the two halves write through shared pointers into this block, which is
+    // allowed only for memory with interior mutability.
+    let words: std::sync::Arc<Box<[std::sync::atomic::AtomicU64]>> = std::sync::Arc::new(
+        (0..8 + size as usize)
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect(),
+    );
+    let base = words.as_ptr() as *mut u8;
+    let off = RingOffset {
+        producer: 0,
+        consumer: 8,
+        flags: 16,
+        desc: 64,
+    };
+    let raw = || {
+        // SAFETY: every offset and `size` entries of at most 8 bytes lie inside `words`,
+        // which each half keeps alive; words are 8-aligned.
+        unsafe { Raw::<T>::at(base, size, &off, Backing::Heap(words.clone())) }
+    };
+    let (p, c) = (raw(), raw());
+    p.producer().store(start, Ordering::Relaxed);
+    p.consumer().store(start, Ordering::Relaxed);
+    // SAFETY: as above; only the flags word is used.
+    let flags = Flags(unsafe { Raw::<u8>::at(base, size, &off, Backing::Heap(words.clone())) });
+    let producer = Producer {
+        raw: p,
+        size,
+        cached_prod: start,
+        cached_cons: start,
+    };
+    let consumer = Consumer {
+        raw: c,
+        cached_prod: start,
+        cached_cons: start,
+    };
+    (producer, consumer, flags)
+}
+
+/// The flags word of an in-memory ring, as the kernel sets it.
+#[cfg(test)]
+pub(super) struct Flags(Raw<u8>);
+
+#[cfg(test)]
+impl Flags {
+    fn set_need_wakeup(&self, on: bool) {
+        // SAFETY: as `Raw::producer`: inside the live block, aligned.
+        let f = unsafe { self.0.flags.as_ref() };
+        f.store(if on { XDP_RING_NEED_WAKEUP } else { 0 }, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reservation_publishes_only_what_it_commits() {
+        let (mut p, mut c, _) = in_memory::<u64>(8, 0);
+        {
+            let mut r = p.reserve(3);
+            assert_eq!((r.capacity(), r.remaining()), (3, 3));
+            assert!(r.push(10) && r.push(11));
+            // Dropped here without a commit.
+        }
+        assert_eq!(c.ready(), 0, "a dropped reservation publishes nothing");
+        let mut r = p.reserve(3);
+        assert!(r.push(20) && r.push(21) && r.push(22));
+        assert!(!r.push(23), "full reservation");
+        assert_eq!(r.commit(), 3);
+        let mut got = Vec::new();
+        assert_eq!(c.drain_into(8, &mut got), 3);
+        assert_eq!(
+            got,
+            [20, 21, 22],
+            "the dropped writes were overwritten, in order"
+        );
+    }
+
+    #[test]
+    fn a_full_ring_takes_nothing_until_the_other_side_releases() {
+        let (mut p, mut c, _) = in_memory::<u64>(4, 0);
+        let mut r = p.reserve(10);
+        assert_eq!(r.capacity(), 4, "never more than the ring");
+        for v in 0..4 {
+            assert!(r.push(v));
+        }
+        r.commit();
+        assert_eq!((p.free(1), p.pending()), (0, 4));
+        assert_eq!(p.reserve(1).capacity(), 0);
+        let mut seen = Vec::new();
+        assert_eq!(c.consume(2, |v| seen.push(v)), 2);
+        assert_eq!(p.free(1), 2, "the released slots are free again");
+        assert_eq!(p.pending(), 2);
+        assert_eq!(seen, [0, 1]);
+    }
+
+    #[test]
+    fn indices_wrap_around_u32_without_losing_or_repeating_an_entry() {
+        // Start just below the wrap: the free-running indices cross u32::MAX mid-stream.
+        let (mut p, mut c, _) = in_memory::<u64>(8, u32::MAX - 5);
+        let mut next = 0u64;
+        let mut got = Vec::new();
+        for round in 0..20u32 {
+            let mut r = p.reserve(1 + round % 8);
+            while r.push(next) {
+                next += 1;
+            }
+            r.commit();
+            c.drain_into(1 + round % 5, &mut got);
+            assert!(p.free(0) <= 8 && p.pending() <= 8);
+        }
+        c.drain_into(8, &mut got);
+        assert_eq!(got, (0..next).collect::<Vec<_>>());
+        assert_eq!(p.pending(), 0);
+        assert_eq!(p.free(8), 8);
+    }
+
+    #[test]
+    fn ready_and_free_reread_the_other_sides_index_only_when_the_cache_falls_short() {
+        let (mut p, mut c, _) = in_memory::<u64>(8, 7);
+        let mut r = p.reserve(2);
+        r.push(1);
+        r.push(2);
+        r.commit();
+        assert_eq!(c.ready(), 2);
+        // Published after `ready` cached 2: the cache still answers 2 until it is used up.
+        let mut r = p.reserve(1);
+        r.push(3);
+        r.commit();
+        assert_eq!(c.ready(), 2);
+        let mut got = Vec::new();
+        c.drain_into(2, &mut got);
+        assert_eq!(c.ready(), 1, "re-read once the cached entries are gone");
+        c.drain_into(1, &mut got);
+        assert_eq!(got, [1, 2, 3]);
+    }
+
+    #[test]
+    fn need_wakeup_follows_the_flag() {
+        let (p, c, flags) = in_memory::<u64>(4, 0);
+        assert!(!p.needs_wakeup() && !c.needs_wakeup());
+        flags.set_need_wakeup(true);
+        assert!(p.needs_wakeup() && c.needs_wakeup());
+        flags.set_need_wakeup(false);
+        assert!(!p.needs_wakeup());
     }
 }

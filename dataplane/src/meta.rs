@@ -1,0 +1,75 @@
+//! The RoCE facts the engine hands to the reorder stage with a packet: what the engine
+//! decided a packet means, in the terms the reorder stage orders by. A leaf above `wire`: the
+//! engine produces these and the reorder stage consumes them, and neither imports the other
+//! for it.
+
+use crate::wire::Psn;
+
+/// What a RoCE packet means to the reorder stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaKind {
+    /// Towards a local responder (SEND, WRITE, READ REQUEST, atomics; RC or UC).
+    Request {
+        /// A READ REQUEST's DMA length (its PSN span follows from the QP's path MTU).
+        read_len: Option<u32>,
+    },
+    /// Towards a local requester, filling a known PSN (READ RESPONSE, atomic ACK).
+    Fill {
+        /// READ RESPONSE LAST or ONLY, or an atomic ACK: the last response of its request.
+        ends: bool,
+    },
+    /// Towards a local requester, filling nothing (ACK, NAK).
+    Ack,
+    /// From a local requester: a READ REQUEST of `dma_len` bytes (`span` PSNs at the path MTU
+    /// the engine knows) whose responses will fill PSNs.
+    HostRead {
+        /// The RETH's DMA length.
+        dma_len: u32,
+    },
+    /// From a local requester: a request answered by exactly one response PSN (atomics:
+    /// ATOMIC ACKNOWLEDGE; FLUSH and ATOMIC WRITE: READ RESPONSE ONLY).
+    HostSingle,
+    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next)
+    /// or an RNR NAK (`psn` is the request it could not take yet, which will come again).
+    HostNak,
+    /// From a local responder: a READ RESPONSE FIRST or MIDDLE, whose payload
+    /// (`full_payload`) is the QP's path MTU: what the READ REQUESTs it answers span.
+    HostPmtu,
+    /// From a local responder: an ACK through `psn`.
+    HostAck,
+    /// An RDMA CM REQ or REP (UD to QP1): `local`/`remote` are its sender/receiver.
+    Cm {
+        /// The sender is a host of this rack.
+        sender_local: bool,
+        /// The receiver is a host of this rack.
+        receiver_local: bool,
+        /// The message.
+        msg: crate::wire::cm::CmMessage,
+    },
+}
+
+/// The RoCE facts the engine hands to the reorder stage with a packet (or on their own, for
+/// what a local host sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoceMeta {
+    /// The local host's address (`ip_key`): the destination of packets towards it, the source
+    /// of its own.
+    pub local: u128,
+    /// The remote host's address.
+    pub remote: u128,
+    /// UDP source port (the same in both directions of a QP pair).
+    pub sport: u16,
+    /// BTH DestQP.
+    pub qpn: u32,
+    /// BTH PSN.
+    pub psn: Psn,
+    /// PSNs the packet consumes (READ REQUEST: `max(1, ceil(dma_len / pmtu))` at the path MTU
+    /// the engine knows for the port, the largest its MTU allows unless configured).
+    pub span: u32,
+    /// Payload bytes of a FIRST or MIDDLE packet (exactly the QP's path MTU); 0 otherwise.
+    pub full_payload: u16,
+    /// Frame length.
+    pub len: u32,
+    /// What it is.
+    pub kind: MetaKind,
+}

@@ -1,0 +1,181 @@
+//! The switch's counter tables (see [`crate::counters`] for what a table gives): one per
+//! worker, with its drops by reason and its reorder stage's totals, and one per port. The
+//! control side sums the workers' into one [`Stats`] (`Switch::stats`) and prints every row of
+//! each table as JSON and Prometheus text.
+
+use crate::counters::{counter_table, Counter};
+use crate::engine::DropReason;
+use crate::reorder::{ReorderCounters, ReorderTotals};
+
+counter_table! {
+    /// Counters of one worker.
+    atomic WorkerCounters {
+        /// Drops, indexed by [`DropReason`].
+        drops: [Counter; DropReason::COUNT],
+        /// Reorder stage totals, published every iteration.
+        reorder: ReorderCounters,
+    }
+    /// A snapshot of every counter of one worker, or summed over workers
+    /// ([`crate::switch::Switch::stats`]).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    plain Stats {
+        /// Drops by reason (index: [`DropReason`] as usize).
+        drops: [u64; DropReason::COUNT],
+        /// Reorder totals.
+        reorder: ReorderTotals,
+        /// Per port counters (in switch-wide snapshots; empty per worker).
+        ports: Vec<PortStats>,
+    }
+    rows {
+        rx_pkts: Counter, Packets, SwitchAndWorker, "sprayswitch_rx_packets_total", "Packets received.";
+        rx_bytes: Counter, Bytes, Switch, "sprayswitch_rx_bytes_total", "Bytes received.";
+        tx_pkts: Counter, Packets, SwitchAndWorker, "sprayswitch_tx_packets_total", "Packets transmitted.";
+        tx_bytes: Counter, Bytes, Switch, "sprayswitch_tx_bytes_total", "Bytes transmitted.";
+        replies: Counter, Packets, Switch, "sprayswitch_reply_packets_total", "Packets the switch answered itself (ARP, ND, echo).";
+        consumed: Counter, Packets, Switch, "sprayswitch_consumed_packets_total", "Packets the switch took for itself (ARP replies, advertisements learned from).";
+        handoff_out: Counter, Packets, Switch, "sprayswitch_handoff_packets_total", "Packets handed to the worker that owns their egress port.";
+        handoff_in: Counter, Packets, Worker, "sprayswitch_worker_handoff_in_packets_total", "Packets received from other workers for a port owned here.";
+        resolve_sent: Counter, Count, Switch, "sprayswitch_resolve_sent_total", "ARP requests and neighbour solicitations sent.";
+        parked: Counter, Packets, Switch, "sprayswitch_parked_packets_total", "Routed packets held until their next hop's address resolved (those never resolved are counted as unresolved drops).";
+        sprayed: Counter, Packets, Switch, "sprayswitch_sprayed_packets_total", "RoCE packets spread over an uplink group by the spray policy.";
+        hashed: Counter, Packets, Switch, "sprayswitch_hashed_packets_total", "Packets spread over an uplink group by flow hash.";
+        fast_path: Counter, Packets, Switch, "sprayswitch_fast_path_packets_total", "Packets decided by the engine's fast path (the rest took the full path).";
+        neigh_learned: Counter, Count, Switch, "sprayswitch_neighbors_learned_total", "Neighbours learned (each worker learns for itself).";
+        neigh_aged: Counter, Count, Switch, "sprayswitch_neighbors_aged_total", "Learned neighbours forgotten by ageing.";
+        reorder_held: Gauge, Packets, Worker, "sprayswitch_worker_reorder_held_packets", "Packets a worker's reorder stage holds now.";
+        loops: Counter, Count, Worker, "sprayswitch_worker_loops_total", "Poll loop iterations of a worker.";
+        idle_loops: Counter, Count, Worker, "sprayswitch_worker_idle_loops_total", "Poll loop iterations that found no work.";
+    }
+}
+
+impl WorkerCounters {
+    /// Publishes reorder totals (the stage keeps plain integers; this copies them).
+    pub fn publish_reorder(&self, t: &ReorderTotals) {
+        self.reorder.publish(t);
+    }
+
+    /// Counts a drop.
+    #[inline]
+    pub fn count_drop(&self, r: DropReason, n: u64) {
+        self.drops[r as usize].add(n);
+    }
+
+    /// Total drops.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().map(Counter::get).sum()
+    }
+
+    /// Everything this worker counted: its rows, drops and reorder totals.
+    pub fn snapshot(&self) -> Stats {
+        let mut s = self.read();
+        for (d, c) in s.drops.iter_mut().zip(&self.drops) {
+            *d = c.get();
+        }
+        s.reorder = self.reorder.read();
+        s
+    }
+}
+
+impl Stats {
+    /// Adds another worker's snapshot: rows, drops and reorder totals (not ports).
+    pub fn add_worker(&mut self, w: &Stats) {
+        self.merge(w);
+        for (d, o) in self.drops.iter_mut().zip(&w.drops) {
+            *d = d.wrapping_add(*o);
+        }
+        self.reorder.merge(&w.reorder);
+    }
+
+    /// Drops for one reason.
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.drops[r as usize]
+    }
+
+    /// All drops.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+
+    /// Counters of the port called `name`.
+    pub fn port(&self, name: &str) -> Option<&PortStats> {
+        self.ports.iter().find(|p| p.name == name)
+    }
+}
+
+counter_table! {
+    /// Counters of one port, written by the worker that owns it.
+    atomic PortCounters {}
+    /// Counters of one port.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    plain PortStats {
+        /// Port name.
+        name: String,
+    }
+    rows {
+        rx_pkts: Counter, Packets, Port, "sprayswitch_port_rx_packets_total", "Packets received on a port.";
+        tx_pkts: Counter, Packets, Port, "sprayswitch_port_tx_packets_total", "Packets transmitted on a port.";
+        rx_bytes: Counter, Bytes, Port, "sprayswitch_port_rx_bytes_total", "Bytes received on a port.";
+        tx_bytes: Counter, Bytes, Port, "sprayswitch_port_tx_bytes_total", "Bytes transmitted on a port.";
+        tx_busy: Counter, Count, Port, "sprayswitch_port_tx_busy_total", "Times a port refused packets (ring full); they were kept and retried.";
+        tx_queue_drops: Counter, Packets, Port, "sprayswitch_port_tx_queue_drop_packets_total", "Packets dropped because the switch's transmit queue for a port was full.";
+        backend_drops: Counter, Packets, Port, "sprayswitch_port_backend_drop_packets_total", "Frames the port backend lost (kernel receive drops, frames too large), as the backend reports them.";
+        host_naks: Counter, Packets, Downlink, "sprayswitch_host_nak_packets_total", "PSN-sequence NAKs the host behind a downlink sent: host-side trouble.";
+        host_cnps: Counter, Packets, Downlink, "sprayswitch_host_cnp_packets_total", "CNPs the host behind a downlink sent (it saw ECN marks).";
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::{Kind, Row, Unit};
+
+    fn check(rows: &[Row]) {
+        let mut names: Vec<_> = rows.iter().map(|r| r.name).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "a field named twice");
+        for r in rows {
+            assert!(r.metric.starts_with("sprayswitch_"), "{}", r.metric);
+            let stem = match r.kind {
+                Kind::Counter => r.metric.strip_suffix("_total"),
+                Kind::Gauge | Kind::Max => (!r.metric.ends_with("_total")).then_some(r.metric),
+            }
+            .unwrap_or_else(|| panic!("{}: the name does not fit its kind", r.metric));
+            let unit_ok = match r.unit {
+                Unit::Packets => stem.ends_with("_packets"),
+                Unit::Bytes => stem.ends_with("_bytes"),
+                Unit::Count => !stem.ends_with("_packets") && !stem.ends_with("_bytes"),
+            };
+            assert!(unit_ok, "{}: the name does not fit its unit", r.metric);
+            assert!(r.help.ends_with('.'), "{}: help is a sentence", r.name);
+        }
+    }
+
+    #[test]
+    fn every_table_names_each_row_once_with_a_name_that_fits_its_kind_and_unit() {
+        check(&Stats::default().rows());
+        check(&PortStats::default().rows());
+        check(&ReorderTotals::default().rows());
+    }
+
+    #[test]
+    fn a_snapshot_reads_rows_drops_and_reorder_totals_and_sums_follow_the_kind() {
+        let c = WorkerCounters::default();
+        c.rx_pkts.add(3);
+        c.count_drop(DropReason::NoRoute, 2);
+        c.publish_reorder(&ReorderTotals {
+            max_depth: 7,
+            late: 1,
+            ..ReorderTotals::default()
+        });
+        let w = c.snapshot();
+        assert_eq!((w.rx_pkts, w.dropped(DropReason::NoRoute)), (3, 2));
+        let mut sum = Stats::default();
+        sum.add_worker(&w);
+        sum.add_worker(&w);
+        assert_eq!(sum.rx_pkts, 6);
+        assert_eq!(sum.dropped(DropReason::NoRoute), 4);
+        assert_eq!((sum.reorder.late, sum.reorder.max_depth), (2, 7));
+    }
+}
