@@ -103,7 +103,8 @@ pub struct ReorderSection {
     pub hold_timeout_us: u64,
     /// Learning window of a new stream, microseconds.
     pub learn_us: u64,
-    /// Idle time after which a stream is forgotten, milliseconds.
+    /// Idle time after which a stream is forgotten, milliseconds (ten times as long for a
+    /// stream whose READ, atomic or FLUSH requests are not all answered yet).
     pub idle_evict_ms: u64,
     /// Outstanding READ/atomic ranges remembered per QP pair.
     pub max_reads: usize,

@@ -59,6 +59,9 @@ use super::totals::ReorderTotals;
 use crate::ids::IntMap;
 use crate::wire::Psn;
 
+/// How many times `idle_evict_ns` a response stream with requests still unanswered is kept.
+pub const READ_WAIT_FACTOR: u64 = 10;
+
 /// Limits and timers of a reorder core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReorderConfig {
@@ -75,7 +78,8 @@ pub struct ReorderConfig {
     pub hold_timeout_ns: u64,
     /// How long a new stream collects packets before choosing its starting PSN.
     pub learn_ns: u64,
-    /// A stream idle this long is forgotten.
+    /// A stream idle this long is forgotten; one with READ, atomic or FLUSH requests still
+    /// unanswered, `READ_WAIT_FACTOR` (10) times as long.
     pub idle_evict_ns: u64,
     /// Outstanding READ/atomic ranges tracked per QP. Above what any requester may have
     /// outstanding (Soft-RoCE allows 128, ConnectX 16), so that no range is forgotten while its
@@ -1453,7 +1457,15 @@ impl<T> ReorderCore<T> {
             let si = self.evict_hand as u32;
             let s = &self.streams[si as usize];
             let live = self.index.get(&s.key) == Some(&si);
-            if live && now.saturating_sub(s.last_seen) >= self.cfg.idle_evict_ns {
+            // A response stream with READs outstanding is waiting, not idle: their responses
+            // can queue behind other traffic far longer than a stream's packets are apart, and
+            // forgetting the ranges would let the ACKs after them pass the responses.
+            let after = if s.reads.is_empty() {
+                self.cfg.idle_evict_ns
+            } else {
+                self.cfg.idle_evict_ns.saturating_mul(READ_WAIT_FACTOR)
+            };
+            if live && now.saturating_sub(s.last_seen) >= after {
                 self.free_stream(si, now, out);
                 self.totals.evictions += 1;
             }

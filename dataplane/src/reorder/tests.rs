@@ -1258,3 +1258,47 @@ fn responses_of_reads_far_apart_in_psns_are_still_ordered() {
     assert_eq!(released(), want);
     assert_eq!((c.totals.overflows, c.totals.late, c.held()), (0, 0, 0));
 }
+
+/// A READ whose response queues behind other traffic for longer than the idle time: the stream
+/// waits for it (an ACK after it still waits behind it); a READ never answered is forgotten
+/// after `READ_WAIT_FACTOR` idle times. The proptest of `tests/reorder_transport.rs` found a
+/// ConnectX-5 requester's 1-byte READ answered 20 ms late behind 17 MiB of other QPs' READ
+/// responses, its stream evicted meanwhile, and the WRITE's ACK after it passing it (an
+/// implied NAK and a retry).
+#[test]
+fn a_stream_waiting_for_a_read_response_is_not_idle() {
+    use super::core::READ_WAIT_FACTOR;
+    let idle = 10_000;
+    let mut c: ReorderCore<u32> = ReorderCore::new(ReorderConfig {
+        idle_evict_ns: idle,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    read(&mut c, 1, 100, 1, 0);
+    // Five idle times: more than enough to forget an idle stream.
+    let waited = 5;
+    for t in 1..=waited {
+        c.poll(t * idle, &mut out);
+    }
+    assert_eq!(c.totals.evictions, 0, "waiting, not idle");
+    let now = waited * idle + 1;
+    assert_eq!(
+        resp(&mut c, ResponseKind::Ack, 102, 1102, now),
+        Insert::Held
+    );
+    assert_eq!(resp(&mut c, fill(true), 100, 100, now), Insert::Released);
+    assert_eq!(OUT.with(|o| o.take()), vec![100, 1102]);
+    // Answered: idle again, and forgotten after the idle time.
+    for t in 1..=4 {
+        c.poll(now + t * idle, &mut out);
+    }
+    assert_eq!(c.totals.evictions, 1);
+    // A READ never answered (its QP destroyed): forgotten after READ_WAIT_FACTOR idle times.
+    let start = now + 10 * idle;
+    read(&mut c, 1, 500, 1, start);
+    for t in 1..=(READ_WAIT_FACTOR + 2) {
+        c.poll(start + t * idle, &mut out);
+    }
+    assert_eq!(c.totals.evictions, 2);
+    assert!(out.is_empty());
+}
