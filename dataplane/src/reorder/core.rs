@@ -59,6 +59,10 @@ use super::totals::ReorderTotals;
 use crate::ids::IntMap;
 use crate::wire::Psn;
 
+/// PSNs ahead of a stream's expected PSN beyond which a packet starts a new sequence even
+/// without an idle time (a QP re-created without CM at once).
+const NEW_SEQUENCE_AHEAD: u32 = 1 << 22;
+
 /// How many times `idle_evict_ns` a response stream with requests still unanswered is kept.
 pub const READ_WAIT_FACTOR: u64 = 10;
 
@@ -974,26 +978,76 @@ impl<T> ReorderCore<T> {
             } else {
                 self.finish_learning(si, now, out);
             }
-        } else if self.streams[si as usize].held == 0
-            && (idle_for >= self.cfg.learn_ns.max(1)
-                || self.streams[si as usize].stats.released == 0)
-            && psn
-                .distance(self.streams[si as usize].expected)
-                .unsigned_abs()
-                > self.mask
-        {
+        } else if self.starts_over(si, psn, idle_for) {
             // Back from idle far from where it left off: a new PSN sequence (a re-created QP,
             // a requester retransmitting after a long stall); or a stream that never released
             // a packet, started at a CM exchange's PSN, whose first packet is far from it (the
-            // QP was re-created without CM). Learn it as a new stream does.
-            self.restart(si, now);
-            let (until, min, max) = (now.saturating_add(self.cfg.learn_ns), psn, psn);
-            if self.cfg.learn_ns > 0 {
-                return self.learn_hold(si, psn, span, read, len, item, now, out, until, min, max);
+            // QP was re-created without CM); or a packet too far behind to be a retransmission
+            // (a QP re-created without CM at once, its new PSNs behind the old). What is held
+            // goes first, in order; the new sequence is learned as a new stream's is.
+            // Whatever is held is of the new sequence (see `starts_over`): learned again with it.
+            let mut again = Vec::new();
+            while let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
+                match self.take_held(si, f, now) {
+                    Some(slot) => again.push(slot),
+                    None => break,
+                }
             }
-            self.start_at(si, psn);
+            self.restart(si, now);
+            if self.cfg.learn_ns > 0 {
+                for sl in again {
+                    let Phase::Learning { until, min, max } = self.streams[si as usize].phase
+                    else {
+                        // Learning ended early (no room): the rest goes the normal way.
+                        self.insert_active(si, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out);
+                        continue;
+                    };
+                    self.learn_hold(
+                        si, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out, until, min, max,
+                    );
+                }
+                if let Phase::Learning { until, min, max } = self.streams[si as usize].phase {
+                    return self
+                        .learn_hold(si, psn, span, read, len, item, now, out, until, min, max);
+                }
+            } else {
+                let first =
+                    again
+                        .iter()
+                        .map(|sl| sl.psn)
+                        .fold(psn, |m, p| if p.is_before(m) { p } else { m });
+                self.start_at(si, first);
+                for sl in again {
+                    self.insert_active(si, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out);
+                }
+            }
         }
         self.insert_active(si, psn, span, read, len, item, now, out)
+    }
+
+    /// Whether a packet with `psn`, after the stream was `idle_for` ns without one, starts a
+    /// new PSN sequence (see [`ReorderCore::insert_request_read`]).
+    fn starts_over(&self, si: u32, psn: Psn, idle_for: u64) -> bool {
+        let s = &self.streams[si as usize];
+        let d = psn.distance(s.expected);
+        // A requester retransmits from its oldest unacknowledged PSN, which the switch has
+        // seen within what a host keeps in flight (`HOST_PSN_REACH`); further behind, the PSN
+        // belongs to another sequence.
+        // Far ahead takes more: one READ REQUEST may span thousands of PSNs, and what follows
+        // it overtakes it; a quarter of the PSN space is beyond any READs in flight.
+        let reach = super::pairing::HOST_PSN_REACH;
+        let far_behind = d < 0 && d.unsigned_abs() > reach;
+        let far_ahead = d > 0 && d as u32 > NEW_SEQUENCE_AHEAD;
+        // What is held must all be as far from the old sequence (the new one's first packets,
+        // in the far list); packets of the old sequence held in the ring keep it going.
+        let held_new = s.held as usize == s.far.len()
+            && s.far
+                .iter()
+                .all(|f| f.psn.distance(s.expected).unsigned_abs() > reach);
+        ((far_behind || far_ahead) && held_new)
+            || (s.held == 0
+                && (idle_for >= self.cfg.learn_ns.max(1) || s.stats.released == 0)
+                && d.unsigned_abs() > self.mask)
     }
 
     /// Ends learning (or a restart) with `psn` as the first expected PSN.

@@ -320,7 +320,13 @@ impl<T> ReorderCore<T> {
             }
         }
         let (rq, si) = self.chosen(&pick)?;
-        self.pairing.bind_hint(local, remote, local_qpn, rq);
+        // A response fits a READ's exact PSNs: that pairs the QPs. An ACK fits loosely (any
+        // PSN near the outstanding READs), so it is ordered by the stream it fits but pairs
+        // nothing: another QP of the host pair whose PSNs lie near (no CM seen) must not take
+        // this QP's stream for good.
+        if matches!(kind, ResponseKind::Fill { .. }) {
+            self.pairing.bind_hint(local, remote, local_qpn, rq);
+        }
         Some(si)
     }
 

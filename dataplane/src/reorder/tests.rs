@@ -1302,3 +1302,62 @@ fn a_stream_waiting_for_a_read_response_is_not_idle() {
     assert_eq!(c.totals.evictions, 2);
     assert!(out.is_empty());
 }
+
+/// A QP re-created without CM right after its last packet (no idle time) starts a new PSN
+/// sequence half the PSN space away: its first packets, sprayed, arrive some "ahead" and some
+/// "behind" the old expected PSN (the modular comparison flips at half the space). They are
+/// learned as a new stream's and released in order. The transport proptest found the
+/// responder NAKing when the "behind" ones went out at once as late.
+#[test]
+fn a_new_psn_sequence_half_the_space_away_is_learned_without_an_idle_time() {
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000,
+        ..cfg()
+    });
+    h.ins(0x33, 998, 998, 0);
+    h.ins(0x33, 999, 999, 0);
+    h.core.poll(1_500, &mut h.out);
+    h.ins(0x33, 1000, 1000, 1_600);
+    assert_eq!(h.take(), vec![998, 999, 1000]);
+    // The old stream expects 1001; the new one starts at 1001 + 2^23 - 2.
+    let b = 1001 + (1 << 23) - 2;
+    h.ins(0x33, b + 1, 1, 1_700); // 2^23 - 1 ahead
+    h.ins(0x33, b + 2, 2, 1_700); // 2^23 ahead: "behind"
+    h.ins(0x33, b + 3, 3, 1_750);
+    h.ins(0x33, b, 0, 1_800);
+    assert!(h.take().is_empty(), "learning the new sequence");
+    h.core.poll(3_000, &mut h.out);
+    assert_eq!(h.take(), vec![0, 1, 2, 3]);
+    assert_eq!(h.ins(0x33, b + 4, 4, 3_100), Insert::Released);
+    assert_eq!(h.core.totals.restarts, 1);
+    assert_eq!(h.core.totals.late, 0);
+}
+
+/// Without CM, an ACK of another QP of the host pair whose PSN lies near this QP's READ fits
+/// its stream loosely: it is ordered there but pairs nothing, so this QP's own READ responses
+/// still find their stream. The transport proptest found the ACK binding the other QP to the
+/// stream for good, and this QP's responses passing unordered (a requester in error).
+#[test]
+fn an_ack_does_not_pair_a_qp_by_a_loose_fit() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    let mut out = Vec::new();
+    read(&mut c, 1, 100, 3, 0);
+    let other = LQ + 1;
+    let ack = c.insert_response(
+        LOCAL,
+        REMOTE,
+        7,
+        other,
+        ResponseKind::Ack,
+        Psn::new(60_100),
+        60,
+        9,
+        0,
+        &mut out,
+    );
+    assert_eq!(ack, Insert::Held, "ordered by the stream it fits");
+    assert_eq!(resp(&mut c, fill(false), 101, 101, 1), Insert::Held);
+    assert_eq!(resp(&mut c, fill(false), 100, 100, 1), Insert::Released);
+    assert_eq!(resp(&mut c, fill(true), 102, 102, 1), Insert::Released);
+    assert_eq!(OUT.with(|o| o.take()), vec![100, 101, 102, 9]);
+}
