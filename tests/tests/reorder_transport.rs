@@ -328,12 +328,18 @@ proptest! {
     fn no_rnic_sees_a_transport_error_when_nothing_is_lost(m in mix()) {
         let conns: Vec<Connection> = m.conns.iter().enumerate().map(|(i, (dev, small, a, b, cm, script))| {
             let device = [Device::RXE, Device::CONNECTX5, Device::CONNECTX6][usize::from(*dev)];
-            let mut c = conn(i as u32, device, if *small { 1024 } else { 4096 }, script.clone());
-            // Starting PSNs are random per QP; two QPs of one host pair whose PSNs overlap and
-            // whose UDP ports collide cannot be told apart without RDMA CM (pairing.rs), so
-            // QPs that start near the wrap start 64k PSNs apart.
-            c.a_psn = Psn::new(a.wrapping_add((i as u32) << 16));
-            c.b_psn = Psn::new(b.wrapping_add((i as u32) << 16));
+            // Starting PSNs are random per QP; two QPs of one host pair whose UDP ports collide
+            // and whose PSNs lie within the pairing's reach of each other (HOST_PSN_REACH, 64k,
+            // either way) cannot be told apart without RDMA CM (pairing.rs), so QPs that start
+            // near the wrap start 256k PSNs apart, also when re-created.
+            let spread = |p: Psn| Psn::new(p.value().wrapping_add((i as u32) << 18));
+            let script = script.iter().map(|st| match st {
+                Step::Recreate { a_psn, b_psn, cm } => Step::Recreate { a_psn: spread(*a_psn), b_psn: spread(*b_psn), cm: *cm },
+                other => other.clone(),
+            }).collect();
+            let mut c = conn(i as u32, device, if *small { 1024 } else { 4096 }, script);
+            c.a_psn = Psn::new(a.wrapping_add((i as u32) << 18));
+            c.b_psn = Psn::new(b.wrapping_add((i as u32) << 18));
             c.cm = *cm;
             if m.collide {
                 c.sport = 0xC777;

@@ -74,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
                             )
                         }
                     };
-                    if res == Insert::Duplicate {
+                    if matches!(res, Insert::Duplicate | Insert::Stale) {
                         discarded += 1;
                     }
                     core.learn_pair(m.local, m.remote, m.sport, m.qpn);

@@ -189,6 +189,8 @@ pub enum Insert {
     Late,
     /// A copy of a held packet: discarded.
     Duplicate,
+    /// An ACK or NAK of an earlier PSN sequence of the QP (it was re-created): discarded.
+    Stale,
     /// Not reordered (no outstanding READ for a response, no room, ...): released as is.
     Passthrough,
 }
@@ -310,6 +312,9 @@ impl<E> LazyDeque<E> {
     }
     pub(super) fn front(&self) -> Option<&E> {
         self.0.as_ref()?.front()
+    }
+    pub(super) fn back(&self) -> Option<&E> {
+        self.0.as_ref()?.back()
     }
     pub(super) fn back_mut(&mut self) -> Option<&mut E> {
         self.0.as_mut()?.back_mut()

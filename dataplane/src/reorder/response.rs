@@ -23,6 +23,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::core::{Insert, ReorderCore, StreamKey, WaitingAck};
+use super::pairing::HOST_PSN_REACH;
 use crate::wire::Psn;
 
 /// The smallest path MTU: a range may extend this far before a response shows the real one.
@@ -465,6 +466,21 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
     ) -> Insert {
         let s = &self.streams[si as usize];
+        if let (Some(first), Some(last)) = (s.reads.front(), s.reads.back()) {
+            // An ACK of this PSN sequence lies near the READs not yet answered: before the
+            // first by what was in flight, or after the last by what the requester sent since
+            // (`HOST_PSN_REACH` either way). Further off, it is an ACK or NAK of the QP before
+            // it was re-created, overtaken on a slower path. The new QP would take it as the
+            // loss of its READ (rxe: a PSN past the READ's last is an implied NAK), so it goes
+            // no further.
+            let from = first.start.sub(HOST_PSN_REACH);
+            let reach = last.start.forward_from(from) + last.span + 2 * HOST_PSN_REACH;
+            if psn.forward_from(from) >= reach {
+                self.streams[si as usize].stats.duplicates += 1;
+                self.totals.stale_acks += 1;
+                return Insert::Stale;
+            }
+        }
         if s.acks.is_empty() && Self::ack_may_pass(s, psn) {
             out.push(item);
             self.count_in_order(si);

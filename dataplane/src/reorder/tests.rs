@@ -1361,3 +1361,28 @@ fn an_ack_does_not_pair_a_qp_by_a_loose_fit() {
     assert_eq!(resp(&mut c, fill(true), 102, 102, 1), Insert::Released);
     assert_eq!(OUT.with(|o| o.take()), vec![100, 101, 102, 9]);
 }
+
+/// An ACK of a QP's earlier incarnation (it was re-created without CM), overtaken on a slower
+/// path, arrives while the new QP's READ is outstanding, its PSN far from the READ: discarded
+/// (counted), since rxe takes a PSN past an outstanding READ as that READ's loss. An ACK within
+/// reach of the READs (a WRITE after them) still waits for them. The transport proptest found
+/// the stale ACK, held, then released by the hold timeout, costing the new QP a READ retry.
+#[test]
+fn an_ack_of_an_earlier_psn_sequence_is_discarded() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    read(&mut c, 1, 100, 3, 0);
+    // The first response pairs the QPs.
+    assert_eq!(resp(&mut c, fill(false), 100, 100, 1), Insert::Released);
+    let stale = resp(&mut c, ResponseKind::Ack, 100 + (1 << 23) - 5, 7, 1);
+    assert_eq!(stale, Insert::Stale);
+    assert_eq!(c.totals.stale_acks, 1);
+    let after = resp(&mut c, ResponseKind::Ack, 103 + 60_000, 8, 1);
+    assert_eq!(
+        after,
+        Insert::Held,
+        "a WRITE's ACK after the READ waits for it"
+    );
+    assert_eq!(resp(&mut c, fill(false), 101, 101, 1), Insert::Released);
+    assert_eq!(resp(&mut c, fill(true), 102, 102, 1), Insert::Released);
+    assert_eq!(OUT.with(|o| o.take()), vec![100, 101, 102, 8]);
+}

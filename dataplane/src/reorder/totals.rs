@@ -39,6 +39,7 @@ counter_table! {
     read_retries_seen: Counter, Count, Switch, "sprayswitch_reorder_read_retries_seen_total", "READ requests of local hosts that asked again for PSNs already asked for (retries).";
     reads_untracked: Counter, Count, Switch, "sprayswitch_reorder_reads_untracked_total", "READ requests not tracked because the stream had max_reads outstanding.";
     acks_held: Counter, Packets, Switch, "sprayswitch_reorder_acks_held_packets_total", "ACKs and NAKs held behind a missing READ response.";
+    stale_acks: Counter, Packets, Switch, "sprayswitch_reorder_stale_ack_packets_total", "ACKs and NAKs of a QP's earlier PSN sequence (it was re-created) discarded: the new QP would take them as a lost READ.";
     streams: Gauge, Count, Switch, "sprayswitch_reorder_streams", "Streams tracked now.";
     }
 }
