@@ -987,10 +987,10 @@ impl<T> ReorderCore<T> {
             // Back from idle far from where it left off: a new PSN sequence (a re-created QP,
             // a requester retransmitting after a long stall); or a stream that never released
             // a packet, started at a CM exchange's PSN, whose first packet is far from it (the
-            // QP was re-created without CM); or a packet too far behind to be a retransmission
-            // (a QP re-created without CM at once, its new PSNs behind the old). What is held
-            // goes first, in order; the new sequence is learned as a new stream's is.
-            // Whatever is held is of the new sequence (see `starts_over`): learned again with it.
+            // QP was re-created without CM); or a packet too far from the old sequence to be of
+            // it (a QP re-created without CM at once). The new sequence is learned as a new
+            // stream's is; whatever is held is of it (see `starts_over`) and is learned again
+            // with it.
             let mut again = Vec::new();
             while let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
                 match self.take_held(si, f, now) {
