@@ -54,6 +54,12 @@ cargo fmt --all --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "MSRV: the workspace builds with the declared rust-version"
+msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+rustup toolchain install "$msrv" --profile minimal >/dev/null
+# Its own target directory: the MSRV build does not invalidate the main one.
+CARGO_TARGET_DIR=target/msrv cargo +"$msrv" check --workspace --all-targets
+
 step "cargo doc (library docs, warnings denied)"
 # Libraries only: the control crate's `sprayswitch` binary shares its name with the dataplane
 # library, and cargo documents both to one path (rust-lang/cargo#6313).

@@ -85,11 +85,13 @@ pub fn interop_required() -> bool {
     std::env::var("SPRAYSWITCH_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
 }
 
-/// Frames as a Linux host sends them, for the in-process topologies.
+/// Network namespaces and veth pairs for the real-port tests.
 pub mod netns;
 
 pub mod alloc_count;
 
+/// Frames as a Linux host sends them (RoCE WRITEs, ARP, ND, ICMP, TCP), for the in-process
+/// topologies.
 pub mod frames {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

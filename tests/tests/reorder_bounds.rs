@@ -107,7 +107,7 @@ fn a_million_qps_and_random_psn_jumps_stay_within_the_caps() {
         assert_ne!(r, Insert::Duplicate, "distinct items are never merged");
         // The established stream keeps going, two packets swapped every 100.
         if i % 50 == 0 {
-            let (a, b) = if good_next % 100 == 0 {
+            let (a, b) = if good_next.is_multiple_of(100) {
                 (good_next + 1, good_next)
             } else {
                 (good_next, good_next + 1)

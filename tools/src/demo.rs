@@ -157,7 +157,7 @@ fn sports(src: Ipv4Addr, dst: Ipv4Addr, n: usize, colliding: bool, rng: &mut Rng
     let mut p = 0xC000u16 | (rng.below(0x3000) as u16);
     while out.len() < n {
         p = 0xC000 | (p.wrapping_add(1) & 0x3FFF);
-        if !colliding || flow_hash(&summary(src, dst, p)) % 4 == 0 {
+        if !colliding || flow_hash(&summary(src, dst, p)).is_multiple_of(4) {
             out.push(p);
         }
     }

@@ -20,22 +20,22 @@ use super::psn::Psn;
 use super::{read_u16, read_u24, write_u24, Error, Result};
 
 mod field {
-    pub const OPCODE: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const PKEY: core::ops::Range<usize> = 2..4;
-    pub const FECN_BECN: usize = 4;
-    pub const DEST_QP: core::ops::Range<usize> = 5..8;
-    pub const ACKREQ: usize = 8;
-    pub const PSN: core::ops::Range<usize> = 9..12;
+    pub(super) const OPCODE: usize = 0;
+    pub(super) const FLAGS: usize = 1;
+    pub(super) const PKEY: core::ops::Range<usize> = 2..4;
+    pub(super) const FECN_BECN: usize = 4;
+    pub(super) const DEST_QP: core::ops::Range<usize> = 5..8;
+    pub(super) const ACKREQ: usize = 8;
+    pub(super) const PSN: core::ops::Range<usize> = 9..12;
 
-    pub const SE: u8 = 0x80;
-    pub const MIGREQ: u8 = 0x40;
-    pub const PAD_SHIFT: u8 = 4;
-    pub const PAD_MASK: u8 = 0x30;
-    pub const TVER_MASK: u8 = 0x0F;
-    pub const FECN: u8 = 0x80;
-    pub const BECN: u8 = 0x40;
-    pub const ACKREQ_BIT: u8 = 0x80;
+    pub(super) const SE: u8 = 0x80;
+    pub(super) const MIGREQ: u8 = 0x40;
+    pub(super) const PAD_SHIFT: u8 = 4;
+    pub(super) const PAD_MASK: u8 = 0x30;
+    pub(super) const TVER_MASK: u8 = 0x0F;
+    pub(super) const FECN: u8 = 0x80;
+    pub(super) const BECN: u8 = 0x40;
+    pub(super) const ACKREQ_BIT: u8 = 0x80;
 }
 
 fixed_header_view!(

@@ -16,9 +16,9 @@
 use super::{read_u32, read_u64, Result};
 
 mod field {
-    pub const VA: core::ops::Range<usize> = 0..8;
-    pub const RKEY: core::ops::Range<usize> = 8..12;
-    pub const DMA_LEN: core::ops::Range<usize> = 12..16;
+    pub(super) const VA: core::ops::Range<usize> = 0..8;
+    pub(super) const RKEY: core::ops::Range<usize> = 8..12;
+    pub(super) const DMA_LEN: core::ops::Range<usize> = 12..16;
 }
 
 fixed_header_view!(
