@@ -1044,15 +1044,19 @@ impl<T> ReorderCore<T> {
         let far_behind = d < 0 && d.unsigned_abs() > reach;
         let far_ahead = d > 0 && d as u32 > NEW_SEQUENCE_AHEAD;
         // What is held must all be as far from the old sequence (the new one's first packets,
-        // in the far list); packets of the old sequence held in the ring keep it going.
-        let held_new = s.held as usize == s.far.len()
+        // in the far list); packets of the old sequence held in the ring keep it going. (Only
+        // looked at for a far packet: the far list is not walked on the packet path.)
+        if (far_behind || far_ahead)
+            && s.held as usize == s.far.len()
             && s.far
                 .iter()
-                .all(|f| f.psn.distance(s.expected).unsigned_abs() > reach);
-        ((far_behind || far_ahead) && held_new)
-            || (s.held == 0
-                && (idle_for >= self.cfg.learn_ns.max(1) || s.stats.released == 0)
-                && d.unsigned_abs() > self.mask)
+                .all(|f| f.psn.distance(s.expected).unsigned_abs() > reach)
+        {
+            return true;
+        }
+        s.held == 0
+            && (idle_for >= self.cfg.learn_ns.max(1) || s.stats.released == 0)
+            && d.unsigned_abs() > self.mask
     }
 
     /// Ends learning (or a restart) with `psn` as the first expected PSN.
