@@ -380,19 +380,24 @@ impl Engine {
         if !to_us && !group_addr {
             return Verdict::Drop(DropReason::NotForUs).into();
         }
-        let mut d = Decision::from(Verdict::Consumed);
+        let (mut observed, mut host_cnp) = (None, false);
         if let (FrameClass::Roce(r), Role::Downlink) = (&c.class, rx_info.role) {
             self.learn_pmtu(rx, r);
             let pmtu = self.pmtu_of(t, rx);
-            d.observed = host_observation(r, pmtu, pkt.len())
+            observed = host_observation(r, pmtu, pkt.len())
                 .or_else(|| cm_meta(r, pkt.data(), true, false));
-            d.host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
+            host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
         }
-        d.verdict = self.route(t, status, rx_info, pkt, &c, now);
-        d
+        Decision {
+            verdict: self.route(t, status, rx_info, pkt, &c, to_us, now),
+            observed,
+            host_cnp,
+        }
     }
 
-    /// The full path's verdict for a classified frame addressed to this switch (or to a group).
+    /// The full path's verdict for a classified frame addressed to this switch's port MAC
+    /// (`to_us`) or to a group address.
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
         t: &Tables,
@@ -400,11 +405,10 @@ impl Engine {
         rx_info: &PortInfo,
         pkt: &mut Pkt,
         c: &crate::wire::Classified,
+        to_us: bool,
         now: u64,
     ) -> Verdict {
         let rx = pkt.rx_port;
-        let dst_mac = c.eth.dst;
-        let to_us = dst_mac == rx_info.mac;
         let l3 = usize::from(c.eth.l3_offset);
         // Borrow from `c` rather than copy: the summaries are large and copying them per packet
         // showed up in profiles (store-forwarding stalls).

@@ -49,7 +49,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_name_every_field_once_and_merge_follows_the_kind() {
+    fn merge_follows_the_kind_and_publish_round_trips() {
         let mut a = ReorderTotals {
             late: 2,
             max_depth: 5,
@@ -64,13 +64,8 @@ mod tests {
         };
         a.merge(&b);
         assert_eq!((a.late, a.max_depth, a.streams), (5, 5, 3));
-        let rows = a.rows();
-        let mut names: Vec<_> = rows.iter().map(|r| r.name).collect();
-        let n = names.len();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), n, "a field named twice");
-        assert!(rows.iter().any(|r| r.name == "cm_learned"));
+        // Names, kinds and units of the rows: `stats.rs`'s table test checks every table.
+        assert!(a.rows().iter().any(|r| r.name == "cm_learned"));
         let c = ReorderCounters::default();
         c.publish(&a);
         assert_eq!(c.read(), a);
