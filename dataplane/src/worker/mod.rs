@@ -1,0 +1,527 @@
+//! The poll-mode worker: the only place that ties wire, engine, reorder and ports together.
+//!
+//! Each worker owns a set of ports (it alone receives and transmits on them) and loops:
+//!
+//! 1. take the newest table snapshot and neighbours learned by other workers, if any;
+//! 2. take packets other workers handed over for its ports;
+//! 3. receive a burst from each port, decide each packet's fate with the engine, and move it
+//!    to the transmit buffer of its egress port (or hand it to the worker that owns that port);
+//! 4. flush transmit buffers that are full, whose oldest packet waited `flush_ns`, or all of
+//!    them when the iteration found nothing new, so a lone packet never waits;
+//! 5. publish port state and backlog, then back off if there was no work.
+//!
+//! Packets move as owned buffers: no copy, no allocation in steady state (proved by a test
+//! with a counting allocator). A full transmit ring keeps packets in the switch, bounded by
+//! `tx_queue_limit` per port; beyond it they are dropped and counted.
+//!
+//! A routed packet whose next hop's address is not known yet is held while the engine asks
+//! for it (ARP or neighbour solicitation, again every 100 ms while packets wait), as a host's
+//! neighbour queue holds it: at most [`PARK_PER_HOP`] per next hop and [`PARK_MAX`] per
+//! worker, for at most [`PARK_NS`]. When the neighbour is learned (from its answer here, or
+//! from another worker) the held packets go on in the order they came; the rest are dropped
+//! and counted `unresolved`.
+//!
+//! The files: this one holds the worker's state and its loop; `handoff` the rings between
+//! workers; `egress` the transmit queues; `neigh` next hops that are not resolved yet; `wait`
+//! the idle coordination with [`crate::idle`].
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crossbeam::channel::{Receiver, Sender};
+use crossbeam::utils::CachePadded;
+
+use crate::engine::spray::PortStatus;
+use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
+use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
+use crate::reorder::{DownlinkStage, StreamRow};
+use crate::stats::{PortCounters, WorkerCounters};
+use crate::time::now_ns;
+
+mod egress;
+mod handoff;
+mod neigh;
+#[cfg(test)]
+mod tests;
+mod wait;
+
+pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
+pub use handoff::{handoff_ring, Handoff, HandoffRx, HandoffTx};
+pub use neigh::{PARK_MAX, PARK_NS, PARK_PER_HOP};
+
+use egress::OwnedPort;
+use neigh::Parked;
+
+/// A question from the control side, answered by the worker between two bursts (so the
+/// control thread never touches a worker's state).
+#[derive(Debug)]
+pub enum Query {
+    /// Up to N reorder streams.
+    Streams(usize, Sender<Vec<StreamRow>>),
+    /// The neighbours this worker learned (address, MAC, port).
+    Neighbors(Sender<Vec<(IpAddr, crate::engine::Neighbor)>>),
+    /// Forget learned neighbours not confirmed for this many ns.
+    AgeNeighbors(u64),
+}
+
+/// Worker settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Packets per receive burst and transmit flush.
+    pub burst: usize,
+    /// Longest a packet waits in a transmit buffer before a flush.
+    pub flush_ns: u64,
+    /// Packets a port's transmit buffer holds in the switch when the port pushes back.
+    pub tx_queue_limit: usize,
+    /// Idle behaviour.
+    pub idle: IdlePolicy,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            burst: 32,
+            flush_ns: 10_000,
+            tx_queue_limit: 4096,
+            idle: IdlePolicy::default(),
+        }
+    }
+}
+
+/// Everything one worker shares with the rest of the switch.
+pub struct WorkerShared {
+    /// Worker index.
+    pub id: usize,
+    /// Live capture slots of every port.
+    pub taps: Arc<crate::capture::CaptureTaps>,
+    /// Owner worker of each port.
+    pub owner: Arc<[usize]>,
+    /// Producer handles of every worker's hand-off ring (indexed by worker).
+    pub handoff: Arc<[HandoffTx]>,
+    /// This worker's own hand-off ring, which only it consumes.
+    pub inbox: HandoffRx,
+    /// Port state board.
+    pub status: Arc<[CachePadded<PortStatus>]>,
+    /// This worker's counters.
+    pub counters: Arc<CachePadded<WorkerCounters>>,
+    /// Per-port counters (this worker writes those of its own ports).
+    pub port_counters: Arc<[CachePadded<PortCounters>]>,
+    /// New table snapshots.
+    pub tables_rx: Receiver<Arc<Tables>>,
+    /// Neighbours learned by other workers.
+    pub neigh_rx: Receiver<(IpAddr, Neighbor)>,
+    /// Where to tell other workers about neighbours learned here (one sender per other worker).
+    pub neigh_tx: Vec<Sender<(IpAddr, Neighbor)>>,
+    /// Set to stop; the worker then flushes and returns.
+    pub stop: Arc<AtomicBool>,
+    /// Requests for a snapshot of the reorder streams: (how many, where to answer).
+    pub queries: Receiver<Query>,
+    /// Every worker's wake-up (indexed by worker; this one's is `wakes[id]`): whoever queues
+    /// work for a worker other than on its ports (hand-offs, tables, questions, stop) notifies
+    /// it, so an idle worker can wait in `poll(2)` instead of waking on a timer.
+    pub wakes: Arc<[Wake]>,
+}
+
+/// What a worker returns when it stops: its ports (so that captures can be flushed and
+/// in-memory ends inspected) and the packets it still held.
+pub struct WorkerExit {
+    /// Its ports, by id.
+    pub ports: Vec<(PortId, Box<dyn Port>)>,
+    /// Packets left in transmit buffers when the ports would take no more.
+    pub unsent: u64,
+}
+
+/// One poll-mode worker.
+pub struct Worker {
+    sh: WorkerShared,
+    cfg: WorkerConfig,
+    tables: Arc<Tables>,
+    engine: Engine,
+    reorder: Box<dyn DownlinkStage>,
+    ports: Vec<OwnedPort>,
+    /// Index into `ports` for each port id (usize::MAX when not owned here).
+    slot: Vec<usize>,
+    rx: Vec<Pkt>,
+    released: Vec<(PortId, Pkt)>,
+    learned: Vec<(IpAddr, Neighbor)>,
+    resolve: Vec<ResolveRequest>,
+    spare: Vec<Pkt>,
+    /// Hand-offs waiting for room in their owner's ring, one queue per owner so that a stalled
+    /// owner delays only its own packets.
+    handoff_wait: Vec<VecDeque<Handoff>>,
+    /// Hand-offs in `handoff_wait`, all owners together (bounded by `tx_queue_limit`).
+    waiting: usize,
+    /// Routed packets waiting for their next hop to resolve, oldest first (see the module
+    /// docs). Capacity fixed at start: holding a packet allocates nothing.
+    parked: VecDeque<Parked>,
+    /// Workers this iteration handed packets to (bit per worker), woken at its end.
+    handed: u64,
+    /// A live capture runs on some port: tap packets this iteration.
+    tapping: bool,
+}
+
+impl Worker {
+    /// A worker over `ports` (id, port) with the current tables.
+    pub fn new(
+        sh: WorkerShared,
+        cfg: WorkerConfig,
+        tables: Arc<Tables>,
+        ports: Vec<(PortId, Box<dyn Port>)>,
+        reorder: Box<dyn DownlinkStage>,
+        seed: u64,
+    ) -> Worker {
+        let n = tables.ports.len();
+        let mut slot = vec![usize::MAX; n];
+        let cap = cfg.tx_queue_limit.max(cfg.burst) + cfg.burst;
+        let ports: Vec<OwnedPort> = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, port))| {
+                if let Some(s) = slot.get_mut(usize::from(id)) {
+                    *s = i;
+                }
+                OwnedPort {
+                    id,
+                    port,
+                    txq: Vec::with_capacity(cap),
+                    txq_bytes: 0,
+                    oldest_ns: 0,
+                }
+            })
+            .collect();
+        let burst = cfg.burst.max(1);
+        let sh_workers = sh.handoff.len();
+        Worker {
+            engine: Engine::new(&tables, seed),
+            sh,
+            cfg: WorkerConfig { burst, ..cfg },
+            tables,
+            reorder,
+            ports,
+            slot,
+            rx: Vec::with_capacity(burst),
+            released: Vec::with_capacity(burst * 4),
+            learned: Vec::with_capacity(256),
+            resolve: Vec::with_capacity(256),
+            spare: (0..16).map(|_| Pkt::with_capacity(DEFAULT_BUF)).collect(),
+            handoff_wait: (0..sh_workers)
+                .map(|_| std::collections::VecDeque::with_capacity(cfg.tx_queue_limit))
+                .collect(),
+            waiting: 0,
+            parked: std::collections::VecDeque::with_capacity(PARK_MAX),
+            handed: 0,
+            tapping: false,
+        }
+    }
+
+    /// A lone worker owning every port, for benchmarks and tests that drive [`Worker::iterate`]
+    /// by hand. Returns it with its counters.
+    pub fn standalone(
+        tables: Tables,
+        ports: Vec<Box<dyn Port>>,
+        cfg: WorkerConfig,
+        reorder: Box<dyn DownlinkStage>,
+    ) -> (Worker, Arc<CachePadded<WorkerCounters>>) {
+        let n = ports.len();
+        let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
+        let (tx, rx) = handoff_ring(1024);
+        let (_ttx, trx) = crossbeam::channel::bounded(1);
+        let (_ntx, nrx) = crossbeam::channel::bounded(1);
+        let (_stx, srx) = crossbeam::channel::bounded(1);
+        let sh = WorkerShared {
+            id: 0,
+            taps: Arc::new(crate::capture::CaptureTaps::new(n)),
+            owner: vec![0; n].into(),
+            handoff: vec![tx].into(),
+            inbox: rx,
+            status: (0..n)
+                .map(|_| CachePadded::new(PortStatus::new_up()))
+                .collect(),
+            counters: counters.clone(),
+            port_counters: (0..n)
+                .map(|_| CachePadded::new(PortCounters::default()))
+                .collect(),
+            tables_rx: trx,
+            neigh_rx: nrx,
+            neigh_tx: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            queries: srx,
+            wakes: vec![Wake::new()].into(),
+        };
+        let ports = ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| (i as PortId, p))
+            .collect();
+        (
+            Worker::new(sh, cfg, Arc::new(tables), ports, reorder, 1),
+            counters,
+        )
+    }
+
+    /// Turns the engine's fast path on or off (benchmarks compare both; decisions are the
+    /// same either way).
+    pub fn set_fast_path(&mut self, on: bool) {
+        self.engine.set_fast_path(on);
+    }
+
+    /// The reorder stage's hold-time histogram, if it keeps one.
+    pub fn hold_histogram(&self) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+        self.reorder.hold_histogram()
+    }
+
+    /// Runs until the stop flag is set, then flushes and returns the ports.
+    pub fn run(mut self) -> WorkerExit {
+        let mut idle_iters: u64 = 0;
+        let mut waiter = self.idle_waiter();
+        loop {
+            let now = now_ns();
+            let work = self.iterate(now);
+            if work {
+                idle_iters = 0;
+                continue;
+            }
+            idle_iters += 1;
+            self.note_idle();
+            if self.stop_requested() {
+                break;
+            }
+            if !self.cfg.idle.waits(idle_iters) {
+                self.cfg.idle.back_off(idle_iters, &mut waiter, None);
+                continue;
+            }
+            let Some(timed) = self.prepare_wait() else {
+                continue;
+            };
+            self.cfg.idle.back_off(idle_iters, &mut waiter, timed);
+            self.end_wait();
+        }
+        self.finish()
+    }
+
+    /// One loop iteration at time `now`; true when it found work. Public for tests that drive a
+    /// worker by hand with a fake clock. The steps are those of the module docs.
+    pub fn iterate(&mut self, now: u64) -> bool {
+        self.sh.counters.loops.add(1);
+        self.tapping = self.sh.taps.any_on();
+        self.engine.begin_iteration();
+        self.take_updates(now);
+        let mut work = self.take_handoffs(now);
+        // One reference-count bump per iteration, not per packet.
+        let tables = self.tables.clone();
+        for i in 0..self.ports.len() {
+            work |= self.receive(i, &tables, now);
+        }
+        work |= self.run_reorder(now);
+        if !self.parked.is_empty() {
+            self.expire_parked(now);
+        }
+        self.neighbour_effects(now);
+        let s = self.engine.stats;
+        let c = &self.sh.counters;
+        c.sprayed.set(s.sprayed);
+        c.hashed.set(s.hashed);
+        c.fast_path.set(self.engine.fast_hits);
+        c.neigh_learned.set(s.neigh_learned);
+        let flush_all = !work;
+        for i in 0..self.ports.len() {
+            work |= self.flush(i, now, flush_all);
+        }
+        if self.handed != 0 {
+            self.wake_handed();
+        }
+        self.publish_ports();
+        work
+    }
+
+    /// Step 1: the newest table snapshot, neighbours other workers learned, and control-side
+    /// questions, answered here between bursts so that the control thread never touches this
+    /// worker's state.
+    fn take_updates(&mut self, now: u64) {
+        let mut newest = None;
+        while let Ok(t) = self.sh.tables_rx.try_recv() {
+            newest = Some(t);
+        }
+        if let Some(t) = newest {
+            self.engine.on_tables(&t);
+            if let (Some(ns), true) = (
+                t.hold_timeout_ns,
+                t.hold_timeout_ns != self.tables.hold_timeout_ns,
+            ) {
+                self.reorder.set_hold_timeout(ns);
+            }
+            self.tables = t;
+        }
+        let mut told = false;
+        while let Ok((ip, n)) = self.sh.neigh_rx.try_recv() {
+            self.engine.learn_remote(ip, n, now);
+            told = true;
+        }
+        if told && !self.parked.is_empty() {
+            let tables = self.tables.clone();
+            self.release_parked(&tables, now);
+        }
+        while let Ok(q) = self.sh.queries.try_recv() {
+            match q {
+                Query::Streams(max, answer) => {
+                    let _ = answer.try_send(self.reorder.snapshot(max));
+                }
+                Query::Neighbors(answer) => {
+                    let _ = answer.try_send(self.engine.learned_neighbors());
+                }
+                Query::AgeNeighbors(max_age_ns) => {
+                    let gone = self.engine.age_neighbors(now, max_age_ns);
+                    self.sh.counters.neigh_aged.add(gone as u64);
+                }
+            }
+        }
+    }
+
+    /// Step 3 for port `ports[i]`: receive a burst and decide each packet. True when any came.
+    #[inline]
+    fn receive(&mut self, i: usize, tables: &Tables, now: u64) -> bool {
+        self.ports[i].port.poll(now);
+        let id = self.ports[i].id;
+        let n = self.ports[i]
+            .port
+            .rx_burst(now, &mut self.rx, self.cfg.burst);
+        if n == 0 {
+            return false;
+        }
+        let c = self.sh.counters.clone();
+        let port_counters = self.sh.port_counters.clone();
+        let pc = &port_counters[usize::from(id)];
+        pc.rx_pkts.add(n as u64);
+        c.rx_pkts.add(n as u64);
+        let mut rx = std::mem::take(&mut self.rx);
+        // Stamp the burst in place first: writing these fields into a packet moved out of the
+        // vector and then moving it on as a whole stalled on store forwarding (the single
+        // hottest instruction of the loop in a profile).
+        let mut bytes = 0u64;
+        for pkt in rx.iter_mut() {
+            bytes += pkt.len() as u64;
+            pkt.rx_port = id;
+            pkt.rx_ns = now;
+        }
+        for mut pkt in rx.drain(..) {
+            if self.tapping {
+                self.sh.taps.tap(id, &pkt, now);
+            }
+            let d = self.engine.handle(tables, &self.sh.status, &mut pkt, now);
+            if let Some(obs) = &d.observed {
+                if obs.kind == crate::meta::MetaKind::HostNak {
+                    pc.host_naks.add(1);
+                }
+                self.reorder.observe(id, obs, now, &mut self.released);
+            }
+            if d.host_cnp {
+                pc.host_cnps.add(1);
+            }
+            // ARP and ND are answered or consumed: what may have taught us a neighbour.
+            let learns = matches!(d.verdict, Verdict::Consumed | Verdict::Reply(_));
+            self.dispatch(d.verdict, pkt, now);
+            if learns && !self.parked.is_empty() {
+                self.release_parked(tables, now);
+            }
+        }
+        self.rx = rx;
+        pc.rx_bytes.add(bytes);
+        c.rx_bytes.add(bytes);
+        true
+    }
+
+    /// The reorder stage's timers, then whatever it released. True when it released any.
+    fn run_reorder(&mut self, now: u64) -> bool {
+        self.reorder.poll(now, &mut self.released);
+        let work = !self.released.is_empty();
+        if work {
+            let mut rel = std::mem::take(&mut self.released);
+            for (p, pkt) in rel.drain(..) {
+                self.enqueue_local(p, pkt, now);
+            }
+            self.released = rel;
+        }
+        let c = &self.sh.counters;
+        c.reorder_held.set(self.reorder.held() as u64);
+        c.publish_reorder(&self.reorder.totals());
+        work
+    }
+
+    /// Step 5: port state and backlog for the spray policy and the control thread.
+    fn publish_ports(&self) {
+        for op in &self.ports {
+            let st = &self.sh.status[usize::from(op.id)];
+            st.set_up(op.port.link_state() == LinkState::Up);
+            st.set_backlog(op.port.tx_backlog() + op.txq.len());
+            st.set_rx_done(op.port.rx_finished());
+            self.sh.port_counters[usize::from(op.id)]
+                .backend_drops
+                .set(op.port.dropped());
+        }
+    }
+
+    /// Sends a decided packet on its way (or holds it for its next hop, or counts its drop).
+    #[inline]
+    fn dispatch(&mut self, verdict: Verdict, pkt: Pkt, now: u64) {
+        match verdict {
+            Verdict::Forward(p) => self.route_to(p, pkt, None, now),
+            Verdict::Reorder(p, meta) => self.route_to(p, pkt, Some(meta), now),
+            Verdict::Reply(p) => {
+                self.sh.counters.replies.add(1);
+                self.route_to(p, pkt, None, now);
+            }
+            Verdict::Consumed => self.sh.counters.consumed.add(1),
+            Verdict::Resolving { port, next_hop } => self.park(port, next_hop, pkt, now),
+            Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
+        }
+    }
+
+    /// Flushes what the worker still holds (bounded in time) and hands its ports back: what
+    /// [`Worker::run`] does once asked to stop, for loops that drive workers themselves.
+    pub fn finish(mut self) -> WorkerExit {
+        // Drain what is still queued: hand-offs, reorder holds, transmit buffers, for a bounded
+        // time (a peer that never reads must not hang shutdown).
+        let deadline = now_ns() + 200_000_000;
+        loop {
+            let now = now_ns();
+            while let Some(h) = self.sh.inbox.pop() {
+                self.enqueue_local(h.port, h.pkt, now);
+            }
+            let mut rel = std::mem::take(&mut self.released);
+            self.reorder.poll(u64::MAX, &mut rel);
+            for (p, pkt) in rel.drain(..) {
+                self.enqueue_local(p, pkt, now);
+            }
+            self.released = rel;
+            for i in 0..self.ports.len() {
+                self.ports[i].port.poll(now);
+                self.flush(i, now, true);
+            }
+            let left: usize =
+                self.ports.iter().map(|p| p.txq.len()).sum::<usize>() + self.reorder.held();
+            if left == 0 || now > deadline {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        // Packets still waiting for a next hop that never answered: counted as such.
+        self.sh
+            .counters
+            .count_drop(DropReason::Unresolved, self.parked.len() as u64);
+        self.parked.clear();
+        let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum::<usize>()
+            + self.waiting
+            + self.reorder.held();
+        let mut ports = Vec::with_capacity(self.ports.len());
+        for mut op in self.ports.drain(..) {
+            op.port.flush();
+            ports.push((op.id, op.port));
+        }
+        WorkerExit {
+            ports,
+            unsent: unsent as u64,
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Idle coordination: what an idle worker waits on, and for how long.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Worker;
+use crate::idle::{IdlePolicy, IdleWaiter, Wake};
+use crate::port::Port;
+use crate::time::now_ns;
+
+impl Worker {
+    /// Where this worker waits when idle: its ports' descriptors and its wake-up.
+    pub(super) fn idle_waiter(&self) -> IdleWaiter {
+        IdleWaiter::for_ports(self.wait_ports(), [self.wake()])
+    }
+
+    /// Its ports, for a loop that drives several workers and builds one [`IdleWaiter`] over
+    /// all of theirs (with [`Worker::wake`] of each).
+    pub fn wait_ports(&self) -> impl Iterator<Item = &dyn Port> {
+        self.ports.iter().map(|p| &*p.port)
+    }
+
+    /// Its wake-up: notified when work reaches it other than through its ports.
+    pub fn wake(&self) -> &Wake {
+        &self.sh.wakes[self.sh.id]
+    }
+
+    /// Its idle policy.
+    pub fn idle_policy(&self) -> IdlePolicy {
+        self.cfg.idle
+    }
+
+    /// Counts an iteration that found nothing to do.
+    pub fn note_idle(&self) {
+        self.sh.counters.idle_loops.add(1);
+    }
+
+    /// True once the switch asked its workers to stop ([`Worker::finish`] then flushes).
+    pub fn stop_requested(&self) -> bool {
+        // Acquire pairs with the Release store in `Switch::stop`: everything the stopper did
+        // before asking (last publications) is visible here.
+        self.sh.stop.load(Ordering::Acquire)
+    }
+
+    /// The first half of an idle wait: arms the wake-up, then looks one last time at what
+    /// arrives other than on the ports, so that whatever is queued after this look also ends
+    /// the wait. `None`: work is already queued (the wake-up is disarmed again), do not wait.
+    /// `Some(timed)`: wait, at most `timed` when the worker has timed work (hold timers live in
+    /// the reorder stage, so that is the policy's short wait); then call [`Worker::end_wait`].
+    pub fn prepare_wait(&self) -> Option<Option<Duration>> {
+        let wake = self.wake();
+        wake.arm();
+        if self.inputs_waiting() {
+            wake.disarm();
+            return None;
+        }
+        Some(self.timed_wait(now_ns()))
+    }
+
+    /// The second half of an idle wait (see [`Worker::prepare_wait`]).
+    pub fn end_wait(&self) {
+        self.wake().disarm();
+    }
+
+    /// Work queued for this worker other than on its ports.
+    pub(super) fn inputs_waiting(&self) -> bool {
+        !self.sh.inbox.is_empty()
+            || !self.sh.tables_rx.is_empty()
+            || !self.sh.queries.is_empty()
+            || self.sh.stop.load(Ordering::Acquire)
+    }
+
+    /// How long an idle wait may last when something must happen at a time rather than on an
+    /// arrival (`None`: nothing is timed). Packets held for reordering (hold timers live in the
+    /// reorder stage), waiting for room in a transmit ring or a peer's hand-off ring, or in a
+    /// port's backlog whose release time the port does not tell: the policy's short wait
+    /// (`sleep_us`). A port that tells when its backlog moves (a fault-injected link's next
+    /// delayed packet): until then, at most the short wait.
+    pub(super) fn timed_wait(&self, now: u64) -> Option<Duration> {
+        let short = self.cfg.idle.short_wait();
+        if self.reorder.held() > 0 || self.waiting > 0 {
+            return Some(short);
+        }
+        let mut next: Option<Duration> = None;
+        for p in &self.ports {
+            let d = if !p.txq.is_empty() {
+                short
+            } else if p.port.tx_backlog() > 0 {
+                p.port
+                    .next_release_ns()
+                    .map_or(short, |at| Duration::from_nanos(at.saturating_sub(now)))
+            } else {
+                continue;
+            };
+            next = Some(next.map_or(d, |n| n.min(d)));
+        }
+        next.map(|d| d.min(short))
+    }
+
+    /// Wakes the workers this iteration handed packets to.
+    pub(super) fn wake_handed(&mut self) {
+        let mut m = std::mem::take(&mut self.handed);
+        while m != 0 {
+            let w = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(wk) = self.sh.wakes.get(w) {
+                wk.notify();
+            }
+        }
+    }
+}
