@@ -7,15 +7,16 @@
 //! allocation in steady state (neighbour learning and resolution requests use bounded,
 //! preallocated storage).
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 
 use super::fast::{fast_ops, FastOp, Hop, RouteCache};
 use super::local::{
-    arp_reply_in_place, as_v4, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
+    arp_reply_in_place, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
     nd_advert_in_place, nd_lladdr, nd_target,
 };
+use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
-use super::{ip_key, DropReason, IntMap, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
+use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
 use crate::meta::{MetaKind, RoceMeta};
 use crate::port::Pkt;
 use crate::wire::{
@@ -72,15 +73,6 @@ impl From<Verdict> for Decision {
     }
 }
 
-/// A next hop the switch must resolve: the worker sends an ARP request or neighbour solicitation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResolveRequest {
-    /// Port to ask on.
-    pub port: PortId,
-    /// Address to resolve.
-    pub target: IpAddr,
-}
-
 /// Plain event counts of one engine, published by its worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EngineStats {
@@ -100,20 +92,13 @@ pub struct EngineStats {
     pub hashed: u64,
 }
 
-const MAX_LEARNED: usize = 65_536;
-const MAX_PENDING: usize = 256;
-const RESOLVE_INTERVAL_NS: u64 = 100_000_000;
-
 /// Forwarding state of one worker.
 #[derive(Debug)]
 pub struct Engine {
-    /// Learned neighbours and when each was last confirmed (ARP/ND from it), for ageing.
-    learned: IntMap<u128, (Neighbor, u64)>,
+    /// Next hops learned and to resolve.
+    neigh: NeighborTable,
     /// The time of the packet being handled (for learning).
     clock: u64,
-    learned_out: Vec<(IpAddr, Neighbor)>,
-    resolve_out: Vec<ResolveRequest>,
-    last_resolve: IntMap<u128, u64>,
     sprayer: Sprayer,
     /// Event counts.
     pub stats: EngineStats,
@@ -159,30 +144,14 @@ fn egress_table(t: &Tables) -> Vec<Egress> {
         .collect()
 }
 
-fn is_unicast_ip(a: IpAddr) -> bool {
-    match a {
-        IpAddr::V4(v) => !(v.is_multicast() || v.is_broadcast() || v.is_unspecified()),
-        IpAddr::V6(v) => {
-            !(v.is_multicast() || v.is_unspecified() || (v.segments()[0] & 0xffc0) == 0xfe80)
-        }
-    }
-}
-
 impl Engine {
     /// A fresh engine; `seed` drives the random spray policies.
     pub fn new(t: &Tables, seed: u64) -> Engine {
         let mut sprayer = Sprayer::new(t.groups.len(), seed);
         sprayer.reshape(t);
-        let mut learned = IntMap::default();
-        learned.reserve(1024);
-        let mut last_resolve = IntMap::default();
-        last_resolve.reserve(MAX_PENDING * 4);
         Engine {
-            learned,
+            neigh: NeighborTable::default(),
             clock: 0,
-            learned_out: Vec::with_capacity(MAX_PENDING),
-            resolve_out: Vec::with_capacity(MAX_PENDING),
-            last_resolve,
             sprayer,
             stats: EngineStats::default(),
             learned_pmtu: vec![None; t.ports.len()],
@@ -219,32 +188,19 @@ impl Engine {
     }
 
     /// The neighbour for `ip`: static entries first, then learned ones.
+    #[inline]
     pub fn neighbor(&self, t: &Tables, ip: IpAddr) -> Option<Neighbor> {
-        let k = ip_key(ip);
-        t.neighbors
-            .get(&k)
-            .copied()
-            .or_else(|| self.learned.get(&k).map(|e| e.0))
+        self.neigh.get(t, ip)
     }
 
     /// Neighbours this engine learned (or was told about by other workers).
     pub fn learned_neighbors(&self) -> Vec<(IpAddr, Neighbor)> {
-        self.learned
-            .iter()
-            .map(|(k, (n, _))| {
-                let a = std::net::Ipv6Addr::from(*k);
-                let ip = a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4);
-                (ip, *n)
-            })
-            .collect()
+        self.neigh.snapshot()
     }
 
     /// Records a neighbour learned by another worker.
     pub fn learn_remote(&mut self, ip: IpAddr, n: Neighbor, now: u64) {
-        let k = ip_key(ip);
-        if (self.learned.len() < MAX_LEARNED || self.learned.contains_key(&k))
-            && self.learned.insert(k, (n, now)).map(|e| e.0) != Some(n)
-        {
+        if self.neigh.learn_remote(ip, n, now) {
             self.cache.invalidate();
         }
     }
@@ -252,10 +208,7 @@ impl Engine {
     /// Forgets learned neighbours not confirmed for `max_age_ns` (they are resolved again when
     /// traffic needs them). Returns how many went.
     pub fn age_neighbors(&mut self, now: u64, max_age_ns: u64) -> usize {
-        let before = self.learned.len();
-        self.learned
-            .retain(|_, (_, seen)| now.saturating_sub(*seen) <= max_age_ns);
-        let gone = before - self.learned.len();
+        let gone = self.neigh.age(now, max_age_ns);
         if gone > 0 {
             self.cache.invalidate();
         }
@@ -264,12 +217,12 @@ impl Engine {
 
     /// Neighbours learned here since the last call, for the other workers.
     pub fn take_learned(&mut self, out: &mut Vec<(IpAddr, Neighbor)>) {
-        out.append(&mut self.learned_out);
+        self.neigh.take_learned(out);
     }
 
     /// Next hops to resolve since the last call.
     pub fn take_resolve(&mut self, out: &mut Vec<ResolveRequest>) {
-        out.append(&mut self.resolve_out);
+        self.neigh.take_resolve(out);
     }
 
     /// Asks again for `next_hop` on `port` (ARP or neighbour solicitation), at most once per
@@ -281,52 +234,18 @@ impl Engine {
 
     /// Every learned neighbour.
     pub fn learned(&self) -> impl Iterator<Item = (&u128, &Neighbor)> {
-        self.learned.iter().map(|(k, (n, _))| (k, n))
+        self.neigh.iter()
     }
 
     fn learn(&mut self, t: &Tables, ip: IpAddr, mac: [u8; 6], port: PortId) {
-        if !is_unicast_ip(ip)
-            && !matches!(ip, IpAddr::V6(v) if (v.segments()[0] & 0xffc0) == 0xfe80)
-        {
-            return;
-        }
-        // Only hosts inside a connected prefix of the port they speak from.
-        if !matches!(t.fib.lookup(ip), Some((_, RouteTarget::Connected(p))) if *p == port) {
-            return;
-        }
-        let n = Neighbor { mac, port };
-        let k = ip_key(ip);
-        let now = self.clock;
-        if let Some(e) = self.learned.get_mut(&k) {
-            if e.0 == n {
-                e.1 = now;
-                return;
-            }
-        }
-        if self.learned.len() >= MAX_LEARNED && !self.learned.contains_key(&k) {
-            return;
-        }
-        self.learned.insert(k, (n, now));
-        self.cache.invalidate();
-        self.stats.neigh_learned += 1;
-        if self.learned_out.len() < MAX_PENDING {
-            self.learned_out.push((ip, n));
+        if self.neigh.learn(t, ip, mac, port, self.clock) == Learned::Changed {
+            self.cache.invalidate();
+            self.stats.neigh_learned += 1;
         }
     }
 
     fn request_resolve(&mut self, port: PortId, target: IpAddr, now: u64) {
-        let k = ip_key(target);
-        if let Some(last) = self.last_resolve.get(&k) {
-            if now.saturating_sub(*last) < RESOLVE_INTERVAL_NS {
-                return;
-            }
-        }
-        if self.last_resolve.len() >= MAX_PENDING * 4 {
-            self.last_resolve.clear();
-        }
-        self.last_resolve.insert(k, now);
-        if self.resolve_out.len() < MAX_PENDING {
-            self.resolve_out.push(ResolveRequest { port, target });
+        if self.neigh.request_resolve(port, target, now) {
             self.stats.resolve_requests += 1;
         }
     }
@@ -936,33 +855,6 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
     })
 }
 
-/// Writes the ARP request or neighbour solicitation for `req` into `pkt`; `false` when the port
-/// has no address of the right family to ask from.
-pub fn build_resolve(t: &Tables, req: &ResolveRequest, pkt: &mut Pkt) -> bool {
-    let Some(port) = t.ports.get(usize::from(req.port)) else {
-        return false;
-    };
-    let cap = pkt.capacity();
-    let buf = pkt.resize(cap);
-    let len = match req.target {
-        IpAddr::V4(target) => {
-            let Some(src) = t.local_addr_on(req.port, false).and_then(as_v4) else {
-                return false;
-            };
-            super::local::arp_request(buf, port.mac, src, target)
-        }
-        IpAddr::V6(target) => {
-            let Some(IpAddr::V6(src)) = t.local_addr_on(req.port, true) else {
-                return false;
-            };
-            let src: Ipv6Addr = src;
-            super::local::neighbor_solicit(buf, port.mac, src, target)
-        }
-    };
-    pkt.resize(len);
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1017,26 +909,6 @@ mod tests {
             ..ExtRepr::default()
         };
         d0_to_d1(BthRepr::new(op, 9, Psn::new(psn)), ext, &vec![1u8; payload])
-    }
-
-    #[test]
-    fn learned_neighbors_age_out_unless_confirmed() {
-        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
-        let mut e = Engine::new(&t, 1);
-        let n = Neighbor {
-            mac: [2, 0, 0, 0, 0, 7],
-            port: 0,
-        };
-        let (old, fresh) = (
-            IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 7)),
-            IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 8)),
-        );
-        e.learn_remote(old, n, 0);
-        e.learn_remote(fresh, n, 200_000_000_000);
-        assert_eq!(e.age_neighbors(250_000_000_000, 300_000_000_000), 0);
-        assert_eq!(e.age_neighbors(301_000_000_000, 300_000_000_000), 1);
-        assert!(e.neighbor(&t, old).is_none());
-        assert_eq!(e.neighbor(&t, fresh), Some(n));
     }
 
     #[test]

@@ -5,19 +5,26 @@
 //! The control side builds an immutable [`Tables`] snapshot (ports, uplink groups, routes,
 //! static neighbours, own addresses, spray policy) and publishes it as an `Arc`; a worker looks
 //! at the newest snapshot once per loop iteration, never per packet. Neighbours learned from
-//! ARP and ND are kept per worker and shared with the other workers through bounded channels.
+//! ARP and ND are kept per worker ([`neigh`]) and shared with the other workers through bounded
+//! channels.
+//!
+//! The files: [`forward`] the per-packet decision, [`fast`] its shortcut for RoCE data to known
+//! destinations, [`fib`] the routes, [`neigh`] the neighbour table, [`local`] what the switch
+//! answers itself (ARP, ND, echo), [`spray`] the uplink choice.
 
 pub mod fast;
 pub mod fib;
 pub mod forward;
 pub mod local;
+pub mod neigh;
 pub mod spray;
 
 use std::net::IpAddr;
 
 pub use crate::ids::{IntHasher, IntMap, PortId};
 pub use fib::{Fib, Prefix};
-pub use forward::{Decision, Engine, ResolveRequest, Verdict};
+pub use forward::{Decision, Engine, Verdict};
+pub use neigh::{build_resolve, NeighborTable, ResolveRequest};
 pub use spray::{SprayPolicy, Sprayer};
 
 use crate::wire::Pmtu;

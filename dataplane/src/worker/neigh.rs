@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use crossbeam::channel::TrySendError;
 
 use super::Worker;
-use crate::engine::forward::build_resolve;
+use crate::engine::build_resolve;
 use crate::engine::{DropReason, PortId, ResolveRequest, Tables, Verdict};
 use crate::port::Pkt;
 
