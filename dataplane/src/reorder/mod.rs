@@ -6,7 +6,10 @@
 //! releases them later, in order, around a [`ReorderCore`] (the per-stream state machine over
 //! plain items); [`Passthrough`] releases everything at once.
 //!
-//! - [`core`]: the per-stream rings, timers, eviction and the request direction;
+//! - [`core`]: the limits, the stream table, timers and eviction;
+//! - [`stream`]: what is kept per stream (its key, phase, expected PSN, held packets);
+//! - [`ring`]: a stream's ring of PSN slots in the shared pool, and its far list;
+//! - [`request`]: the request direction (packets towards a local responder);
 //! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
 //!   local requester asked for;
 //! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
@@ -16,14 +19,18 @@
 
 pub mod core;
 pub mod pairing;
+pub mod request;
 pub mod response;
+pub mod ring;
 pub mod stage;
+pub mod stream;
 pub mod totals;
 
-pub use self::core::{Insert, ReorderConfig, ReorderCore, StreamKey, StreamStats};
+pub use self::core::{ReorderConfig, ReorderCore};
 pub use self::pairing::CmEvent;
 pub use self::response::{HostRequest, ReadRange, ResponseKind};
 pub use self::stage::ReorderStage;
+pub use self::stream::{Insert, StreamKey, StreamStats};
 pub use self::totals::{ReorderCounters, ReorderTotals};
 
 pub use crate::meta::{MetaKind, RoceMeta};

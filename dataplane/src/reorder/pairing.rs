@@ -21,7 +21,7 @@
 // one, as the stage has them.
 #![allow(clippy::too_many_arguments)]
 
-use super::core::{fold, StreamKey};
+use super::stream::{fold, StreamKey};
 use crate::ids::IntMap;
 use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
@@ -277,14 +277,14 @@ pub(super) struct Pick {
 }
 
 impl Pick {
-    /// A candidate QP (`qpn`, its stream `si`) that fits.
-    pub(super) fn fits(&mut self, qpn: u32, si: u32, same_port: bool) {
+    /// A candidate QP (`qpn`, its `stream`) that fits.
+    pub(super) fn fits(&mut self, qpn: u32, stream: u32, same_port: bool) {
         if same_port {
             self.same_port.0 += 1;
-            self.same_port.1 = Some((qpn, si));
+            self.same_port.1 = Some((qpn, stream));
         }
         self.any_port.0 += 1;
-        self.any_port.1 = Some((qpn, si));
+        self.any_port.1 = Some((qpn, stream));
     }
 
     /// The chosen (QPN, stream), `Err` when several fit and none can be told apart.
@@ -352,21 +352,21 @@ impl<T> super::core::ReorderCore<T> {
             {
                 continue; // paired with another remote QP
             }
-            let Some(&si) = self.index.get(&StreamKey::Request { local, qpn: lq }) else {
+            let Some(&stream) = self.index.get(&StreamKey::Request { local, qpn: lq }) else {
                 continue;
             };
-            let s = &self.streams[si as usize];
+            let s = &self.streams[stream as usize];
             let fits = match s.phase {
-                super::core::Phase::Active => self.near(s.expected, psn),
-                super::core::Phase::Learning { .. } => true,
+                super::stream::Phase::Active => self.near(s.expected, psn),
+                super::stream::Phase::Learning { .. } => true,
             };
             if fits {
-                pick.fits(lq, si, lsport == sport);
+                pick.fits(lq, stream, lsport == sport);
             }
         }
-        let (lq, si) = self.chosen(&pick)?;
+        let (lq, stream) = self.chosen(&pick)?;
         self.pairing.bind_hint(local, remote, lq, remote_qpn);
-        Some(si)
+        Some(stream)
     }
 
     /// The QP a [`Pick`] chose, counted as a hinted pairing; an ambiguous choice is counted
@@ -400,15 +400,15 @@ impl<T> super::core::ReorderCore<T> {
         out: &mut Vec<T>,
     ) {
         self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
+        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
             self.totals.host_naks_ignored += 1;
             return;
         };
         // The pairing named the stream (and a PSN fitting it when it was not bound yet): the
         // host's NAK is the truth about what it expects, however far that is from the switch's
         // idea (a garbage PSN that moved the stream is undone this way).
-        if self.resync(si, psn, now, out) {
-            self.streams[si as usize].stats.resyncs += 1;
+        if self.resync(stream, psn, now, out) {
+            self.streams[stream as usize].stats.resyncs += 1;
             self.totals.resyncs += 1;
         }
     }
@@ -428,8 +428,8 @@ impl<T> super::core::ReorderCore<T> {
         out: &mut Vec<T>,
     ) {
         self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        if let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, psn) {
-            self.learn_stream_pmtu(si, pmtu, now, out);
+        if let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) {
+            self.learn_stream_pmtu(stream, pmtu, now, out);
         }
     }
 
@@ -447,17 +447,17 @@ impl<T> super::core::ReorderCore<T> {
     ) {
         self.pairing.saw_remote(local, remote, remote_qpn, sport);
         let next = psn.add(1);
-        let Some(si) = self.request_stream_of(local, remote, remote_qpn, sport, next) else {
+        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, next) else {
             return;
         };
-        let s = &self.streams[si as usize];
+        let s = &self.streams[stream as usize];
         let behind = match s.phase {
-            super::core::Phase::Learning { .. } => true,
-            super::core::Phase::Active => {
+            super::stream::Phase::Learning { .. } => true,
+            super::stream::Phase::Active => {
                 next.is_after(s.expected) && (next.distance(s.expected) as u32) <= self.mask
             }
         };
-        if behind && self.resync(si, next, now, out) {
+        if behind && self.resync(stream, next, now, out) {
             self.totals.ack_advances += 1;
         }
     }
@@ -482,21 +482,23 @@ impl<T> super::core::ReorderCore<T> {
                 local,
                 qpn: local_qpn,
             };
-            let Some(si) = self.find(&key) else { continue };
+            let Some(stream) = self.find(&key) else {
+                continue;
+            };
             self.pairing.forget_start(&key);
             if matches!(
-                self.streams[si as usize].phase,
-                super::core::Phase::Learning { .. }
+                self.streams[stream as usize].phase,
+                super::stream::Phase::Learning { .. }
             ) {
                 // Its first packets came before the reply was seen: they fit the new start.
-                self.resync(si, start, now, out);
+                self.resync(stream, start, now, out);
             } else {
                 // The QPN belonged to an earlier connection: start over.
-                self.flush_ring(si, now, out);
-                let s = &mut self.streams[si as usize];
+                self.flush_ring(stream, now, out);
+                let s = &mut self.streams[stream as usize];
                 s.expected = start;
                 s.last_seen = now;
-                self.streams[si as usize].stats.restarts += 1;
+                self.streams[stream as usize].stats.restarts += 1;
                 self.totals.restarts += 1;
             }
         }

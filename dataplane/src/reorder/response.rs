@@ -22,8 +22,9 @@
 
 #![allow(clippy::too_many_arguments)]
 
-use super::core::{Insert, ReorderCore, StreamKey, WaitingAck};
+use super::core::ReorderCore;
 use super::pairing::HOST_PSN_REACH;
+use super::stream::{Insert, StreamKey, WaitingAck};
 use crate::wire::Psn;
 
 /// The smallest path MTU: a range may extend this far before a response shows the real one.
@@ -102,11 +103,11 @@ impl<T> ReorderCore<T> {
             remote,
             remote_qpn,
         };
-        let Some(si) = self.stream_for(key, now, true) else {
+        let Some(stream) = self.stream_for(key, now, true) else {
             return;
         };
         self.totals.reads_registered += 1;
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         s.last_seen = now;
         let pmtu = if s.pmtu > 0 { s.pmtu } else { 0 };
         let range = match req {
@@ -146,7 +147,7 @@ impl<T> ReorderCore<T> {
         if retry {
             self.totals.read_retries_seen += 1;
         }
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         if s.reads.len() >= self.cfg.max_reads {
             self.totals.reads_untracked += 1;
             return;
@@ -161,7 +162,7 @@ impl<T> ReorderCore<T> {
 
     /// The first PSN at or after `psn` inside an outstanding range (the first range's start
     /// when `psn` is before them all).
-    fn first_unfilled(s: &super::core::Stream<T>, psn: Psn) -> Psn {
+    fn first_unfilled(s: &super::stream::Stream<T>, psn: Psn) -> Psn {
         for r in s.reads.iter() {
             let d = psn.distance(r.start);
             if d < 0 {
@@ -174,7 +175,7 @@ impl<T> ReorderCore<T> {
         psn
     }
 
-    fn in_ranges(s: &super::core::Stream<T>, psn: Psn) -> bool {
+    fn in_ranges(s: &super::stream::Stream<T>, psn: Psn) -> bool {
         s.reads.iter().any(|r| {
             let d = psn.distance(r.start);
             d >= 0 && (d as u32) < r.span
@@ -183,7 +184,7 @@ impl<T> ReorderCore<T> {
 
     /// The range a response with `psn` belongs to, allowing a range whose end is not known to
     /// reach as far as the smallest path MTU would make it (up to the next range).
-    fn range_of(s: &super::core::Stream<T>, psn: Psn) -> Option<usize> {
+    fn range_of(s: &super::stream::Stream<T>, psn: Psn) -> Option<usize> {
         let n = s.reads.len();
         for i in 0..n {
             let Some(r) = s.reads.get(i) else { break };
@@ -207,11 +208,11 @@ impl<T> ReorderCore<T> {
     }
 
     /// Learns the QP's path MTU from a full-size response and corrects the estimated ends.
-    fn learn_response_pmtu(&mut self, si: u32, full_payload: u32) {
+    fn learn_response_pmtu(&mut self, stream: u32, full_payload: u32) {
         if !(MIN_PMTU..=4096).contains(&full_payload) || !full_payload.is_power_of_two() {
             return;
         }
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         if s.pmtu == full_payload {
             return;
         }
@@ -248,16 +249,16 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        let si = match self.response_stream_of(local, remote, local_qpn, sport, psn, kind) {
-            Some(si) => si,
+        let stream = match self.response_stream_of(local, remote, local_qpn, sport, psn, kind) {
+            Some(stream) => stream,
             None => {
                 out.push(item);
                 self.totals.passthrough += 1;
                 return Insert::Passthrough;
             }
         };
-        self.streams[si as usize].last_seen = now;
-        let s = &self.streams[si as usize];
+        self.streams[stream as usize].last_seen = now;
+        let s = &self.streams[stream as usize];
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);
             self.totals.passthrough += 1;
@@ -265,9 +266,9 @@ impl<T> ReorderCore<T> {
         }
         match kind {
             ResponseKind::Fill { ends, full_payload } => {
-                self.insert_fill(si, psn, ends, full_payload, len, item, now, out)
+                self.insert_fill(stream, psn, ends, full_payload, len, item, now, out)
             }
-            ResponseKind::Ack => self.insert_ack(si, psn, len, item, now, out),
+            ResponseKind::Ack => self.insert_ack(stream, psn, len, item, now, out),
         }
     }
 
@@ -304,10 +305,10 @@ impl<T> ReorderCore<T> {
                 remote,
                 remote_qpn: rq,
             };
-            let Some(si) = self.index.get(&key).copied() else {
+            let Some(stream) = self.index.get(&key).copied() else {
                 continue;
             };
-            let s = &self.streams[si as usize];
+            let s = &self.streams[stream as usize];
             // A response belongs to the QP whose outstanding requests it answers.
             let fits = match kind {
                 ResponseKind::Fill { .. } => Self::range_of(s, psn).is_some(),
@@ -317,10 +318,10 @@ impl<T> ReorderCore<T> {
                     .is_some_and(|r| psn.distance(r.start).unsigned_abs() < (1 << 16)),
             };
             if fits {
-                pick.fits(rq, si, rsport == sport);
+                pick.fits(rq, stream, rsport == sport);
             }
         }
-        let (rq, si) = self.chosen(&pick)?;
+        let (rq, stream) = self.chosen(&pick)?;
         // A response fits a READ's exact PSNs: that pairs the QPs. An ACK fits loosely (any
         // PSN near the outstanding READs), so it is ordered by the stream it fits but pairs
         // nothing: another QP of the host pair whose PSNs lie near (no CM seen) must not take
@@ -328,12 +329,12 @@ impl<T> ReorderCore<T> {
         if matches!(kind, ResponseKind::Fill { .. }) {
             self.pairing.bind_hint(local, remote, local_qpn, rq);
         }
-        Some(si)
+        Some(stream)
     }
 
     fn insert_fill(
         &mut self,
-        si: u32,
+        stream: u32,
         psn: Psn,
         ends: bool,
         full_payload: u32,
@@ -343,18 +344,18 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
     ) -> Insert {
         if !ends {
-            self.learn_response_pmtu(si, full_payload);
+            self.learn_response_pmtu(stream, full_payload);
         }
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         let Some(ri) = Self::range_of(s, psn) else {
             // Not asked for (a copy from before a retry, or stray): nothing to order it by.
             out.push(item);
-            self.count_late(si);
+            self.count_late(stream);
             return Insert::Late;
         };
         let Some(r) = s.reads.get_mut(ri) else {
             out.push(item);
-            self.count_late(si);
+            self.count_late(stream);
             return Insert::Late;
         };
         let d = psn.forward_from(r.start);
@@ -368,24 +369,24 @@ impl<T> ReorderCore<T> {
         let ahead = psn.distance(e);
         if ahead == 0 {
             out.push(item);
-            self.count_in_order(si);
-            self.advance_response(si, now, out);
-            self.drain_response(si, now, out);
+            self.count_in_order(stream);
+            self.advance_response(stream, now, out);
+            self.drain_response(stream, now, out);
             return Insert::Released;
         }
         if ahead < 0 {
             out.push(item);
-            self.count_late(si);
+            self.count_late(stream);
             return Insert::Late;
         }
-        if self.holds_fill(si, psn) {
-            return self.duplicate(si);
+        if self.holds_fill(stream, psn) {
+            return self.duplicate(stream);
         }
         if ahead as u32 > self.mask {
             // Beyond the ring's window (the PSNs of the WRITEs between READs are never filled):
             // the far list holds it if it can; else held responses go in order, skipping what
             // is missing, until it fits.
-            let slot = super::core::Slot {
+            let slot = super::stream::Slot {
                 item,
                 psn,
                 span: 1,
@@ -393,28 +394,28 @@ impl<T> ReorderCore<T> {
                 len,
                 arrived: now,
             };
-            let item = match self.put_far(si, slot, false) {
+            let item = match self.put_far(stream, slot, false) {
                 Ok(()) => return Insert::Held,
                 Err(slot) => slot.item,
             };
-            let released = self.response_make_room(si, psn, now, out);
-            self.streams[si as usize].stats.overflows += 1;
+            let released = self.response_make_room(stream, psn, now, out);
+            self.streams[stream as usize].stats.overflows += 1;
             self.totals.overflows += 1;
-            let e = self.streams[si as usize].expected;
+            let e = self.streams[stream as usize].expected;
             if psn == e {
                 out.push(item);
-                self.count_in_order(si);
-                self.advance_response(si, now, out);
-                self.drain_response(si, now, out);
+                self.count_in_order(stream);
+                self.advance_response(stream, now, out);
+                self.drain_response(stream, now, out);
                 return Insert::Overflowed { released };
             }
-            if psn.is_before(e) || self.holds_fill(si, psn) {
+            if psn.is_before(e) || self.holds_fill(stream, psn) {
                 out.push(item);
-                self.count_late(si);
+                self.count_late(stream);
                 return Insert::Overflowed { released };
             }
-            match self.can_hold(si, psn, len) {
-                Ok(()) => self.put(si, item, psn, 1, None, len, now),
+            match self.can_hold(stream, psn, len) {
+                Ok(()) => self.put(stream, item, psn, 1, None, len, now),
                 Err(why) => {
                     out.push(item);
                     self.count_no_hold(why);
@@ -422,19 +423,22 @@ impl<T> ReorderCore<T> {
             }
             return Insert::Overflowed { released };
         }
-        if let Err(why) = self.can_hold(si, psn, len) {
+        if let Err(why) = self.can_hold(stream, psn, len) {
             out.push(item);
             self.count_no_hold(why);
             return Insert::Passthrough;
         }
-        self.put(si, item, psn, 1, None, len, now);
+        self.put(stream, item, psn, 1, None, len, now);
         Insert::Held
     }
 
     /// Whether the stream holds a response with exactly `psn` (ring or far list).
-    fn holds_fill(&self, si: u32, psn: Psn) -> bool {
-        self.occupied(si, psn).is_some()
-            || self.streams[si as usize].far.iter().any(|f| f.psn == psn)
+    fn holds_fill(&self, stream: u32, psn: Psn) -> bool {
+        self.occupied(stream, psn).is_some()
+            || self.streams[stream as usize]
+                .far
+                .iter()
+                .any(|f| f.psn == psn)
     }
 
     /// An ACK or NAK with `psn` may pass unless a range that ends before it is still missing
@@ -443,7 +447,7 @@ impl<T> ReorderCore<T> {
     /// response reset its opcode sequence, and the READ's next response then moves the QP to
     /// the error state. Such an ACK (older than the responses released) waits for the READ's
     /// end and is then ignored by the requester as old.
-    fn ack_may_pass(s: &super::core::Stream<T>, psn: Psn) -> bool {
+    fn ack_may_pass(s: &super::stream::Stream<T>, psn: Psn) -> bool {
         match s.reads.front() {
             None => true,
             Some(r) => {
@@ -458,14 +462,14 @@ impl<T> ReorderCore<T> {
 
     fn insert_ack(
         &mut self,
-        si: u32,
+        stream: u32,
         psn: Psn,
         len: u32,
         item: T,
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        let s = &self.streams[si as usize];
+        let s = &self.streams[stream as usize];
         if let (Some(first), Some(last)) = (s.reads.front(), s.reads.back()) {
             // An ACK of this PSN sequence lies near the READs not yet answered: before the
             // first by what was in flight, or after the last by what the requester sent since
@@ -476,14 +480,14 @@ impl<T> ReorderCore<T> {
             let from = first.start.sub(HOST_PSN_REACH);
             let reach = last.start.forward_from(from) + last.span + 2 * HOST_PSN_REACH;
             if psn.forward_from(from) >= reach {
-                self.streams[si as usize].stats.duplicates += 1;
+                self.streams[stream as usize].stats.duplicates += 1;
                 self.totals.stale_acks += 1;
                 return Insert::Stale;
             }
         }
         if s.acks.is_empty() && Self::ack_may_pass(s, psn) {
             out.push(item);
-            self.count_in_order(si);
+            self.count_in_order(stream);
             return Insert::Released;
         }
         if s.acks.len() >= MAX_WAITING_ACKS
@@ -493,20 +497,20 @@ impl<T> ReorderCore<T> {
             self.count_no_hold(super::core::NoHold::NoRoom);
             return Insert::Passthrough;
         }
-        self.streams[si as usize].acks.push_back(WaitingAck {
+        self.streams[stream as usize].acks.push_back(WaitingAck {
             item,
             psn,
             len,
             arrived: now,
         });
-        self.ack_held(si, len, now);
+        self.ack_held(stream, len, now);
         Insert::Held
     }
 
     /// Moves the expected PSN past a filled one: the next PSN of its range, or the start of
     /// the next outstanding range; releases the ACKs that no missing response holds back now.
-    fn advance_response(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
-        let s = &mut self.streams[si as usize];
+    fn advance_response(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+        let s = &mut self.streams[stream as usize];
         let next = s.expected.add(1);
         while let Some(r) = s.reads.front() {
             let d = next.distance(r.start);
@@ -523,58 +527,58 @@ impl<T> ReorderCore<T> {
             Some(r) if next.is_before(r.start) => r.start,
             _ => next,
         };
-        self.release_acks(si, now, out);
+        self.release_acks(stream, now, out);
     }
 
     /// Releases, in arrival order, the waiting ACKs that may pass now (an ACK behind one that
     /// may not waits too, so that ACKs leave in the order they came).
-    fn release_acks(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+    fn release_acks(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         loop {
-            let s = &self.streams[si as usize];
+            let s = &self.streams[stream as usize];
             let Some(a) = s.acks.front() else { break };
             if !Self::ack_may_pass(s, a.psn) {
                 break;
             }
-            let Some(a) = self.streams[si as usize].acks.pop_front() else {
+            let Some(a) = self.streams[stream as usize].acks.pop_front() else {
                 break;
             };
-            self.ack_taken(si, &a, now);
-            self.count_in_order(si);
+            self.ack_taken(stream, &a, now);
+            self.count_in_order(stream);
             out.push(a.item);
         }
     }
 
     /// Releases the held responses that are in order now.
-    fn drain_response(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+    fn drain_response(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         loop {
-            let e = self.streams[si as usize].expected;
+            let e = self.streams[stream as usize].expected;
             // The far list's front once the expected PSN reached (or passed) it.
-            if let Some(f) = self.streams[si as usize].far.front().map(|f| f.psn) {
+            if let Some(f) = self.streams[stream as usize].far.front().map(|f| f.psn) {
                 if !f.is_after(e) {
-                    let Some(slot) = self.take_held(si, f, now) else {
+                    let Some(slot) = self.take_held(stream, f, now) else {
                         break;
                     };
                     out.push(slot.item);
                     if f == e {
-                        self.count_in_order(si);
-                        self.advance_response(si, now, out);
+                        self.count_in_order(stream);
+                        self.advance_response(stream, now, out);
                     } else {
-                        self.count_late(si);
+                        self.count_late(stream);
                     }
                     continue;
                 }
             }
-            if self.occupied(si, e).is_none() {
+            if self.occupied(stream, e).is_none() {
                 break;
             }
-            let Some(slot) = self.take(si, e, now) else {
+            let Some(slot) = self.take(stream, e, now) else {
                 break;
             };
             out.push(slot.item);
-            self.count_in_order(si);
-            self.advance_response(si, now, out);
+            self.count_in_order(stream);
+            self.advance_response(stream, now, out);
         }
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         if s.held > 0 {
             s.gap_since = now;
         }
@@ -583,47 +587,47 @@ impl<T> ReorderCore<T> {
     /// Releases held responses in PSN order, skipping the missing ones, until `psn` fits the
     /// window. The ranges stay: the requester retries what was skipped, and its retry is
     /// ordered like the first attempt.
-    fn response_make_room(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> u32 {
+    fn response_make_room(&mut self, stream: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> u32 {
         let mut released = 0;
         loop {
-            let e = self.streams[si as usize].expected;
+            let e = self.streams[stream as usize].expected;
             if (psn.distance(e) as u32) <= self.mask {
                 break;
             }
-            match self.next_held_psn(si, e) {
-                Some(q) => released += u32::from(self.skip_and_release(si, q, now, out)),
+            match self.next_held_psn(stream, e) {
+                Some(q) => released += u32::from(self.skip_and_release(stream, q, now, out)),
                 None => {
-                    self.skip_to(si, psn, now, out);
+                    self.skip_to(stream, psn, now, out);
                     break;
                 }
             }
         }
-        self.drain_response(si, now, out);
+        self.drain_response(stream, now, out);
         released
     }
 
     /// Gives up on the missing responses before the held one with `q` and releases it (in
     /// order, or late when `skip_to` left it behind the expected PSN); false when `skip_to`
     /// released it already.
-    fn skip_and_release(&mut self, si: u32, q: Psn, now: u64, out: &mut Vec<T>) -> bool {
-        self.skip_to(si, q, now, out);
-        let Some(slot) = self.take_held(si, q, now) else {
+    fn skip_and_release(&mut self, stream: u32, q: Psn, now: u64, out: &mut Vec<T>) -> bool {
+        self.skip_to(stream, q, now, out);
+        let Some(slot) = self.take_held(stream, q, now) else {
             return false;
         };
         out.push(slot.item);
-        if q.is_before(self.streams[si as usize].expected) {
-            self.count_late(si);
+        if q.is_before(self.streams[stream as usize].expected) {
+            self.count_late(stream);
         } else {
-            self.count_in_order(si);
-            self.advance_response(si, now, out);
+            self.count_in_order(stream);
+            self.advance_response(stream, now, out);
         }
         true
     }
 
     /// Gives up on the responses before `psn`: ranges that end before it are dropped, the
     /// expected PSN moves there, and the ACKs that were waiting for them go.
-    fn skip_to(&mut self, si: u32, psn: Psn, now: u64, out: &mut Vec<T>) {
-        let s = &mut self.streams[si as usize];
+    fn skip_to(&mut self, stream: u32, psn: Psn, now: u64, out: &mut Vec<T>) {
+        let s = &mut self.streams[stream as usize];
         while let Some(r) = s.reads.front() {
             if r.last().is_before(psn) {
                 s.reads.pop_front();
@@ -637,44 +641,44 @@ impl<T> ReorderCore<T> {
             _ => psn,
         };
         // Held responses behind the new expected PSN belong to no outstanding range any more.
-        let e = self.streams[si as usize].expected;
-        while let Some(q) = self.next_held_psn(si, from) {
+        let e = self.streams[stream as usize].expected;
+        while let Some(q) = self.next_held_psn(stream, from) {
             if !q.is_before(e) {
                 break;
             }
-            let Some(slot) = self.take_held(si, q, now) else {
+            let Some(slot) = self.take_held(stream, q, now) else {
                 break;
             };
-            self.count_late(si);
+            self.count_late(stream);
             out.push(slot.item);
         }
-        self.release_acks(si, now, out);
+        self.release_acks(stream, now, out);
     }
 
     /// A response gap timed out: release everything held in PSN order (responses and the ACKs
     /// between them), as if the missing responses had come. The ranges after the gap stay, so
     /// that the requester's retry and what follows it are still ordered.
-    pub(super) fn response_timeout(&mut self, si: u32, now: u64, out: &mut Vec<T>) {
+    pub(super) fn response_timeout(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         loop {
-            let e = self.streams[si as usize].expected;
-            match self.next_held_psn(si, e) {
+            let e = self.streams[stream as usize].expected;
+            match self.next_held_psn(stream, e) {
                 Some(q) => {
-                    self.skip_and_release(si, q, now, out);
+                    self.skip_and_release(stream, q, now, out);
                 }
                 None => break,
             }
         }
         // What still waits waits for responses that were never held: let it go too.
-        while let Some(a) = self.streams[si as usize].acks.pop_front() {
-            self.ack_taken(si, &a, now);
-            let s = &mut self.streams[si as usize];
+        while let Some(a) = self.streams[stream as usize].acks.pop_front() {
+            self.ack_taken(stream, &a, now);
+            let s = &mut self.streams[stream as usize];
             // The requester has been told (by this ACK) that the ranges below it are over.
             while s.reads.front().is_some_and(|r| r.last().is_before(a.psn)) {
                 s.reads.pop_front();
             }
             out.push(a.item);
         }
-        let s = &mut self.streams[si as usize];
+        let s = &mut self.streams[stream as usize];
         if let Some(r) = s.reads.front() {
             if s.expected.is_before(r.start) {
                 s.expected = r.start;

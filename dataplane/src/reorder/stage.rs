@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
 
-use super::core::{ReorderConfig, ReorderCore, StreamKey};
+use super::core::{ReorderConfig, ReorderCore};
 use super::pairing::CmEvent;
 use super::response::{HostRequest, ResponseKind};
+use super::stream::StreamKey;
 use super::totals::ReorderTotals;
 use super::{DownlinkStage, MetaKind, RoceMeta, StreamRow};
 use crate::engine::Tables;

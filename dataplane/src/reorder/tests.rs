@@ -8,6 +8,7 @@ use proptest::prelude::*;
 
 use super::core::*;
 use super::response::{HostRequest, ResponseKind};
+use super::stream::*;
 use crate::wire::Psn;
 
 const LOCAL: u128 = 0xA;

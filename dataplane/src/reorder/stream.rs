@@ -1,0 +1,237 @@
+//! What the core keeps per stream: its key, phase, expected PSN, ring, far list and (response
+//! streams) READ ranges and waiting ACKs.
+//!
+//! **Streams.** A request stream is keyed by (local host address, local QPN) and carries the
+//! remote requester's PSNs (SEND, WRITE, READ REQUEST, atomics). A response stream is keyed by
+//! (local host address, remote address, remote QPN): the QP the local requester sends its
+//! READs to, which is what the switch sees first; the responses, addressed to the local QPN,
+//! find it through the QP pairing.
+
+use std::collections::VecDeque;
+
+use super::response::ReadRange;
+use crate::wire::Psn;
+
+/// Which PSN space a stream follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKey {
+    /// Packets towards a local responder: (local address, local QPN).
+    Request {
+        /// Local host address (`ip_key`).
+        local: u128,
+        /// Local QPN (the packets' DestQP).
+        qpn: u32,
+    },
+    /// Responses towards a local requester, named by the QP its requests go to: (local
+    /// address, remote address, remote QPN).
+    Response {
+        /// Local host address.
+        local: u128,
+        /// Remote host address.
+        remote: u128,
+        /// The remote QPN (DestQP of the local requester's READ REQUESTs).
+        remote_qpn: u32,
+    },
+}
+
+/// Folds an address to 64 bits for the one-word hashes of the tables.
+#[inline]
+pub(super) fn fold(a: u128) -> u64 {
+    (a as u64) ^ ((a >> 64) as u64).rotate_left(17)
+}
+
+impl std::hash::Hash for StreamKey {
+    /// One 64-bit word per key: the integer hasher mixes it once (a derived `Hash` would feed
+    /// the enum discriminant byte by byte).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match *self {
+            StreamKey::Request { local, qpn } => state.write_u64(fold(local) ^ u64::from(qpn) << 8),
+            StreamKey::Response {
+                local,
+                remote,
+                remote_qpn,
+            } => state.write_u64(
+                fold(local)
+                    ^ fold(remote).rotate_left(29)
+                    ^ u64::from(remote_qpn) << 36
+                    ^ 0x5bd1_e995,
+            ),
+        }
+    }
+}
+
+/// The outcome of an insert, after DPDK's `rte_reorder` (adapted to 24-bit PSNs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// In order: released, with any consecutive held packets.
+    Released,
+    /// Held until the gap before it fills or times out.
+    Held,
+    /// Beyond the window: held packets were released (in order, skipping gaps) to make room.
+    Overflowed {
+        /// Packets released to make room (not counting this one).
+        released: u32,
+    },
+    /// Behind the expected PSN (retransmission, duplicate of a released packet): released.
+    Late,
+    /// A copy of a held packet: discarded.
+    Duplicate,
+    /// An ACK or NAK of an earlier PSN sequence of the QP (it was re-created): discarded.
+    Stale,
+    /// Not reordered (no outstanding READ for a response, no room, ...): released as is.
+    Passthrough,
+}
+
+/// What one stream has seen (for `show streams`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamStats {
+    /// Released in order.
+    pub released: u64,
+    /// Held now.
+    pub held: u64,
+    /// Deepest it has been.
+    pub max_depth: u64,
+    /// Late packets.
+    pub late: u64,
+    /// Duplicates discarded.
+    pub duplicates: u64,
+    /// Overflows.
+    pub overflows: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// Resyncs from NAKs.
+    pub resyncs: u64,
+    /// Starts over at a far PSN.
+    pub restarts: u64,
+}
+
+pub(super) struct Slot<T> {
+    pub(super) item: T,
+    pub(super) psn: Psn,
+    pub(super) span: u32,
+    /// A READ REQUEST's DMA length: its span is worked out again when it is released, with
+    /// the QP's path MTU if that was learned meanwhile.
+    pub(super) read: Option<u32>,
+    pub(super) len: u32,
+    pub(super) arrived: u64,
+}
+
+/// An ACK or NAK held behind a missing READ response (response streams).
+pub(super) struct WaitingAck<T> {
+    pub(super) item: T,
+    pub(super) psn: Psn,
+    pub(super) len: u32,
+    pub(super) arrived: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Learning { until: u64, min: Psn, max: Psn },
+    Active,
+}
+
+pub(super) struct Stream<T> {
+    pub(super) key: StreamKey,
+    /// The expected PSN: the next one to release in order (request streams), or the first
+    /// missing READ response (response streams).
+    pub(super) expected: Psn,
+    pub(super) phase: Phase,
+    pub(super) ring: u32,
+    /// Packets held: in the ring, plus (response streams) waiting ACKs.
+    pub(super) held: u32,
+    /// Of those, in the ring.
+    pub(super) in_ring: u32,
+    pub(super) gap_since: u64,
+    pub(super) last_seen: u64,
+    /// Hold timeout of this stream (its downlink's, or the switch's).
+    pub(super) timeout: u64,
+    /// Listed in `active` (its timers need checking).
+    pub(super) in_active: bool,
+    /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
+    pub(super) peer_seen: bool,
+    /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
+    /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
+    /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
+    /// that are few apart can be far apart in PSNs (64 READs of 64 KiB at path MTU 1024 span
+    /// 4096); the ring holds a window of PSNs, this list what lies beyond it.
+    pub(super) far: LazyDeque<Slot<T>>,
+    /// Response streams: outstanding READ/atomic ranges, in PSN order.
+    pub(super) reads: LazyDeque<ReadRange>,
+    /// Response streams: ACKs and NAKs waiting behind a missing READ response, in arrival order.
+    pub(super) acks: LazyDeque<WaitingAck<T>>,
+    /// The QP's path MTU as its own packets show it (0: not seen yet): FIRST and MIDDLE
+    /// packets carry exactly one.
+    pub(super) pmtu: u32,
+    /// Request streams: the last READ REQUEST released in order whose span was estimated (no
+    /// path MTU known yet): (PSN, DMA length, span used). When the QP's path MTU is learned
+    /// and the READ spanned more, the expected PSN moves on.
+    pub(super) est_read: Option<(Psn, u32, u32)>,
+    pub(super) stats: StreamStats,
+}
+
+pub(super) const NO_RING: u32 = u32::MAX;
+
+/// A deque allocated on first use. Most streams are request streams that never need a far
+/// list, and request streams need no READ ranges or waiting ACKs: empty, each costs one word
+/// instead of a `VecDeque`'s four (100k streams must fit in 64 MiB).
+// The box is the point: an empty `Option<Box<_>>` is one word, an empty `VecDeque` four.
+#[allow(clippy::box_collection)]
+pub(super) struct LazyDeque<E>(Option<Box<VecDeque<E>>>);
+
+impl<E> Default for LazyDeque<E> {
+    fn default() -> Self {
+        LazyDeque(None)
+    }
+}
+
+impl<E> LazyDeque<E> {
+    pub(super) fn deque(&mut self) -> &mut VecDeque<E> {
+        self.0.get_or_insert_with(Box::default)
+    }
+    pub(super) fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.len())
+    }
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub(super) fn capacity(&self) -> usize {
+        self.0.as_ref().map_or(0, |d| d.capacity())
+    }
+    pub(super) fn front(&self) -> Option<&E> {
+        self.0.as_ref()?.front()
+    }
+    pub(super) fn back(&self) -> Option<&E> {
+        self.0.as_ref()?.back()
+    }
+    pub(super) fn back_mut(&mut self) -> Option<&mut E> {
+        self.0.as_mut()?.back_mut()
+    }
+    pub(super) fn get(&self, i: usize) -> Option<&E> {
+        self.0.as_ref()?.get(i)
+    }
+    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut E> {
+        self.0.as_mut()?.get_mut(i)
+    }
+    pub(super) fn iter(&self) -> impl Iterator<Item = &E> + '_ {
+        self.0.iter().flat_map(|d| d.iter())
+    }
+    /// Index of the last element matching `f`.
+    pub(super) fn rposition(&self, f: impl FnMut(&E) -> bool) -> Option<usize> {
+        self.0.as_ref()?.iter().rposition(f)
+    }
+    pub(super) fn push_back(&mut self, e: E) {
+        self.deque().push_back(e);
+    }
+    pub(super) fn insert(&mut self, at: usize, e: E) {
+        self.deque().insert(at, e);
+    }
+    pub(super) fn pop_front(&mut self) -> Option<E> {
+        self.0.as_mut()?.pop_front()
+    }
+    pub(super) fn pop_back(&mut self) -> Option<E> {
+        self.0.as_mut()?.pop_back()
+    }
+    pub(super) fn remove(&mut self, at: usize) -> Option<E> {
+        self.0.as_mut()?.remove(at)
+    }
+}
