@@ -21,6 +21,7 @@ use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::Port;
 use sprayswitch::switch::{Stopped, Switch};
 use sprayswitch::worker::IdlePolicy;
+use sprayswitch_control::config::Choice;
 use sprayswitch_control::Config;
 
 /// One fabric path (both directions get the same impairments, with different seeds).
@@ -386,7 +387,7 @@ impl Built {
             // ToR A of the default shape runs the embedded default configuration itself.
             let mut cfg = if rack == 1 && spec.hosts == 2 && spec.paths.len() == 4 {
                 let mut c = Config::default_config();
-                c.switch.spray_policy = spec.policy.name().to_string();
+                c.switch.spray_policy = Choice::new(spec.policy.name());
                 c.switch.workers = spec.workers;
                 c.switch.seed = spec.seed + 1;
                 c

@@ -38,6 +38,18 @@ pub enum Role {
     Uplink,
 }
 
+impl core::str::FromStr for Role {
+    type Err = String;
+    /// `downlink` or `uplink`, as configuration files name them.
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s {
+            "downlink" => Ok(Role::Downlink),
+            "uplink" => Ok(Role::Uplink),
+            other => Err(format!("'{other}': use 'downlink' or 'uplink'")),
+        }
+    }
+}
+
 /// A port as the engine sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PortInfo {

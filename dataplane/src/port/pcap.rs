@@ -23,6 +23,18 @@ pub enum Pace {
     Fast,
 }
 
+impl core::str::FromStr for Pace {
+    type Err = String;
+    /// `recorded` or `fast`, as configuration files name them.
+    fn from_str(s: &str) -> Result<Pace, String> {
+        match s {
+            "recorded" => Ok(Pace::Recorded),
+            "fast" => Ok(Pace::Fast),
+            other => Err(format!("'{other}': use 'recorded' or 'fast'")),
+        }
+    }
+}
+
 /// A capture-file port.
 pub struct PcapPort {
     name: String,

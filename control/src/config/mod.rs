@@ -1,0 +1,404 @@
+//! The configuration file: model (this file), named choices ([`Choice`]), validation
+//! (`validate`, section by section) and the start of a validated switch.
+//!
+//! Every problem is reported before anything starts, as `field: reason`, where the field is a
+//! path into the file (`port[2].addresses[0]`, `route[1].group`, ...).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sprayswitch::engine::{Role, SprayPolicy, Tables};
+use sprayswitch::port::pcap::Pace;
+use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::switch::RunConfig;
+
+mod choice;
+mod validate;
+
+pub use choice::{BackendKind, Choice, XdpModeChoice};
+
+/// The embedded default configuration (ToR "tor-a" of the demo rack pair).
+pub const DEFAULT_CONFIG: &str = include_str!("../../default.toml");
+
+/// A configuration problem: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ConfigError {
+    /// Path of the offending field.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+pub(super) fn err<T>(
+    field: impl Into<String>,
+    reason: impl Into<String>,
+) -> Result<T, ConfigError> {
+    Err(ConfigError {
+        field: field.into(),
+        reason: reason.into(),
+    })
+}
+
+/// The `[switch]` section.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchSection {
+    /// Name, for logs and metrics.
+    pub name: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Core of each worker (pinning); absent: not pinned.
+    pub cores: Option<Vec<usize>>,
+    /// `backoff` (spin, yield, then wait for packets when idle), `wait` (wait for packets at
+    /// once: event-driven, for shared cores and real-time priority) or `spin`.
+    pub idle: String,
+    /// Longest an idle worker waits per iteration after spinning and yielding, in
+    /// microseconds (a packet on one of its ports ends the wait earlier).
+    pub idle_sleep_us: u32,
+    /// Packets per burst.
+    pub burst: usize,
+    /// Longest wait in a transmit buffer, microseconds.
+    pub flush_us: u64,
+    /// Packets a port's transmit queue holds when the port pushes back.
+    pub tx_queue_limit: usize,
+    /// How RoCE is spread over uplink groups.
+    pub spray_policy: Choice<SprayPolicy>,
+    /// Idle gap for `flowlet`, microseconds.
+    pub flowlet_gap_us: u64,
+    /// Seed of the random policies.
+    pub seed: u64,
+}
+
+impl Default for SwitchSection {
+    fn default() -> Self {
+        SwitchSection {
+            name: "sprayswitch".into(),
+            workers: 1,
+            cores: None,
+            idle: "backoff".into(),
+            idle_sleep_us: 50,
+            burst: 32,
+            flush_us: 10,
+            tx_queue_limit: 4096,
+            spray_policy: Choice::new("round_robin"),
+            flowlet_gap_us: 50,
+            seed: 1,
+        }
+    }
+}
+
+/// The `[reorder]` section.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReorderSection {
+    /// Reorder RoCE towards downlinks (false: spray without reordering, for comparison).
+    pub enabled: bool,
+    /// Ring size in PSNs (power of two, 64 to 4096).
+    pub window: u32,
+    /// Streams tracked at once, per worker.
+    pub max_streams: usize,
+    /// Streams holding packets at once, per worker.
+    pub max_rings: usize,
+    /// Bytes held at once, per worker, in MiB.
+    pub max_held_mib: usize,
+    /// Gap hold timeout, microseconds (ports may override it with `hold_timeout_us`).
+    pub hold_timeout_us: u64,
+    /// Learning window of a new stream, microseconds.
+    pub learn_us: u64,
+    /// Idle time after which a stream is forgotten, milliseconds (ten times as long for a
+    /// stream whose READ, atomic or FLUSH requests are not all answered yet).
+    pub idle_evict_ms: u64,
+    /// Outstanding READ/atomic ranges remembered per QP pair.
+    pub max_reads: usize,
+}
+
+impl Default for ReorderSection {
+    fn default() -> Self {
+        let d = ReorderConfig::default();
+        ReorderSection {
+            enabled: true,
+            window: d.window,
+            max_streams: d.max_streams,
+            max_rings: d.max_rings,
+            max_held_mib: d.max_held_bytes >> 20,
+            hold_timeout_us: d.hold_timeout_ns / 1000,
+            learn_us: d.learn_ns / 1000,
+            idle_evict_ms: d.idle_evict_ns / 1_000_000,
+            max_reads: d.max_reads,
+        }
+    }
+}
+
+/// A `[[port]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortSection {
+    /// Unique name.
+    pub name: String,
+    /// `mem`, `pcap`, `af_xdp`, `af_packet`, or `auto` (AF_XDP, falling back to AF_PACKET
+    /// with a logged reason).
+    #[serde(default = "default_backend")]
+    pub backend: Choice<BackendKind>,
+    /// Real ports: the interface to open; default: the port's name.
+    pub interface: Option<String>,
+    /// AF_XDP: receive queues to open (0..queues); default 1.
+    pub queues: Option<u32>,
+    /// AF_XDP: `auto` (native, falling back to skb), `native` or `skb`.
+    pub xdp_mode: Option<Choice<XdpModeChoice>>,
+    /// `downlink` or `uplink`.
+    pub role: Choice<Role>,
+    /// The port's MAC.
+    pub mac: String,
+    /// Ethernet MTU.
+    #[serde(default = "default_mtu")]
+    pub mtu: u16,
+    /// RoCE path MTU of the hosts behind it; default: the largest that fits `mtu`.
+    pub pmtu: Option<u32>,
+    /// Line rate in Gbit/s.
+    pub rate_gbps: Option<f64>,
+    /// The switch's addresses on this port, `ADDRESS/LENGTH`.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Next-hop MAC for an uplink.
+    pub peer_mac: Option<String>,
+    /// Worker that owns the port; default: round robin.
+    pub worker: Option<usize>,
+    /// `pcap` backend: capture to replay.
+    pub pcap_in: Option<String>,
+    /// `pcap` backend: file to write what is sent.
+    pub pcap_out: Option<String>,
+    /// `pcap` backend: `recorded` or `fast`.
+    pub pace: Option<Choice<Pace>>,
+    /// Hold timeout of streams towards this downlink, microseconds (overrides `[reorder]`).
+    pub hold_timeout_us: Option<u64>,
+}
+
+fn default_backend() -> Choice<BackendKind> {
+    Choice::new("mem")
+}
+fn default_mtu() -> u16 {
+    1500
+}
+
+/// An `[[uplink_group]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSection {
+    /// Unique name.
+    pub name: String,
+    /// Member uplinks.
+    pub ports: Vec<String>,
+    /// Weights for `weighted`, one per member; default: by `rate_gbps`, else equal.
+    pub weights: Option<Vec<u32>>,
+}
+
+/// A `[[route]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// Destination prefix.
+    pub prefix: String,
+    /// Out this port (connected, or through `via`).
+    pub port: Option<String>,
+    /// Over this uplink group.
+    pub group: Option<String>,
+    /// Gateway on `port`.
+    pub via: Option<String>,
+}
+
+/// A `[[neighbor]]` (static).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NeighborSection {
+    /// Address.
+    pub ip: String,
+    /// MAC.
+    pub mac: String,
+    /// Port it is on.
+    pub port: String,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[switch]`.
+    #[serde(default)]
+    pub switch: SwitchSection,
+    /// `[reorder]`.
+    #[serde(default)]
+    pub reorder: ReorderSection,
+    /// `[[port]]`.
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortSection>,
+    /// `[[uplink_group]]`.
+    #[serde(default, rename = "uplink_group")]
+    pub groups: Vec<GroupSection>,
+    /// `[[route]]`.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSection>,
+    /// `[[neighbor]]`.
+    #[serde(default, rename = "neighbor")]
+    pub neighbors: Vec<NeighborSection>,
+}
+
+/// Which kernel interface a real port uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RealKind {
+    /// AF_XDP only.
+    AfXdp,
+    /// AF_PACKET only.
+    AfPacket,
+    /// AF_XDP, falling back to AF_PACKET.
+    Auto,
+}
+
+/// How a port is realised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// In-memory link end, connected by whoever builds the topology in-process.
+    Mem,
+    /// Capture replay and/or capture output.
+    Pcap {
+        /// Capture to replay.
+        input: Option<PathBuf>,
+        /// File to write transmitted frames to.
+        output: Option<PathBuf>,
+        /// Replay pace.
+        pace: Pace,
+    },
+    /// A Linux interface through AF_XDP or AF_PACKET.
+    Real {
+        /// Socket family.
+        kind: RealKind,
+        /// Interface name.
+        interface: String,
+        /// AF_XDP receive queues.
+        queues: u32,
+        /// AF_XDP hook.
+        xdp_mode: XdpModeChoice,
+    },
+}
+
+/// A checked configuration, ready to run.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// The switch's name.
+    pub name: String,
+    /// Forwarding tables.
+    pub tables: Tables,
+    /// Worker settings.
+    pub run: RunConfig,
+    /// Backend of each port, in table order.
+    pub backends: Vec<Backend>,
+    /// Reorder limits, or `None` when reordering is off.
+    pub reorder: Option<ReorderConfig>,
+    /// Hold timeout override of each port, in table order.
+    pub port_timeouts: Vec<Option<u64>>,
+}
+
+/// Parses a MAC address `aa:bb:cc:dd:ee:ff`.
+///
+/// # Errors
+/// A reason, when it is not six hex bytes.
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return Err(format!(
+            "'{s}' is not a MAC address (six hex bytes, aa:bb:cc:dd:ee:ff)"
+        ));
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16)
+            .ok()
+            .filter(|_| p.len() == 2)
+            .ok_or_else(|| format!("'{s}' is not a MAC address (bad byte '{p}')"))?;
+    }
+    Ok(m)
+}
+
+impl Config {
+    /// Parses TOML text.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with field `<origin>` and toml's message (it names line and column).
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError {
+            field: origin.to_string(),
+            reason: e.to_string().trim_end().to_string(),
+        })
+    }
+
+    /// Reads and parses a file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] when the file cannot be read or parsed.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            field: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// The embedded default.
+    pub fn default_config() -> Config {
+        Self::parse(DEFAULT_CONFIG, "<embedded default>").expect("the embedded default parses")
+    }
+}
+
+impl Validated {
+    /// Starts the switch over `ports` (in table order): with a reorder stage per worker when
+    /// reordering is on, pass-through otherwise.
+    ///
+    /// # Errors
+    /// When the ports do not match the tables or a worker cannot start.
+    pub fn start(
+        self,
+        ports: Vec<Box<dyn sprayswitch::port::Port>>,
+    ) -> Result<sprayswitch::switch::Switch, sprayswitch::switch::StartError> {
+        let make = self.reorder_factory();
+        sprayswitch::switch::Switch::start_with(self.tables, ports, self.run, make)
+    }
+
+    /// As [`Validated::start`], with the workers handed back to be driven by the caller
+    /// ([`sprayswitch::switch::Switch::start_driven`]).
+    ///
+    /// # Errors
+    /// When the ports do not match the tables.
+    pub fn start_driven(
+        self,
+        ports: Vec<Box<dyn sprayswitch::port::Port>>,
+    ) -> Result<
+        (
+            sprayswitch::switch::Switch,
+            Vec<sprayswitch::worker::Worker>,
+        ),
+        sprayswitch::switch::StartError,
+    > {
+        let make = self.reorder_factory();
+        sprayswitch::switch::Switch::start_driven(self.tables, ports, self.run, make)
+    }
+
+    /// Makes each worker's reorder stage: the reorder engine when reordering is on,
+    /// pass-through otherwise.
+    fn reorder_factory(
+        &self,
+    ) -> impl Fn(usize) -> Box<dyn sprayswitch::reorder::DownlinkStage> + use<> {
+        use sprayswitch::reorder::{DownlinkStage, Passthrough, ReorderStage};
+        let tables = self.tables.clone();
+        let timeouts = self.port_timeouts.clone();
+        let rcfg = self.reorder;
+        move |_| -> Box<dyn DownlinkStage> {
+            match rcfg {
+                Some(cfg) => Box::new(ReorderStage::new(cfg, &tables, &timeouts)),
+                None => Box::new(Passthrough),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,241 @@
+//! Validation against the embedded default with one change at a time.
+
+use super::*;
+use sprayswitch::engine::RouteTarget;
+use sprayswitch::wire::Pmtu;
+
+fn check(extra: &str) -> ConfigError {
+    let text = format!("{DEFAULT_CONFIG}\n{extra}");
+    Config::parse(&text, "t.toml")
+        .and_then(|c| c.validate())
+        .unwrap_err()
+}
+
+fn with_port(fields: &str) -> ConfigError {
+    check(&format!(
+        "[[port]]\nname = \"x\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n{fields}"
+    ))
+}
+
+#[test]
+fn real_backends_are_described() {
+    let text = format!(
+        "{}\n[[port]]\nname = \"x\"\nbackend = \"af_xdp\"\ninterface = \"veth7\"\nqueues = 2\nxdp_mode = \"skb\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n\
+         [[port]]\nname = \"y\"\nbackend = \"auto\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:0a\"\n",
+        DEFAULT_CONFIG
+    );
+    let v = Config::parse(&text, "t").unwrap().validate().unwrap();
+    assert_eq!(
+        v.backends[6],
+        Backend::Real {
+            kind: RealKind::AfXdp,
+            interface: "veth7".into(),
+            queues: 2,
+            xdp_mode: XdpModeChoice::Skb
+        }
+    );
+    assert_eq!(
+        v.backends[7],
+        Backend::Real {
+            kind: RealKind::Auto,
+            interface: "y".into(),
+            queues: 1,
+            xdp_mode: XdpModeChoice::Auto
+        }
+    );
+    let dup = text.replace(
+        "name = \"y\"\nbackend = \"auto\"",
+        "name = \"y\"\nbackend = \"auto\"\ninterface = \"veth7\"",
+    );
+    let e = Config::parse(&dup, "t").unwrap().validate().unwrap_err();
+    assert_eq!(e.field, "port[7].interface");
+    assert!(e.reason.contains("already used by port 'x'"), "{e}");
+}
+
+#[test]
+fn the_default_is_valid() {
+    let v = Config::default_config().validate().unwrap();
+    assert_eq!(v.name, "tor-a");
+    assert_eq!(v.tables.ports.len(), 6);
+    assert_eq!(v.tables.groups[0].ports.len(), 4);
+    assert_eq!(v.tables.policy, SprayPolicy::RoundRobin);
+    assert!(v.backends.iter().all(|b| *b == Backend::Mem));
+    let (_, target) = v.tables.fib.lookup("10.2.3.4".parse().unwrap()).unwrap();
+    assert_eq!(*target, RouteTarget::Group(0));
+    let (_, target) = v.tables.fib.lookup("10.1.2.7".parse().unwrap()).unwrap();
+    assert_eq!(*target, RouteTarget::Connected(1));
+    assert_eq!(v.tables.ports[0].pmtu, Pmtu::new(1024).unwrap());
+}
+
+#[test]
+fn errors_name_the_field_and_reason() {
+    let cases: Vec<(ConfigError, &str, &str)> = vec![
+        (
+            Config::parse(
+                &DEFAULT_CONFIG.replace("window = 256", "window = 100"),
+                "t.toml",
+            )
+            .and_then(|c| c.validate())
+            .unwrap_err(),
+            "reorder.window",
+            "power of two",
+        ),
+        (
+            with_port("hold_timeout_us = 0"),
+            "port[6].hold_timeout_us",
+            "at least 1",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"u9\""),
+            "route[2].port",
+            "unknown port 'u9'",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.9.0.0/33\"\nport = \"h1\""),
+            "route[2].prefix",
+            "longer than 32",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.2.0.0/16\"\nport = \"h1\""),
+            "route[2].prefix",
+            "already routed by route[0]",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.9.0.0/16\"\ngroup = \"spine\""),
+            "route[2].group",
+            "unknown uplink group 'spine'",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"h1\"\nvia = \"10.5.0.1\""),
+            "route[2].via",
+            "not inside an address of port 'h1'",
+        ),
+        (
+            check("[[route]]\nprefix = \"10.9.0.0/16\"\nport = \"h1\"\ngroup = \"fabric\""),
+            "route[2].group",
+            "not both",
+        ),
+        (
+            with_port("addresses = [\"10.1.1.9/24\"]"),
+            "port[6].addresses[0]",
+            "overlaps port[0].addresses[0]",
+        ),
+        (
+            with_port("addresses = [\"10.1.1.1/32\"]"),
+            "port[6].addresses[0]",
+            "already used by port[0].addresses[0]",
+        ),
+        (
+            with_port("addresses = [\"10.7.0.0/16\"]"),
+            "port[6].addresses[0]",
+            "network address",
+        ),
+        (
+            check("[[port]]\nname = \"h1\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\""),
+            "port[6].name",
+            "duplicate name 'h1' (also port[0])",
+        ),
+        (with_port("mtu = 20000"), "port[6].mtu", "use 68 to 9000"),
+        (with_port("pmtu = 1000"), "port[6].pmtu", "1000: use 256"),
+        (
+            with_port("backend = \"pcap\""),
+            "port[6].backend",
+            "needs pcap_in",
+        ),
+        (with_port("backend = \"dpdk\""), "port[6].backend", "'dpdk'"),
+        (
+            with_port("backend = \"af_xdp\"\nqueues = 0"),
+            "port[6].queues",
+            "use 1 to 64",
+        ),
+        (
+            with_port("backend = \"auto\"\nxdp_mode = \"turbo\""),
+            "port[6].xdp_mode",
+            "'turbo'",
+        ),
+        (
+            with_port("backend = \"af_packet\"\nxdp_mode = \"skb\""),
+            "port[6].backend",
+            "apply to AF_XDP",
+        ),
+        (
+            with_port("backend = \"af_xdp\"\ninterface = \"a-very-long-interface\""),
+            "port[6].interface",
+            "not an interface name",
+        ),
+        (
+            with_port("interface = \"eth0\""),
+            "port[6].interface",
+            "need a real backend",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nrole = \"spine\"\nmac = \"02:00:00:00:00:09\""),
+            "port[6].role",
+            "'spine'",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nrole = \"uplink\"\nmac = \"01:00:00:00:00:09\""),
+            "port[6].mac",
+            "not a unicast",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nrole = \"uplink\"\nmac = \"02:00:00:00:09\""),
+            "port[6].mac",
+            "not a MAC address",
+        ),
+        (
+            check("[[uplink_group]]\nname = \"g2\"\nports = [\"h1\"]"),
+            "uplink_group[1].ports[0]",
+            "is a downlink",
+        ),
+        (
+            check("[[uplink_group]]\nname = \"g2\"\nports = [\"u0\", \"u0\"]"),
+            "uplink_group[1].ports[1]",
+            "listed twice",
+        ),
+        (
+            check("[[uplink_group]]\nname = \"g2\"\nports = [\"u0\"]\nweights = [1, 2]"),
+            "uplink_group[1].weights",
+            "2 weights for 1 ports",
+        ),
+        (
+            check("[[neighbor]]\nip = \"10.1.1.7\"\nmac = \"02:00:00:00:00:07\"\nport = \"h7\""),
+            "neighbor[0].port",
+            "unknown port 'h7'",
+        ),
+    ];
+    for (e, field, reason) in cases {
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.reason.contains(reason), "{e} should say '{reason}'");
+    }
+}
+
+#[test]
+fn switch_section_and_syntax_errors() {
+    let bad = |s: &str| {
+        let text = DEFAULT_CONFIG.replace("workers = 1", s);
+        Config::parse(&text, "t.toml")
+            .and_then(|c| c.validate())
+            .unwrap_err()
+    };
+    assert_eq!(bad("workers = 0").field, "switch.workers");
+    let e = bad("workers = 1\nspray_policy2 = \"x\"");
+    assert_eq!(e.field, "t.toml");
+    assert!(e.reason.contains("unknown field `spray_policy2`"), "{e}");
+    let e = Config::parse(&DEFAULT_CONFIG.replace("round_robin", "spray"), "t.toml")
+        .unwrap()
+        .validate()
+        .unwrap_err();
+    assert_eq!(e.field, "switch.spray_policy");
+    assert!(e.reason.contains("one of: ecmp, round_robin"));
+    let e = Config::parse("[switch]\nworkers = \"two\"", "t.toml").unwrap_err();
+    assert!(e.reason.contains("line 2"), "{e}");
+    assert_eq!(
+        Config::parse("", "t")
+            .unwrap()
+            .validate()
+            .unwrap_err()
+            .field,
+        "port"
+    );
+}

@@ -1,0 +1,565 @@
+//! Validation, section by section: each check reports the first problem as `field: reason`
+//! and builds its part of the dataplane's view.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use sprayswitch::engine::{
+    ip_key, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup,
+};
+use sprayswitch::port::pcap::Pace;
+use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::switch::RunConfig;
+use sprayswitch::wire::Pmtu;
+use sprayswitch::worker::{IdlePolicy, WorkerConfig};
+
+use super::choice::{BackendKind, XdpModeChoice};
+use super::{
+    err, parse_mac, Backend, Config, ConfigError, GroupSection, NeighborSection, PortSection,
+    RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
+};
+
+impl Config {
+    /// Checks everything and builds the dataplane's view of it.
+    ///
+    /// # Errors
+    /// The first problem found, naming its field.
+    pub fn validate(&self) -> Result<Validated, ConfigError> {
+        let s = &self.switch;
+        let (idle, policy) = s.validate()?;
+        if self.ports.is_empty() {
+            return err("port", "no ports configured");
+        }
+        let ports = validate_ports(&self.ports, s.workers)?;
+        let mut t = Tables::new(ports.infos);
+        t.policy = policy;
+        t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
+        validate_groups(&self.groups, &ports.names, &mut t)?;
+        validate_routes(&self.routes, &mut t)?;
+        validate_neighbors(&self.neighbors, &mut t)?;
+        let rcfg = self.reorder.validate()?;
+        let port_timeouts = port_timeouts(&self.ports)?;
+        let run = RunConfig {
+            workers: s.workers,
+            assignment: Some(ports.assigned),
+            cores: s.cores.clone(),
+            worker: WorkerConfig {
+                burst: s.burst,
+                flush_ns: s.flush_us.saturating_mul(1000),
+                tx_queue_limit: s.tx_queue_limit,
+                idle,
+            },
+            seed: s.seed,
+        };
+        Ok(Validated {
+            name: s.name.clone(),
+            tables: t,
+            run,
+            backends: ports.backends,
+            reorder: self.reorder.enabled.then_some(rcfg),
+            port_timeouts,
+        })
+    }
+}
+
+impl SwitchSection {
+    /// `[switch]`: worker count, cores, idle policy, burst and queue limits, spray policy.
+    fn validate(&self) -> Result<(IdlePolicy, SprayPolicy), ConfigError> {
+        if self.workers == 0 || self.workers > 64 {
+            return err(
+                "switch.workers",
+                format!("{} workers: use 1 to 64", self.workers),
+            );
+        }
+        if let Some(cores) = &self.cores {
+            if cores.len() < self.workers {
+                return err(
+                    "switch.cores",
+                    format!("{} cores listed for {} workers", cores.len(), self.workers),
+                );
+            }
+        }
+        let idle = IdlePolicy::from_name(&self.idle, self.idle_sleep_us).map_err(|reason| {
+            ConfigError {
+                field: "switch.idle".into(),
+                reason,
+            }
+        })?;
+        if self.burst == 0 || self.burst > 1024 {
+            return err("switch.burst", format!("{}: use 1 to 1024", self.burst));
+        }
+        if self.tx_queue_limit < self.burst {
+            return err(
+                "switch.tx_queue_limit",
+                format!(
+                    "{} is smaller than the burst ({})",
+                    self.tx_queue_limit, self.burst
+                ),
+            );
+        }
+        let policy = self.spray_policy.get(|| "switch.spray_policy".into())?;
+        Ok((idle, policy))
+    }
+}
+
+/// What the `[[port]]` sections give the rest of validation.
+struct Ports<'a> {
+    /// Index of each port by name.
+    names: HashMap<&'a str, usize>,
+    infos: Vec<PortInfo>,
+    backends: Vec<Backend>,
+    /// Worker of each port.
+    assigned: Vec<usize>,
+}
+
+fn validate_ports(ports: &[PortSection], workers: usize) -> Result<Ports<'_>, ConfigError> {
+    let mut out = Ports {
+        names: HashMap::new(),
+        infos: Vec::new(),
+        backends: Vec::new(),
+        assigned: Vec::new(),
+    };
+    // Every address given so far: (prefix, address, field), for overlaps between ports.
+    let mut addrs: Vec<(Prefix, IpAddr, String)> = Vec::new();
+    for (i, p) in ports.iter().enumerate() {
+        let f = |x: &str| format!("port[{i}].{x}");
+        if p.name.is_empty()
+            || p.name.len() > 32
+            || !p
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return err(
+                f("name"),
+                format!("'{}': use 1 to 32 letters, digits, '-', '_' or '.'", p.name),
+            );
+        }
+        if let Some(j) = out.names.insert(&p.name, i) {
+            return err(
+                f("name"),
+                format!("duplicate name '{}' (also port[{j}])", p.name),
+            );
+        }
+        let info = p.info(&f, &mut addrs)?;
+        if let Some(w) = p.worker {
+            if w >= workers {
+                return err(
+                    f("worker"),
+                    format!("worker {w} does not exist ({workers} workers)"),
+                );
+            }
+        }
+        out.assigned.push(p.worker.unwrap_or(i % workers));
+        let backend = p.backend(&f, &out.backends, ports)?;
+        out.backends.push(backend);
+        out.infos.push(info);
+    }
+    Ok(out)
+}
+
+impl PortSection {
+    /// The port's forwarding facts: role, MAC, MTUs, rate, peer, addresses (each checked against
+    /// those of the ports before it, `addrs`).
+    fn info(
+        &self,
+        f: &impl Fn(&str) -> String,
+        addrs: &mut Vec<(Prefix, IpAddr, String)>,
+    ) -> Result<PortInfo, ConfigError> {
+        let role = self.role.get(|| f("role"))?;
+        let mac = parse_mac(&self.mac).map_err(|r| ConfigError {
+            field: f("mac"),
+            reason: r,
+        })?;
+        if mac[0] & 1 == 1 || mac == [0; 6] {
+            return err(f("mac"), format!("'{}' is not a unicast address", self.mac));
+        }
+        if !(68..=9000).contains(&self.mtu) {
+            return err(f("mtu"), format!("{}: use 68 to 9000", self.mtu));
+        }
+        let pmtu = match self.pmtu {
+            Some(v) => Pmtu::new(v).map_err(|v| ConfigError {
+                field: f("pmtu"),
+                reason: format!("{v}: use 256, 512, 1024, 2048 or 4096"),
+            })?,
+            None => Pmtu::for_ethernet_mtu(u32::from(self.mtu))
+                .unwrap_or(Pmtu::new(256).unwrap_or_default()),
+        };
+        let rate_bps = match self.rate_gbps {
+            Some(g) if g.is_finite() && g > 0.0 && g <= 1000.0 => Some((g * 1e9) as u64),
+            Some(g) => {
+                return err(
+                    f("rate_gbps"),
+                    format!("{g}: use a rate above 0 and at most 1000"),
+                )
+            }
+            None => None,
+        };
+        let peer_mac = match &self.peer_mac {
+            Some(m) => Some(parse_mac(m).map_err(|r| ConfigError {
+                field: f("peer_mac"),
+                reason: r,
+            })?),
+            None => None,
+        };
+        let mut port_addrs = Vec::new();
+        for (k, a) in self.addresses.iter().enumerate() {
+            let field = f(&format!("addresses[{k}]"));
+            let (ip, len) = parse_host_prefix(a).map_err(|r| ConfigError {
+                field: field.clone(),
+                reason: r,
+            })?;
+            let pre = Prefix::new(ip, len).map_err(|_| ConfigError {
+                field: field.clone(),
+                reason: "bad prefix".into(),
+            })?;
+            for (other, other_ip, other_field) in addrs.iter() {
+                if *other_ip == ip {
+                    return err(field, format!("{ip} is already used by {other_field}"));
+                }
+                if other.overlaps(&pre) {
+                    return err(field, format!("{a} overlaps {other_field} ({other})"));
+                }
+            }
+            addrs.push((pre, ip, field));
+            port_addrs.push((ip, len));
+        }
+        Ok(PortInfo {
+            name: self.name.clone(),
+            mac,
+            role,
+            mtu: self.mtu,
+            pmtu,
+            pmtu_fixed: self.pmtu.is_some(),
+            rate_bps,
+            peer_mac,
+            addresses: port_addrs,
+            admin_up: true,
+        })
+    }
+
+    /// How the port is realised; `before`: the backends of the ports before it (an interface
+    /// serves one port), `ports`: every port section (to name the other user).
+    fn backend(
+        &self,
+        f: &impl Fn(&str) -> String,
+        before: &[Backend],
+        ports: &[PortSection],
+    ) -> Result<Backend, ConfigError> {
+        let kind = self.backend.get(|| f("backend"))?;
+        let backend = match kind {
+            BackendKind::Mem => Backend::Mem,
+            BackendKind::Pcap => {
+                if self.pcap_in.is_none() && self.pcap_out.is_none() {
+                    return err(f("backend"), "a pcap port needs pcap_in, pcap_out or both");
+                }
+                let pace = match &self.pace {
+                    None => Pace::Recorded,
+                    Some(c) => c.get(|| f("pace"))?,
+                };
+                Backend::Pcap {
+                    input: self.pcap_in.as_ref().map(PathBuf::from),
+                    output: self.pcap_out.as_ref().map(PathBuf::from),
+                    pace,
+                }
+            }
+            BackendKind::AfXdp | BackendKind::AfPacket | BackendKind::Auto => {
+                self.real_backend(kind, f, before, ports)?
+            }
+        };
+        if (self.interface.is_some() || self.queues.is_some() || self.xdp_mode.is_some())
+            && !kind.is_real()
+        {
+            return err(
+                f("interface"),
+                "interface, queues and xdp_mode need a real backend (af_xdp, af_packet or auto)",
+            );
+        }
+        if (self.pcap_in.is_some() || self.pcap_out.is_some() || self.pace.is_some())
+            && kind != BackendKind::Pcap
+        {
+            return err(
+                f("backend"),
+                "pcap_in, pcap_out and pace need backend = \"pcap\"",
+            );
+        }
+        Ok(backend)
+    }
+
+    /// An AF_XDP or AF_PACKET port: its interface, queues and XDP hook.
+    fn real_backend(
+        &self,
+        kind: BackendKind,
+        f: &impl Fn(&str) -> String,
+        before: &[Backend],
+        ports: &[PortSection],
+    ) -> Result<Backend, ConfigError> {
+        let interface = self.interface.clone().unwrap_or_else(|| self.name.clone());
+        if interface.is_empty() || interface.len() > 15 || interface.contains(['/', ' ', '\0']) {
+            return err(
+                f("interface"),
+                format!(
+                    "'{interface}' is not an interface name (1-15 characters, no '/' or spaces)"
+                ),
+            );
+        }
+        if let Some(j) = before.iter().position(
+            |b| matches!(b, Backend::Real { interface: other, .. } if *other == interface),
+        ) {
+            return err(
+                f("interface"),
+                format!("{interface} is already used by port '{}'", ports[j].name),
+            );
+        }
+        let queues = self.queues.unwrap_or(1);
+        if !(1..=64).contains(&queues) {
+            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
+        }
+        let xdp_mode = match &self.xdp_mode {
+            None => XdpModeChoice::Auto,
+            Some(c) => c.get(|| f("xdp_mode"))?,
+        };
+        if kind == BackendKind::AfPacket && (self.queues.is_some() || self.xdp_mode.is_some()) {
+            return err(
+                f("backend"),
+                "queues and xdp_mode apply to AF_XDP (backend 'af_xdp' or 'auto')",
+            );
+        }
+        Ok(Backend::Real {
+            kind: match kind {
+                BackendKind::AfXdp => RealKind::AfXdp,
+                BackendKind::AfPacket => RealKind::AfPacket,
+                _ => RealKind::Auto,
+            },
+            interface,
+            queues,
+            xdp_mode,
+        })
+    }
+}
+
+fn validate_groups(
+    groups: &[GroupSection],
+    port_names: &HashMap<&str, usize>,
+    t: &mut Tables,
+) -> Result<(), ConfigError> {
+    let mut group_names = HashSet::new();
+    for (i, g) in groups.iter().enumerate() {
+        let f = |x: &str| format!("uplink_group[{i}].{x}");
+        if g.name.is_empty() || !group_names.insert(g.name.as_str()) {
+            return err(f("name"), format!("'{}' is empty or used twice", g.name));
+        }
+        if port_names.contains_key(g.name.as_str()) {
+            return err(f("name"), format!("'{}' is also a port name", g.name));
+        }
+        if g.ports.is_empty() {
+            return err(f("ports"), "a group needs at least one uplink");
+        }
+        let mut members = Vec::new();
+        for (k, pn) in g.ports.iter().enumerate() {
+            let field = f(&format!("ports[{k}]"));
+            let Some(&pi) = port_names.get(pn.as_str()) else {
+                return err(field, format!("unknown port '{pn}'"));
+            };
+            let info = &t.ports[pi];
+            if info.role != Role::Uplink {
+                return err(
+                    field,
+                    format!("port '{pn}' is a downlink; groups hold uplinks"),
+                );
+            }
+            if info.peer_mac.is_none() {
+                return err(
+                    field,
+                    format!("uplink '{pn}' has no peer_mac (the next hop at the other end)"),
+                );
+            }
+            if members.contains(&(pi as u16)) {
+                return err(field, format!("port '{pn}' is listed twice"));
+            }
+            members.push(pi as u16);
+        }
+        let weights = match &g.weights {
+            Some(w) if w.len() != members.len() => {
+                return err(
+                    f("weights"),
+                    format!("{} weights for {} ports", w.len(), members.len()),
+                )
+            }
+            Some(w) if w.iter().any(|x| *x == 0 || *x > 1_000_000) => {
+                return err(f("weights"), "weights must be 1 to 1000000")
+            }
+            Some(w) => w.clone(),
+            None => members
+                .iter()
+                .map(|m| {
+                    t.ports[usize::from(*m)]
+                        .rate_bps
+                        .map_or(1, |b| (b / 1_000_000_000).max(1) as u32)
+                })
+                .collect(),
+        };
+        t.groups.push(UplinkGroup {
+            name: g.name.clone(),
+            ports: members,
+            weights,
+        });
+    }
+    Ok(())
+}
+
+fn validate_routes(routes: &[RouteSection], t: &mut Tables) -> Result<(), ConfigError> {
+    let mut seen = HashMap::new();
+    for (i, r) in routes.iter().enumerate() {
+        let f = |x: &str| format!("route[{i}].{x}");
+        let pre: Prefix = r.prefix.parse().map_err(|e| ConfigError {
+            field: f("prefix"),
+            reason: e,
+        })?;
+        if let Some(j) = seen.insert(pre, i) {
+            return err(
+                f("prefix"),
+                format!("{pre} is already routed by route[{j}]"),
+            );
+        }
+        let target = r.target(&f, t)?;
+        if pre.addr.is_ipv4() != matches!(target, RouteTarget::Via(_, IpAddr::V4(_)))
+            && matches!(target, RouteTarget::Via(..))
+        {
+            return err(f("via"), "gateway and prefix are of different IP versions");
+        }
+        t.fib.insert(pre, target);
+    }
+    Ok(())
+}
+
+impl RouteSection {
+    /// Where the route leads: a connected port, a gateway on a port, or an uplink group.
+    fn target(&self, f: &impl Fn(&str) -> String, t: &Tables) -> Result<RouteTarget, ConfigError> {
+        match (&self.port, &self.group) {
+            (Some(_), Some(_)) => err(f("group"), "give either port or group, not both"),
+            (None, None) => err(f("port"), "a route needs a port or a group"),
+            (None, Some(g)) => {
+                if self.via.is_some() {
+                    return err(
+                        f("via"),
+                        "via goes with port, not group (uplinks use peer_mac)",
+                    );
+                }
+                match t.group_id(g) {
+                    Some(gi) => Ok(RouteTarget::Group(gi)),
+                    None => err(f("group"), format!("unknown uplink group '{g}'")),
+                }
+            }
+            (Some(p), None) => {
+                let Some(pi) = t.port_id(p) else {
+                    return err(f("port"), format!("unknown port '{p}'"));
+                };
+                let Some(v) = &self.via else {
+                    return Ok(RouteTarget::Connected(pi));
+                };
+                let gw: IpAddr = v.parse().map_err(|_| ConfigError {
+                    field: f("via"),
+                    reason: format!("'{v}' is not an IP address"),
+                })?;
+                let on_port = t.ports[usize::from(pi)]
+                    .addresses
+                    .iter()
+                    .any(|(a, l)| Prefix::new(*a, *l).is_ok_and(|pp| pp.contains(gw)));
+                if !on_port {
+                    return err(
+                        f("via"),
+                        format!("gateway {gw} is not inside an address of port '{p}'"),
+                    );
+                }
+                Ok(RouteTarget::Via(pi, gw))
+            }
+        }
+    }
+}
+
+fn validate_neighbors(neighbors: &[NeighborSection], t: &mut Tables) -> Result<(), ConfigError> {
+    for (i, n) in neighbors.iter().enumerate() {
+        let f = |x: &str| format!("neighbor[{i}].{x}");
+        let ip: IpAddr = n.ip.parse().map_err(|_| ConfigError {
+            field: f("ip"),
+            reason: format!("'{}' is not an IP address", n.ip),
+        })?;
+        let mac = parse_mac(&n.mac).map_err(|r| ConfigError {
+            field: f("mac"),
+            reason: r,
+        })?;
+        let Some(port) = t.port_id(&n.port) else {
+            return err(f("port"), format!("unknown port '{}'", n.port));
+        };
+        if t.neighbors
+            .insert(ip_key(ip), Neighbor { mac, port })
+            .is_some()
+        {
+            return err(f("ip"), format!("{ip} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+impl ReorderSection {
+    /// `[reorder]`: the core's limits.
+    fn validate(&self) -> Result<ReorderConfig, ConfigError> {
+        let rcfg = ReorderConfig {
+            window: self.window,
+            max_streams: self.max_streams,
+            max_rings: self.max_rings,
+            max_held_bytes: self.max_held_mib.saturating_mul(1 << 20),
+            hold_timeout_ns: self.hold_timeout_us.saturating_mul(1000),
+            learn_ns: self.learn_us.saturating_mul(1000),
+            idle_evict_ns: self.idle_evict_ms.saturating_mul(1_000_000),
+            max_reads: self.max_reads,
+        };
+        if let Err(e) = rcfg.check() {
+            let field = if e.starts_with("window") {
+                "reorder.window"
+            } else {
+                "reorder"
+            };
+            return err(field, e);
+        }
+        if self.hold_timeout_us == 0 {
+            return err("reorder.hold_timeout_us", "must be at least 1");
+        }
+        Ok(rcfg)
+    }
+}
+
+/// Each port's own hold timeout (downlinks only), in ns.
+fn port_timeouts(ports: &[PortSection]) -> Result<Vec<Option<u64>>, ConfigError> {
+    let mut out = Vec::with_capacity(ports.len());
+    for (i, p) in ports.iter().enumerate() {
+        match p.hold_timeout_us {
+            Some(0) => return err(format!("port[{i}].hold_timeout_us"), "must be at least 1"),
+            Some(_) if p.role.value() != Some(Role::Downlink) => {
+                return err(
+                    format!("port[{i}].hold_timeout_us"),
+                    "only downlinks reorder",
+                )
+            }
+            v => out.push(v.map(|us| us.saturating_mul(1000))),
+        }
+    }
+    Ok(out)
+}
+
+/// Parses `ADDRESS/LENGTH` keeping the host address.
+fn parse_host_prefix(s: &str) -> Result<(IpAddr, u8), String> {
+    let pre: Prefix = s.parse()?;
+    let (a, _) = s.split_once('/').unwrap_or((s, ""));
+    let ip: IpAddr = a
+        .parse()
+        .map_err(|_| format!("'{a}' is not an IP address"))?;
+    if ip == pre.addr && pre.len < if ip.is_ipv4() { 31 } else { 127 } {
+        return Err(format!(
+            "{s} is a network address, not an address of the switch"
+        ));
+    }
+    Ok((ip, pre.len))
+}
