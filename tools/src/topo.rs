@@ -20,6 +20,7 @@ use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::Port;
 use sprayswitch::switch::{Stopped, Switch};
+use sprayswitch::wire::format_mac;
 use sprayswitch::worker::IdlePolicy;
 use sprayswitch_control::config::Choice;
 use sprayswitch_control::Config;
@@ -175,14 +176,6 @@ pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
     [0x02, 0x5a, rack, kind, 0, i as u8]
 }
 
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn fmt_mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
 /// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
 pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
     tor_config_ports(spec, rack, "mem", "mem", None)
@@ -320,7 +313,7 @@ fn tor_config_ports(
     for i in 1..=spec.hosts {
         s += &format!(
             "[[port]]\nname = \"h{i}\"\nbackend = \"{host_backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
-            fmt_mac(mac(rack, 1, i))
+            format_mac(mac(rack, 1, i))
         );
         if let Some(prefix) = host_prefix {
             s += &format!("interface = \"{prefix}{i}\"\n");
@@ -330,8 +323,8 @@ fn tor_config_ports(
     for (p, _) in spec.paths.iter().enumerate() {
         s += &format!(
             "[[port]]\nname = \"u{p}\"\nbackend = \"{uplink_backend}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
-            fmt_mac(mac(rack, 2, p)),
-            fmt_mac(mac(other, 2, p))
+            format_mac(mac(rack, 2, p)),
+            format_mac(mac(other, 2, p))
         );
         members.push(format!("\"u{p}\""));
     }

@@ -16,6 +16,7 @@ mod choice;
 mod validate;
 
 pub use choice::{BackendKind, Choice, XdpModeChoice};
+pub use sprayswitch::wire::parse_mac;
 
 /// The embedded default configuration (ToR "tor-a" of the demo rack pair).
 pub const DEFAULT_CONFIG: &str = include_str!("../../default.toml");
@@ -296,27 +297,6 @@ pub struct Validated {
     pub reorder: Option<ReorderConfig>,
     /// Hold timeout override of each port, in table order.
     pub port_timeouts: Vec<Option<u64>>,
-}
-
-/// Parses a MAC address `aa:bb:cc:dd:ee:ff`.
-///
-/// # Errors
-/// A reason, when it is not six hex bytes.
-pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    if parts.len() != 6 {
-        return Err(format!(
-            "'{s}' is not a MAC address (six hex bytes, aa:bb:cc:dd:ee:ff)"
-        ));
-    }
-    let mut m = [0u8; 6];
-    for (i, p) in parts.iter().enumerate() {
-        m[i] = u8::from_str_radix(p, 16)
-            .ok()
-            .filter(|_| p.len() == 2)
-            .ok_or_else(|| format!("'{s}' is not a MAC address (bad byte '{p}')"))?;
-    }
-    Ok(m)
 }
 
 impl Config {

@@ -21,6 +21,7 @@ pub mod cnp;
 pub mod ext;
 pub mod frame;
 pub mod icrc;
+pub mod mac;
 pub mod opcode;
 pub mod psn;
 pub mod reth;
@@ -37,6 +38,7 @@ pub use ext::{
     IethRepr, ImmDt, ImmDtRepr,
 };
 pub use frame::{ExtRepr, IpRepr, RoceFrameRepr};
+pub use mac::{format_mac, parse_mac};
 pub use opcode::{Direction, ExtLayout, Opcode, Segment, Transport};
 pub use psn::{Pmtu, Psn};
 pub use reth::{Reth, RethRepr};

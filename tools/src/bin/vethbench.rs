@@ -27,7 +27,9 @@ use sprayswitch::port::xdp::bpf::CountingSink;
 use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::time::now_ns;
-use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
+use sprayswitch::wire::{
+    format_mac, BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr,
+};
 
 #[derive(Parser)]
 #[command(
@@ -69,13 +71,6 @@ const S_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 1];
 const P0_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 2];
 const P1_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 3];
 const R_MAC: [u8; 6] = [2, 0x5b, 0, 0, 0, 4];
-
-fn mac_str(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
 
 fn sh(args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new(args[0])
@@ -127,14 +122,14 @@ impl Topo {
             "add",
             "s0",
             "address",
-            &mac_str(S_MAC),
+            &format_mac(S_MAC),
             "type",
             "veth",
             "peer",
             "name",
             "p0",
             "address",
-            &mac_str(P0_MAC),
+            &format_mac(P0_MAC),
             "netns",
             &t.w,
         ])?;
@@ -146,14 +141,14 @@ impl Topo {
             "add",
             "r0",
             "address",
-            &mac_str(R_MAC),
+            &format_mac(R_MAC),
             "type",
             "veth",
             "peer",
             "name",
             "p1",
             "address",
-            &mac_str(P1_MAC),
+            &format_mac(P1_MAC),
             "netns",
             &t.w,
         ])?;
@@ -440,9 +435,9 @@ fn switch_config(backend: &str, burst: usize) -> String {
          [[port]]\nname = \"p0\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.1.0.1/24\"]\n\
          [[port]]\nname = \"p1\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.2.0.1/24\"]\n\
          [[neighbor]]\nip = \"10.2.0.2\"\nmac = \"{}\"\nport = \"p1\"\n",
-        mac_str(P0_MAC),
-        mac_str(P1_MAC),
-        mac_str(R_MAC)
+        format_mac(P0_MAC),
+        format_mac(P1_MAC),
+        format_mac(R_MAC)
     )
 }
 
@@ -544,7 +539,7 @@ fn run_case(t: &Topo, cli: &Cli, case: &'static str, size: usize) -> anyhow::Res
                 "replace",
                 "10.2.0.2",
                 "lladdr",
-                &mac_str(R_MAC),
+                &format_mac(R_MAC),
                 "dev",
                 "p1",
                 "nud",

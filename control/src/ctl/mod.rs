@@ -1,6 +1,8 @@
 //! The control side of a running switch: requests from `sprayctl`, reloads, Prometheus
 //! metrics, and periodic work. [`Control`] owns the switch and its configuration; workers only
-//! ever see immutable table snapshots it publishes (never a lock per packet).
+//! ever see immutable table snapshots it publishes (never a lock per packet). This file holds
+//! the requests, reloads and periodic work; `show` renders the `show` answers and `metrics`
+//! the Prometheus exposition.
 //!
 //! # Protocol
 //!
@@ -28,21 +30,20 @@
 //! leave something out (`show streams`, `neighbors` or `hosts` when a worker did not answer
 //! within [`QUERY_TIMEOUT`]) carries `"warnings":["..."]` next to its data.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use sprayswitch::counters::{Kind, Row, Scope};
-use sprayswitch::engine::Role;
-use sprayswitch::engine::{ip_key, DropReason, RouteTarget, SprayPolicy, Tables};
+use sprayswitch::engine::{SprayPolicy, Tables};
 use sprayswitch::pcap::PcapWriter;
-use sprayswitch::reorder::StreamKey;
 use sprayswitch::switch::{Gathered, Switch};
 use sprayswitch::time::wall_ns;
 
 use crate::config::{Config, Validated};
+
+mod metrics;
+mod show;
 
 /// A request on the control socket.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -100,18 +101,6 @@ pub const NEIGHBOR_MAX_AGE: Duration = Duration::from_secs(300);
 
 /// How long `show streams`, `show neighbors` and `show hosts` wait for the workers' answers.
 pub const QUERY_TIMEOUT: Duration = Duration::from_millis(500);
-
-fn mac(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-fn key_ip(k: u128) -> IpAddr {
-    let a = std::net::Ipv6Addr::from(k);
-    a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4)
-}
 
 /// The control side of one running switch.
 pub struct Control {
@@ -398,353 +387,6 @@ impl Control {
             );
             self.evictions_seen = ev;
         }
-    }
-
-    fn show(&mut self, what: &str, top: Option<usize>, qp: Option<u32>) -> Result<Value, String> {
-        let t = self.switch.tables();
-        let s = self.switch.stats();
-        Ok(match what {
-            "ports" => Value::Array(
-                t.ports
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| {
-                        let c = s.ports.get(i).cloned().unwrap_or_default();
-                        let mut o = json!({
-                            "name": p.name,
-                            "role": format!("{:?}", p.role).to_lowercase(),
-                            "mac": mac(p.mac),
-                            "mtu": p.mtu,
-                            "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
-                            "admin": if p.admin_up { "up" } else { "down" },
-                        });
-                        add_rows(
-                            &mut o,
-                            c.rows()
-                                .iter()
-                                .filter(|r| r.scope == Scope::Port || p.role == Role::Downlink),
-                        );
-                        o
-                    })
-                    .collect(),
-            ),
-            "uplinks" => Value::Array(
-                t.groups
-                    .iter()
-                    .flat_map(|g| {
-                        g.ports.iter().enumerate().map(|(k, &id)| {
-                            let p = &t.ports[usize::from(id)];
-                            let c = s.ports.get(usize::from(id)).cloned().unwrap_or_default();
-                            json!({
-                                "group": g.name,
-                                "port": p.name,
-                                "weight": g.weights.get(k).copied().unwrap_or(1),
-                                "link": if self.switch.port_up(id) { "up" } else { "down" },
-                                "admin": if p.admin_up { "up" } else { "down" },
-                                "backlog": self.switch.port_backlog(id),
-                                "tx_pkts": c.tx_pkts,
-                            })
-                        })
-                    })
-                    .collect(),
-            ),
-            "routes" => Value::Array(
-                t.fib
-                    .iter()
-                    .map(|(pre, target)| {
-                        let (kind, via) = match target {
-                            RouteTarget::Connected(p) => {
-                                ("connected", t.ports[usize::from(*p)].name.clone())
-                            }
-                            RouteTarget::Via(p, gw) => {
-                                ("via", format!("{gw} on {}", t.ports[usize::from(*p)].name))
-                            }
-                            RouteTarget::Group(g) => {
-                                ("group", t.groups[usize::from(*g)].name.clone())
-                            }
-                        };
-                        json!({"prefix": pre.to_string(), "kind": kind, "target": via})
-                    })
-                    .collect(),
-            ),
-            "neighbors" => {
-                let mut rows: Vec<Value> = t
-                    .neighbors
-                    .iter()
-                    .map(|(k, n)| {
-                        json!({"ip": key_ip(*k).to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "static"})
-                    })
-                    .collect();
-                let learned = self.switch.learned_neighbors(QUERY_TIMEOUT);
-                for (ip, n) in self.gathered(learned, "learned neighbours") {
-                    if !t.neighbors.contains_key(&ip_key(ip)) {
-                        rows.push(json!({"ip": ip.to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "learned"}));
-                    }
-                }
-                Value::Array(rows)
-            }
-            "streams" => {
-                let top = top.unwrap_or(20).min(10_000);
-                let want = if qp.is_some() { 100_000 } else { top };
-                let rows = self.switch.streams(want, QUERY_TIMEOUT);
-                let rows = self.gathered(rows, "streams");
-                Value::Array(
-                    rows.into_iter()
-                        .filter(|r| match (qp, r.key) {
-                            (None, _) => true,
-                            (Some(q), StreamKey::Request { qpn, .. }) => qpn == q,
-                            (Some(_), StreamKey::Response { .. }) => false,
-                        })
-                        .take(top)
-                        .map(|r| {
-                            let (kind, host, peer) = match r.key {
-                                StreamKey::Request { local, qpn } => {
-                                    ("request", key_ip(local).to_string(), format!("qpn {qpn}"))
-                                }
-                                StreamKey::Response {
-                                    local,
-                                    remote,
-                                    remote_qpn,
-                                } => (
-                                    "response",
-                                    key_ip(local).to_string(),
-                                    format!("{} qpn {remote_qpn}", key_ip(remote)),
-                                ),
-                            };
-                            json!({
-                                "kind": kind, "host": host, "peer": peer,
-                                "expected_psn": r.expected.value(),
-                                "held": r.stats.held, "released": r.stats.released,
-                                "max_depth": r.stats.max_depth, "late": r.stats.late,
-                                "duplicates": r.stats.duplicates, "overflows": r.stats.overflows,
-                                "timeouts": r.stats.timeouts, "resyncs": r.stats.resyncs,
-                                "restarts": r.stats.restarts,
-                            })
-                        })
-                        .collect(),
-                )
-            }
-            "counters" => {
-                let drops: serde_json::Map<String, Value> = DropReason::ALL
-                    .iter()
-                    .map(|r| (r.name().to_string(), json!(s.dropped(*r))))
-                    .collect();
-                let mut o = json!({
-                    "generation": t.generation,
-                    "spray_policy": t.policy.name(),
-                });
-                let rows = s.rows();
-                add_rows(&mut o, rows.iter().filter(|r| r.scope != Scope::Worker));
-                o["drops"] = Value::Object(drops);
-                let mut reorder = json!({});
-                add_rows(&mut reorder, s.reorder.rows().iter());
-                o["reorder"] = reorder;
-                o
-            }
-            "hosts" => Value::Array(self.hosts(&t, &s)),
-            other => {
-                return Err(format!(
-                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters or hosts"
-            ))
-            }
-        })
-    }
-
-    /// Per downlink: what its host reported (NAKs, CNPs) next to what the reorder stage saw on
-    /// the way to it (hold timeouts = fabric loss, late and duplicate = retransmissions reaching
-    /// the host).
-    fn hosts(&mut self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
-        let rows = self.switch.streams(100_000, QUERY_TIMEOUT);
-        let rows = self.gathered(rows, "streams (in the reorder sums)");
-        t.ports
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.role == sprayswitch::engine::Role::Downlink)
-            .map(|(i, p)| {
-                let mine = rows.iter().filter(|r| {
-                    let local = match r.key {
-                        StreamKey::Request { local, .. } | StreamKey::Response { local, .. } => local,
-                    };
-                    matches!(t.fib.lookup(key_ip(local)), Some((_, RouteTarget::Connected(x))) if usize::from(*x) == i)
-                });
-                let (mut timeouts, mut retrans, mut resyncs, mut streams, mut held) = (0u64, 0u64, 0u64, 0u64, 0u64);
-                for r in mine {
-                    streams += 1;
-                    timeouts += r.stats.timeouts;
-                    retrans += r.stats.late + r.stats.duplicates;
-                    resyncs += r.stats.resyncs;
-                    held += r.stats.held;
-                }
-                let c = s.ports.get(i).cloned().unwrap_or_default();
-                json!({
-                    "port": p.name,
-                    "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
-                    "host_naks": c.host_naks,
-                    "host_cnps": c.host_cnps,
-                    "retransmissions_seen": retrans,
-                    "hold_timeouts": timeouts,
-                    "resyncs": resyncs,
-                    "streams": streams,
-                    "held_now": held,
-                })
-            })
-            .collect()
-    }
-
-    /// Prometheus text exposition of every counter.
-    pub fn metrics(&self) -> String {
-        let t = self.switch.tables();
-        let s = self.switch.stats();
-        let mut m = Metrics::default();
-        for row in s.rows().iter().filter(|r| r.scope != Scope::Worker) {
-            m.row(row, &[]);
-        }
-        for r in DropReason::ALL {
-            m.counter(
-                "sprayswitch_drop_packets_total",
-                "Packets dropped, by reason (see each reason in `show counters`'s drops).",
-                &[("reason", r.name())],
-                s.dropped(r),
-            );
-        }
-        for (i, p) in t.ports.iter().enumerate() {
-            let c = s.ports.get(i).cloned().unwrap_or_default();
-            let role = if p.role == Role::Uplink {
-                "uplink"
-            } else {
-                "downlink"
-            };
-            let l = [("port", p.name.as_str()), ("role", role)];
-            for row in c.rows() {
-                match row.scope {
-                    Scope::Downlink if p.role == Role::Downlink => m.row(&row, &l[..1]),
-                    Scope::Downlink => {}
-                    _ => m.row(&row, &l),
-                }
-            }
-            m.gauge(
-                "sprayswitch_port_up",
-                "1 when the port's carrier is up.",
-                &l,
-                u64::from(self.switch.port_up(i as u16)),
-            );
-            m.gauge(
-                "sprayswitch_port_admin_up",
-                "1 when the port is administratively up.",
-                &l,
-                u64::from(p.admin_up),
-            );
-            m.gauge(
-                "sprayswitch_port_tx_backlog_packets",
-                "Packets queued towards a port.",
-                &l,
-                self.switch.port_backlog(i as u16) as u64,
-            );
-        }
-        for (w, ws) in self.switch.worker_stats().iter().enumerate() {
-            let id = w.to_string();
-            let l = [("worker", id.as_str())];
-            for row in ws.rows() {
-                match row.scope {
-                    Scope::Worker => m.row(&row, &l),
-                    // The summed series has no label; its per-worker series is named for the
-                    // worker.
-                    Scope::SwitchAndWorker => {
-                        let name = row
-                            .metric
-                            .replacen("sprayswitch_", "sprayswitch_worker_", 1);
-                        m.named_row(&name, &row, &l)
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for row in s.reorder.rows() {
-            m.row(&row, &[]);
-        }
-        if let Some(h) = self.switch.hold_histogram() {
-            m.histogram_ns(
-                "sprayswitch_reorder_hold_seconds",
-                "Time packets were held.",
-                &h,
-            );
-        }
-        m.text
-    }
-}
-
-/// Adds `rows` to the JSON object `o`, each under its field name.
-fn add_rows<'a>(o: &mut Value, rows: impl Iterator<Item = &'a Row>) {
-    if let Value::Object(m) = o {
-        for r in rows {
-            m.insert(r.name.to_string(), json!(r.value));
-        }
-    }
-}
-
-#[derive(Default)]
-struct Metrics {
-    text: String,
-    declared: std::collections::HashSet<String>,
-}
-
-impl Metrics {
-    fn head(&mut self, name: &str, help: &str, kind: &str) {
-        if self.declared.insert(name.to_string()) {
-            self.text += &format!("# HELP {name} {help}\n# TYPE {name} {kind}\n");
-        }
-    }
-
-    fn labels(l: &[(&str, &str)]) -> String {
-        if l.is_empty() {
-            return String::new();
-        }
-        let parts: Vec<String> = l
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-            .collect();
-        format!("{{{}}}", parts.join(","))
-    }
-
-    fn counter(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
-        self.head(name, help, "counter");
-        self.text += &format!("{name}{} {v}\n", Self::labels(l));
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, l: &[(&str, &str)], v: u64) {
-        self.head(name, help, "gauge");
-        self.text += &format!("{name}{} {v}\n", Self::labels(l));
-    }
-
-    fn row(&mut self, r: &Row, l: &[(&str, &str)]) {
-        self.named_row(r.metric, r, l);
-    }
-
-    /// Row `r` exported under `name`.
-    fn named_row(&mut self, name: &str, r: &Row, l: &[(&str, &str)]) {
-        match r.kind {
-            Kind::Counter => self.counter(name, r.help, l, r.value),
-            Kind::Gauge | Kind::Max => self.gauge(name, r.help, l, r.value),
-        }
-    }
-
-    fn histogram_ns(&mut self, name: &str, help: &str, h: &hdrhistogram::Histogram<u64>) {
-        self.head(name, help, "histogram");
-        let mut sum = 0f64;
-        for v in h.iter_recorded() {
-            sum += v.value_iterated_to() as f64 * v.count_at_value() as f64;
-        }
-        for le_us in [1u64, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000] {
-            let n: u64 = h
-                .iter_recorded()
-                .filter(|v| v.value_iterated_to() <= le_us * 1000)
-                .map(|v| v.count_at_value())
-                .sum();
-            self.text += &format!("{name}_bucket{{le=\"{}\"}} {n}\n", le_us as f64 / 1e6);
-        }
-        self.text += &format!("{name}_bucket{{le=\"+Inf\"}} {}\n", h.len());
-        self.text += &format!("{name}_sum {}\n", sum / 1e9);
-        self.text += &format!("{name}_count {}\n", h.len());
     }
 }
 

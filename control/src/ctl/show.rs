@@ -1,0 +1,223 @@
+//! `show` answers: ports, uplinks, routes, neighbours, streams, counters and hosts as JSON.
+
+use std::net::IpAddr;
+
+use serde_json::{json, Value};
+use sprayswitch::counters::{Row, Scope};
+use sprayswitch::engine::{ip_key, DropReason, Role, RouteTarget, Tables};
+use sprayswitch::reorder::StreamKey;
+use sprayswitch::wire::format_mac as mac;
+
+use super::{Control, QUERY_TIMEOUT};
+
+fn key_ip(k: u128) -> IpAddr {
+    let a = std::net::Ipv6Addr::from(k);
+    a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4)
+}
+
+impl Control {
+    pub(super) fn show(
+        &mut self,
+        what: &str,
+        top: Option<usize>,
+        qp: Option<u32>,
+    ) -> Result<Value, String> {
+        let t = self.switch.tables();
+        let s = self.switch.stats();
+        Ok(match what {
+            "ports" => Value::Array(
+                t.ports
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
+                        let c = s.ports.get(i).cloned().unwrap_or_default();
+                        let mut o = json!({
+                            "name": p.name,
+                            "role": format!("{:?}", p.role).to_lowercase(),
+                            "mac": mac(p.mac),
+                            "mtu": p.mtu,
+                            "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
+                            "admin": if p.admin_up { "up" } else { "down" },
+                        });
+                        add_rows(
+                            &mut o,
+                            c.rows()
+                                .iter()
+                                .filter(|r| r.scope == Scope::Port || p.role == Role::Downlink),
+                        );
+                        o
+                    })
+                    .collect(),
+            ),
+            "uplinks" => Value::Array(
+                t.groups
+                    .iter()
+                    .flat_map(|g| {
+                        g.ports.iter().enumerate().map(|(k, &id)| {
+                            let p = &t.ports[usize::from(id)];
+                            let c = s.ports.get(usize::from(id)).cloned().unwrap_or_default();
+                            json!({
+                                "group": g.name,
+                                "port": p.name,
+                                "weight": g.weights.get(k).copied().unwrap_or(1),
+                                "link": if self.switch.port_up(id) { "up" } else { "down" },
+                                "admin": if p.admin_up { "up" } else { "down" },
+                                "backlog": self.switch.port_backlog(id),
+                                "tx_pkts": c.tx_pkts,
+                            })
+                        })
+                    })
+                    .collect(),
+            ),
+            "routes" => Value::Array(
+                t.fib
+                    .iter()
+                    .map(|(pre, target)| {
+                        let (kind, via) = match target {
+                            RouteTarget::Connected(p) => {
+                                ("connected", t.ports[usize::from(*p)].name.clone())
+                            }
+                            RouteTarget::Via(p, gw) => {
+                                ("via", format!("{gw} on {}", t.ports[usize::from(*p)].name))
+                            }
+                            RouteTarget::Group(g) => {
+                                ("group", t.groups[usize::from(*g)].name.clone())
+                            }
+                        };
+                        json!({"prefix": pre.to_string(), "kind": kind, "target": via})
+                    })
+                    .collect(),
+            ),
+            "neighbors" => {
+                let mut rows: Vec<Value> = t
+                    .neighbors
+                    .iter()
+                    .map(|(k, n)| {
+                        json!({"ip": key_ip(*k).to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "static"})
+                    })
+                    .collect();
+                let learned = self.switch.learned_neighbors(QUERY_TIMEOUT);
+                for (ip, n) in self.gathered(learned, "learned neighbours") {
+                    if !t.neighbors.contains_key(&ip_key(ip)) {
+                        rows.push(json!({"ip": ip.to_string(), "mac": mac(n.mac), "port": t.ports[usize::from(n.port)].name, "kind": "learned"}));
+                    }
+                }
+                Value::Array(rows)
+            }
+            "streams" => {
+                let top = top.unwrap_or(20).min(10_000);
+                let want = if qp.is_some() { 100_000 } else { top };
+                let rows = self.switch.streams(want, QUERY_TIMEOUT);
+                let rows = self.gathered(rows, "streams");
+                Value::Array(
+                    rows.into_iter()
+                        .filter(|r| match (qp, r.key) {
+                            (None, _) => true,
+                            (Some(q), StreamKey::Request { qpn, .. }) => qpn == q,
+                            (Some(_), StreamKey::Response { .. }) => false,
+                        })
+                        .take(top)
+                        .map(|r| {
+                            let (kind, host, peer) = match r.key {
+                                StreamKey::Request { local, qpn } => {
+                                    ("request", key_ip(local).to_string(), format!("qpn {qpn}"))
+                                }
+                                StreamKey::Response {
+                                    local,
+                                    remote,
+                                    remote_qpn,
+                                } => (
+                                    "response",
+                                    key_ip(local).to_string(),
+                                    format!("{} qpn {remote_qpn}", key_ip(remote)),
+                                ),
+                            };
+                            json!({
+                                "kind": kind, "host": host, "peer": peer,
+                                "expected_psn": r.expected.value(),
+                                "held": r.stats.held, "released": r.stats.released,
+                                "max_depth": r.stats.max_depth, "late": r.stats.late,
+                                "duplicates": r.stats.duplicates, "overflows": r.stats.overflows,
+                                "timeouts": r.stats.timeouts, "resyncs": r.stats.resyncs,
+                                "restarts": r.stats.restarts,
+                            })
+                        })
+                        .collect(),
+                )
+            }
+            "counters" => {
+                let drops: serde_json::Map<String, Value> = DropReason::ALL
+                    .iter()
+                    .map(|r| (r.name().to_string(), json!(s.dropped(*r))))
+                    .collect();
+                let mut o = json!({
+                    "generation": t.generation,
+                    "spray_policy": t.policy.name(),
+                });
+                let rows = s.rows();
+                add_rows(&mut o, rows.iter().filter(|r| r.scope != Scope::Worker));
+                o["drops"] = Value::Object(drops);
+                let mut reorder = json!({});
+                add_rows(&mut reorder, s.reorder.rows().iter());
+                o["reorder"] = reorder;
+                o
+            }
+            "hosts" => Value::Array(self.hosts(&t, &s)),
+            other => {
+                return Err(format!(
+                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters or hosts"
+            ))
+            }
+        })
+    }
+
+    /// Per downlink: what its host reported (NAKs, CNPs) next to what the reorder stage saw on
+    /// the way to it (hold timeouts = fabric loss, late and duplicate = retransmissions reaching
+    /// the host).
+    fn hosts(&mut self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
+        let rows = self.switch.streams(100_000, QUERY_TIMEOUT);
+        let rows = self.gathered(rows, "streams (in the reorder sums)");
+        t.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == sprayswitch::engine::Role::Downlink)
+            .map(|(i, p)| {
+                let mine = rows.iter().filter(|r| {
+                    let local = match r.key {
+                        StreamKey::Request { local, .. } | StreamKey::Response { local, .. } => local,
+                    };
+                    matches!(t.fib.lookup(key_ip(local)), Some((_, RouteTarget::Connected(x))) if usize::from(*x) == i)
+                });
+                let (mut timeouts, mut retrans, mut resyncs, mut streams, mut held) = (0u64, 0u64, 0u64, 0u64, 0u64);
+                for r in mine {
+                    streams += 1;
+                    timeouts += r.stats.timeouts;
+                    retrans += r.stats.late + r.stats.duplicates;
+                    resyncs += r.stats.resyncs;
+                    held += r.stats.held;
+                }
+                let c = s.ports.get(i).cloned().unwrap_or_default();
+                json!({
+                    "port": p.name,
+                    "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
+                    "host_naks": c.host_naks,
+                    "host_cnps": c.host_cnps,
+                    "retransmissions_seen": retrans,
+                    "hold_timeouts": timeouts,
+                    "resyncs": resyncs,
+                    "streams": streams,
+                    "held_now": held,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Adds `rows` to the JSON object `o`, each under its field name.
+fn add_rows<'a>(o: &mut Value, rows: impl Iterator<Item = &'a Row>) {
+    if let Value::Object(m) = o {
+        for r in rows {
+            m.insert(r.name.to_string(), json!(r.value));
+        }
+    }
+}
