@@ -99,7 +99,7 @@ pub mod frames {
     use sprayswitch::port::Pkt;
     use sprayswitch::wire::frame::ipv4_header_checksum;
     use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
-    use sprayswitch_tools::topo::Host;
+    use sprayswitch_tools::rack::topo::Host;
 
     /// An RC RDMA WRITE packet from `h` to `dst` (through the gateway) with QP, PSN and a
     /// payload whose first 4 bytes carry `tag`.

@@ -27,7 +27,7 @@ use sprayswitch_control::server::ControlServer;
 use sprayswitch_control::{Config, DEFAULT_CONFIG};
 use sprayswitch_tests::frames::{roce_write, tag_of};
 use sprayswitch_tests::{bin_dir, shared_cpu_reorder};
-use sprayswitch_tools::topo::{RackPair, RackPairSpec};
+use sprayswitch_tools::rack::topo::{RackPair, RackPairSpec};
 
 fn tmp(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ssw-ctl-{tag}-{}", std::process::id()));

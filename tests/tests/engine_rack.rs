@@ -10,7 +10,7 @@ use sprayswitch::port::{Pkt, Port};
 use sprayswitch::wire::{classify, FrameClass, L4Summary, Pmtu};
 use sprayswitch_tests::frames::*;
 use sprayswitch_tests::wait_for;
-use sprayswitch_tools::topo::{Host, PathSpec, RackPair, RackPairSpec};
+use sprayswitch_tools::rack::topo::{Host, PathSpec, RackPair, RackPairSpec};
 
 fn send(h: &mut Host, p: Pkt) {
     let mut v = vec![p];

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::{Pmtu, Psn};
-use sprayswitch_tools::rnic::{
+use sprayswitch_tools::rack::topo::{PathSpec, RackPair, RackPairSpec};
+use sprayswitch_tools::traffic::rnic::{
     Endpoint, Requester, RequesterStats, Responder, ResponderStats, Work,
 };
-use sprayswitch_tools::topo::{PathSpec, RackPair, RackPairSpec};
 
 struct Outcome {
     streams_b: Vec<sprayswitch::reorder::StreamRow>,

@@ -1,8 +1,8 @@
 //! A short demo run: the ordering of its results must hold (spray with reorder well above ECMP
 //! when ECMP collides, never worse with many QPs, and the Go-Back-N collapse without reorder).
 
-use sprayswitch_tools::demo::{run, workloads, DemoOpts, Mode};
-use sprayswitch_tools::rnic::ReceiverMode;
+use sprayswitch_tools::rack::demo::{run, workloads, DemoOpts, Mode};
+use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[test]
 fn a_short_demo_orders_its_results_as_expected() {

@@ -17,8 +17,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sprayswitch::pcap::CaptureReader;
 use sprayswitch::wire::Pmtu;
-use sprayswitch_tools::decode::{decode, human_line};
-use sprayswitch_tools::CapturePair;
+use sprayswitch_tools::capture::decode::{decode, human_line};
+use sprayswitch_tools::capture::CapturePair;
 
 #[derive(Parser)]
 #[command(
@@ -106,25 +106,25 @@ fn read_pair(a: &PathBuf, b: &PathBuf, pair: &mut impl CapturePair) -> anyhow::R
 }
 
 fn run_loop(a: &PathBuf, b: &PathBuf, quiet_us: u64, json: bool) -> anyhow::Result<()> {
-    let mut l = sprayswitch_tools::ackloop::AckLoop::default();
+    let mut l = sprayswitch_tools::capture::ackloop::AckLoop::default();
     read_pair(a, b, &mut l)?;
     let r = l.report(quiet_us.saturating_mul(1_000));
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
-        println!("{}", sprayswitch_tools::ackloop::human(&r));
+        println!("{}", sprayswitch_tools::capture::ackloop::human(&r));
     }
     Ok(())
 }
 
 fn run_transit(a: &PathBuf, b: &PathBuf, json: bool) -> anyhow::Result<()> {
-    let mut t = sprayswitch_tools::transit::Transit::default();
+    let mut t = sprayswitch_tools::capture::transit::Transit::default();
     read_pair(a, b, &mut t)?;
     let r = t.report();
     if json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
-        println!("{}", sprayswitch_tools::transit::human(&r));
+        println!("{}", sprayswitch_tools::capture::transit::human(&r));
     }
     Ok(())
 }
@@ -132,7 +132,7 @@ fn run_transit(a: &PathBuf, b: &PathBuf, json: bool) -> anyhow::Result<()> {
 fn run_analyze(file: &PathBuf, json: bool) -> anyhow::Result<()> {
     let mut reader =
         CaptureReader::open(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let mut a = sprayswitch_tools::analyze::Analyzer::default();
+    let mut a = sprayswitch_tools::capture::analyze::Analyzer::default();
     while reader
         .next_frame(|f| a.add(f.data))
         .with_context(|| format!("{}", file.display()))?
@@ -144,7 +144,7 @@ fn run_analyze(file: &PathBuf, json: bool) -> anyhow::Result<()> {
         let line = if json {
             serde_json::to_string(&r)?
         } else {
-            sprayswitch_tools::analyze::human(&r)
+            sprayswitch_tools::capture::analyze::human(&r)
         };
         if writeln!(out, "{line}").is_err() {
             return Ok(());

@@ -14,8 +14,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use sprayswitch::port::Port;
 use sprayswitch::wire::Pmtu;
-use sprayswitch_tools::gen::{run_requester, run_responder, GenOpts, Local, Op};
-use sprayswitch_tools::rnic::ReceiverMode;
+use sprayswitch_tools::traffic::gen::{run_requester, run_responder, GenOpts, Local, Op};
+use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Backend {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use hdrhistogram::serialization::V2DeflateSerializer;
-use sprayswitch_tools::lat::{line, measure, LatOpts};
+use sprayswitch_tools::traffic::lat::{line, measure, LatOpts};
 
 #[derive(Parser)]
 #[command(
@@ -87,8 +87,8 @@ fn measure_real(
     rx: &str,
     to: std::net::Ipv4Addr,
 ) -> anyhow::Result<hdrhistogram::Histogram<u64>> {
-    use sprayswitch_tools::gen::{resolve, Local};
-    use sprayswitch_tools::lat::probe_path;
+    use sprayswitch_tools::traffic::gen::{resolve, Local};
+    use sprayswitch_tools::traffic::lat::probe_path;
     use std::net::IpAddr;
     let (mut txp, ip, mac, gw) = open_real(tx)?;
     let (mut rxp, ..) = open_real(rx)?;

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use sprayswitch::port::Port;
 use sprayswitch::worker::IdlePolicy;
-use sprayswitch_tools::fabric::{parse_path, Fabric};
+use sprayswitch_tools::rack::fabric::{parse_path, Fabric};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Backend {

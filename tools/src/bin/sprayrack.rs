@@ -1,11 +1,11 @@
 //! `sprayrack`: writes the configuration of one ToR of a rack pair, for the network-namespace
 //! topology of `scripts/netns-rack.sh` (interfaces named like the ports: `h1`.., `u0`..;
-//! addresses and MACs as the in-process rack pair uses them, see `sprayswitch_tools::topo`).
+//! addresses and MACs as the in-process rack pair uses them, see `sprayswitch_tools::rack::topo`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
-use sprayswitch_tools::topo::{tor_config_text, PathSpec, RackPairSpec, TorArgs};
+use sprayswitch_tools::rack::topo::{tor_config_text, PathSpec, RackPairSpec, TorArgs};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Rack {

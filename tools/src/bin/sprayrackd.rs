@@ -1,6 +1,6 @@
 //! `sprayrackd`: a rack pair in one process, its hosts on real interfaces: two sprayswitch ToRs
 //! and the fabric emulator's paths between them, driven by one thread (see
-//! `sprayswitch_tools::rack`). Each ToR answers `sprayctl` on its own control socket.
+//! `sprayswitch_tools::rack::real`). Each ToR answers `sprayctl` on its own control socket.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use sprayswitch_control::server::ControlServer;
-use sprayswitch_tools::fabric::parse_impairments;
-use sprayswitch_tools::rack::{OneRack, OneRackSpec};
-use sprayswitch_tools::topo::{RackPairSpec, TorArgs};
+use sprayswitch_tools::rack::fabric::parse_impairments;
+use sprayswitch_tools::rack::real::{OneRack, OneRackSpec};
+use sprayswitch_tools::rack::topo::{RackPairSpec, TorArgs};
 
 #[derive(Parser)]
 #[command(

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sprayswitch_tools::demo::{run, svg, table, workloads, DemoOpts, Mode};
-use sprayswitch_tools::rnic::ReceiverMode;
+use sprayswitch_tools::rack::demo::{run, svg, table, workloads, DemoOpts, Mode};
+use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[derive(Parser)]
 #[command(

@@ -17,7 +17,8 @@ use serde::Serialize;
 use sprayswitch::engine::ip_key;
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
 
-use crate::{quantile_us, CapturePair};
+use super::CapturePair;
+use crate::percentile::quantile_us;
 
 /// The identity of a RoCE packet in a capture: (source, destination, DestQP, PSN, opcode).
 type Key = (u128, u128, u32, u32, u8);
@@ -226,8 +227,9 @@ mod tests {
             .find(|d| d.direction == "a_to_b")
             .unwrap();
         assert_eq!(ab.packets, 100);
-        assert_eq!(ab.p50_us, 60.0);
-        assert_eq!(ab.p90_us, 100.0);
+        // Nearest rank over 10..=109 us: the 50th and the 90th value.
+        assert_eq!(ab.p50_us, 59.0);
+        assert_eq!(ab.p90_us, 99.0);
         assert_eq!(ab.max_us, 109.0);
         let ba = r
             .directions
@@ -237,7 +239,7 @@ mod tests {
         assert_eq!((ba.packets, ba.p50_us, ba.max_us), (10, 5.0, 5.0));
         let text = human(&r);
         assert!(
-            text.contains("a to b: 100 packets, transit p50 60.0 us"),
+            text.contains("a to b: 100 packets, transit p50 59.0 us"),
             "{text}"
         );
         assert!(text.contains("only in a: 1, only in b: 0, repeated (left out): 1"));

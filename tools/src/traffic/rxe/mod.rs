@@ -42,7 +42,7 @@ use sprayswitch::wire::{
     Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr, Syndrome,
 };
 
-pub use crate::rnic::Endpoint;
+pub use crate::traffic::rnic::Endpoint;
 
 mod comp;
 mod req;

@@ -31,7 +31,7 @@ use sprayswitch_control::ctl::Control;
 use sprayswitch_control::ports::open_ports_with_mem;
 use sprayswitch_control::Config;
 
-use crate::topo::{tor_config_text, FabricLinks, RackPairSpec, TorText};
+use crate::rack::topo::{tor_config_text, FabricLinks, RackPairSpec, TorText};
 
 /// What to build.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,7 +27,8 @@ use std::net::IpAddr;
 use serde::Serialize;
 use sprayswitch::wire::{classify, Direction, Opcode, Pmtu, Psn, Syndrome, Transport};
 
-use crate::{quantile_us, CapturePair};
+use super::CapturePair;
+use crate::percentile::quantile_us;
 
 /// A request packet's identity: (requester, responder, PSN).
 type ReqKey = (IpAddr, IpAddr, u32);

@@ -13,7 +13,7 @@ use sprayswitch::port::{Pkt, Port};
 use sprayswitch::wire::BthRepr;
 use sprayswitch::wire::{classify, DethRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RoceFrameRepr};
 
-use crate::topo::{PathSpec, RackPair, RackPairSpec};
+use crate::rack::topo::{PathSpec, RackPair, RackPairSpec};
 
 /// Meter settings. `probe`'s `src`/`dst` are (address, MAC) of the sender and of the next hop.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,6 @@ use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use sprayswitch::engine::spray::flow_hash;
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::{Pkt, Port};
@@ -17,8 +16,8 @@ use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
 
-use crate::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
-use crate::topo::{PathSpec, RackPair, RackPairSpec};
+use crate::rack::topo::{PathSpec, RackPair, RackPairSpec};
+use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
 
 /// What the fabric does with a QP's packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -124,14 +123,9 @@ pub struct Outcome {
 impl Outcome {
     /// A completion-time percentile in milliseconds.
     pub fn percentile_ms(&self, q: f64) -> f64 {
-        if self.completion_ns.is_empty() {
-            return f64::NAN;
-        }
-        let mut h = Histogram::<u64>::new_with_bounds(1, 600_000_000_000, 3).expect("bounds");
-        for v in &self.completion_ns {
-            let _ = h.record((*v).max(1));
-        }
-        h.value_at_quantile(q) as f64 / 1e6
+        let mut v = self.completion_ns.clone();
+        v.sort_unstable();
+        crate::percentile::quantile(&v, q).map_or(f64::NAN, |ns| ns as f64 / 1e6)
     }
 }
 

@@ -1,9 +1,9 @@
-//! Soft-RoCE QP models ([`crate::rxe`]) on the hosts of a [`DrivenRackPair`], on one virtual
+//! Soft-RoCE QP models ([`crate::traffic::rxe`]) on the hosts of a [`DrivenRackPair`], on one virtual
 //! clock: the oracle for the reorder engine. The switches are the real ones (workers, engine,
 //! sprayer, reorder stage, the fabric emulator's delays and rates); the hosts are RNIC models
 //! that follow rxe's state machines and count what rxe counts. When nothing is lost, a model
 //! behind the rack must count no sequence error, implied NAK, duplicate or retry
-//! ([`crate::rxe::RxeCounters::transport_errors`]); that is checked against the models, not
+//! ([`crate::traffic::rxe::RxeCounters::transport_errors`]); that is checked against the models, not
 //! against the engine's own idea of order.
 //!
 //! A [`Connection`] is one QP on a rack A host and its peer on a rack B host, with a script of
@@ -19,9 +19,9 @@ use sprayswitch::switch::Stats;
 use sprayswitch::wire::cm::CmMessage;
 use sprayswitch::wire::{classify, Pmtu, Psn};
 
-use crate::rnic::Endpoint;
-use crate::rxe::{Qp, QpConfig, QpState, RxeCounters, Verb};
-use crate::topo::{DrivenRackPair, RackPairSpec};
+use crate::rack::topo::{DrivenRackPair, RackPairSpec};
+use crate::traffic::rnic::Endpoint;
+use crate::traffic::rxe::{Qp, QpConfig, QpState, RxeCounters, Verb};
 
 /// One step of a connection's script.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,7 +17,7 @@ use sprayswitch::port::{Pkt, Port};
 use sprayswitch::time::now_ns;
 use sprayswitch::worker::{IdlePolicy, IdleWaiter};
 
-use crate::topo::PathSpec;
+use crate::rack::topo::PathSpec;
 
 /// Frames a direction keeps while its egress port pushes back; more are dropped and counted.
 const PENDING_LIMIT: usize = 8192;

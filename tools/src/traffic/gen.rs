@@ -1,5 +1,5 @@
 //! The traffic generator over any port (`rocegen` runs it on a real interface): RC requesters
-//! with many QPs and responders that behave like real RNICs, from [`crate::rnic`].
+//! with many QPs and responders that behave like real RNICs, from [`crate::traffic::rnic`].
 //!
 //! The two sides meet as RDMA CM applications do: the requester sends a CM REQ per QP (its QPN
 //! and starting PSN) to QP1 of the peer, the responder answers with a REP carrying its own QPN,
@@ -18,7 +18,7 @@ use sprayswitch::wire::classify::L4Summary;
 use sprayswitch::wire::cm::{self, CmMessage};
 use sprayswitch::wire::{classify, Pmtu, Psn};
 
-use crate::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
+use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
 
 /// This host on its interface.
 #[derive(Debug, Clone, Copy)]
@@ -167,19 +167,8 @@ fn dest_qp(f: &[u8]) -> Option<u32> {
 }
 
 fn percentiles(mut v: Vec<u64>) -> [f64; 5] {
-    if v.is_empty() {
-        return [0.0; 5];
-    }
     v.sort_unstable();
-    let at =
-        |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1000.0;
-    [
-        at(0.5),
-        at(0.9),
-        at(0.99),
-        at(0.999),
-        *v.last().unwrap_or(&0) as f64 / 1000.0,
-    ]
+    [0.5, 0.9, 0.99, 0.999, 1.0].map(|q| crate::percentile::quantile_us(&v, q))
 }
 
 /// Connects `o.qps` QPs to `peer` and runs the workload to completion or the deadline.
