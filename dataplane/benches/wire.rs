@@ -13,45 +13,43 @@ use sprayswitch::wire::{
 
 fn frame(op: Opcode, payload: usize, v6: bool, vlan: bool) -> Vec<u8> {
     let body = vec![0x5Au8; payload];
+    let ip = if v6 {
+        IpRepr::V6 {
+            src: "fd00::1".parse().unwrap(),
+            dst: "fd00::2".parse().unwrap(),
+            flow_label: 0,
+        }
+    } else {
+        IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 1, 1),
+            id: 1,
+        }
+    };
+    let ext = ExtRepr {
+        reth: Some(RethRepr {
+            virtual_address: 0x1000,
+            rkey: 1,
+            dma_len: payload as u32,
+        }),
+        aeth: Some(AethRepr {
+            syndrome: Syndrome::Ack { credits: 31 },
+            msn: 1,
+        }),
+        ..ExtRepr::default()
+    };
+    let bth = BthRepr::new(op, 0x11, Psn::new(1000));
     RoceFrameRepr {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
         vlan: vlan.then_some(VlanTag {
             pcp: 3,
             dei: false,
             vid: 100,
         }),
-        ip: if v6 {
-            IpRepr::V6 {
-                src: "fd00::1".parse().unwrap(),
-                dst: "fd00::2".parse().unwrap(),
-                flow_label: 0,
-            }
-        } else {
-            IpRepr::V4 {
-                src: Ipv4Addr::new(10, 0, 0, 1),
-                dst: Ipv4Addr::new(10, 0, 1, 1),
-                id: 1,
-            }
-        },
-        tos: 2,
-        hop_limit: 64,
         udp_src_port: 49441,
-        bth: BthRepr::new(op, 0x11, Psn::new(1000)),
-        ext: ExtRepr {
-            reth: Some(RethRepr {
-                virtual_address: 0x1000,
-                rkey: 1,
-                dma_len: payload as u32,
-            }),
-            aeth: Some(AethRepr {
-                syndrome: Syndrome::Ack { credits: 31 },
-                msn: 1,
-            }),
-            ..ExtRepr::default()
-        },
-        payload: &body,
+        ..RoceFrameRepr::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], ip, bth)
     }
+    .with_ext(ext)
+    .with_payload(&body)
     .to_vec()
     .unwrap()
 }

@@ -84,29 +84,26 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
 /// An RC WRITE ONLY frame from the host behind downlink `from` to `dst`, `payload` bytes long.
 pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize) -> Vec<u8> {
     let body = vec![0x5A; payload];
+    let ip = IpRepr::V4 {
+        src: Ipv4Addr::new(10, 0, from as u8, 2),
+        dst,
+        id: 0,
+    };
+    let bth = BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn));
+    let reth = RethRepr {
+        virtual_address: 0,
+        rkey: 1,
+        dma_len: payload as u32,
+    };
     RoceFrameRepr {
-        src_mac: peer_mac(from),
-        dst_mac: port_mac(from),
-        vlan: None,
-        ip: IpRepr::V4 {
-            src: Ipv4Addr::new(10, 0, from as u8, 2),
-            dst,
-            id: 0,
-        },
-        tos: 2,
-        hop_limit: 64,
         udp_src_port: 49152 + (qp & 0x3FFF) as u16,
-        bth: BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn)),
-        ext: ExtRepr {
-            reth: Some(RethRepr {
-                virtual_address: 0,
-                rkey: 1,
-                dma_len: payload as u32,
-            }),
-            ..ExtRepr::default()
-        },
-        payload: &body,
+        ..RoceFrameRepr::new(peer_mac(from), port_mac(from), ip, bth)
     }
+    .with_ext(ExtRepr {
+        reth: Some(reth),
+        ..ExtRepr::default()
+    })
+    .with_payload(&body)
     .to_vec()
     .unwrap_or_default()
 }

@@ -126,28 +126,24 @@ pub mod frames {
                 flow_label: 0,
             },
         };
+        let bth = BthRepr {
+            ack_req: true,
+            ..BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn))
+        };
+        let reth = RethRepr {
+            virtual_address: 0x1000,
+            rkey: 7,
+            dma_len: len as u32,
+        };
         let f = RoceFrameRepr {
-            src_mac: h.mac,
-            dst_mac: h.gw_mac,
-            vlan: None,
-            ip,
-            tos: 0x02,
-            hop_limit: 64,
             udp_src_port: sport,
-            bth: BthRepr {
-                ack_req: true,
-                ..BthRepr::new(Opcode::RcWriteOnly, qp, Psn::new(psn))
-            },
-            ext: ExtRepr {
-                reth: Some(RethRepr {
-                    virtual_address: 0x1000,
-                    rkey: 7,
-                    dma_len: len as u32,
-                }),
-                ..ExtRepr::default()
-            },
-            payload: &payload,
+            ..RoceFrameRepr::new(h.mac, h.gw_mac, ip, bth)
         }
+        .with_ext(ExtRepr {
+            reth: Some(reth),
+            ..ExtRepr::default()
+        })
+        .with_payload(&payload)
         .to_vec()
         .expect("emits");
         Pkt::from_slice(&f)

@@ -32,24 +32,22 @@ fn have_tshark() -> bool {
 fn cm_frame(m: &CmMessage, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     let mut mad = [0u8; MAD_LEN];
     cm::emit(m, &mut mad).unwrap();
+    let ip = IpRepr::V4 { src, dst, id: 1 };
+    let bth = BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(5));
+    let deth = DethRepr {
+        qkey: GSI_QKEY,
+        src_qp: 1,
+    };
+    // CM MADs go out as rdma_cm sends them: not ECN-capable.
     RoceFrameRepr {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        vlan: None,
-        ip: IpRepr::V4 { src, dst, id: 1 },
         tos: 0,
-        hop_limit: 64,
-        udp_src_port: 49152,
-        bth: BthRepr::new(Opcode::UdSendOnly, 1, Psn::new(5)),
-        ext: ExtRepr {
-            deth: Some(DethRepr {
-                qkey: GSI_QKEY,
-                src_qp: 1,
-            }),
-            ..ExtRepr::default()
-        },
-        payload: &mad,
+        ..RoceFrameRepr::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], ip, bth)
     }
+    .with_ext(ExtRepr {
+        deth: Some(deth),
+        ..ExtRepr::default()
+    })
+    .with_payload(&mad)
     .to_vec()
     .unwrap()
 }

@@ -174,34 +174,30 @@ impl Drop for Topo {
 }
 
 fn frame(size: usize, qp: u32, psn: u32, dst_mac: [u8; 6]) -> Vec<u8> {
-    let f = RoceFrameRepr {
-        src_mac: S_MAC,
-        dst_mac,
-        vlan: None,
-        ip: IpRepr::V4 {
-            src: Ipv4Addr::new(10, 1, 0, 2),
-            dst: Ipv4Addr::new(10, 2, 0, 2),
-            id: 0,
-        },
-        tos: 2,
-        hop_limit: 64,
-        udp_src_port: 49152 + qp as u16,
-        bth: BthRepr::new(Opcode::RcWriteOnly, 0x100 + qp, Psn::new(psn)),
-        ext: ExtRepr {
-            reth: Some(RethRepr {
-                virtual_address: 0,
-                rkey: 1,
-                dma_len: 0,
-            }),
-            ..ExtRepr::default()
-        },
-        payload: &[],
+    let ip = IpRepr::V4 {
+        src: Ipv4Addr::new(10, 1, 0, 2),
+        dst: Ipv4Addr::new(10, 2, 0, 2),
+        id: 0,
+    };
+    let bth = BthRepr::new(Opcode::RcWriteOnly, 0x100 + qp, Psn::new(psn));
+    let reth = RethRepr {
+        virtual_address: 0,
+        rkey: 1,
+        dma_len: 0,
     };
     // Headers are 74 bytes (Ethernet, IPv4, UDP, BTH, RETH, ICRC): pad the payload to `size`.
     let pad = vec![0u8; size.saturating_sub(74)];
-    RoceFrameRepr { payload: &pad, ..f }
-        .to_vec()
-        .unwrap_or_default()
+    RoceFrameRepr {
+        udp_src_port: 49152 + qp as u16,
+        ..RoceFrameRepr::new(S_MAC, dst_mac, ip, bth)
+    }
+    .with_ext(ExtRepr {
+        reth: Some(reth),
+        ..ExtRepr::default()
+    })
+    .with_payload(&pad)
+    .to_vec()
+    .unwrap_or_default()
 }
 
 /// Machine CPU time so far (user+nice+system+irq+softirq), in clock ticks.

@@ -326,26 +326,24 @@ mod tests {
             let op = Opcode::from(opcode);
             let layout = op.layout()?;
             let body = vec![0xA5u8; if layout.payload { payload } else { 0 }];
+            let dst_mac = if to_port_mac {
+                port_mac(rx)
+            } else {
+                [0x02, 0x99, 0, 0, 0, 1]
+            };
+            let ip = IpRepr::V4 {
+                src: Ipv4Addr::from(DSTS[src]),
+                dst: Ipv4Addr::from(DSTS[dst]),
+                id: 3,
+            };
+            let bth = BthRepr::new(op, psn >> 8, Psn::new(psn));
             RoceFrameRepr {
-                src_mac: peer_mac(rx),
-                dst_mac: if to_port_mac {
-                    port_mac(rx)
-                } else {
-                    [0x02, 0x99, 0, 0, 0, 1]
-                },
-                vlan: None,
-                ip: IpRepr::V4 {
-                    src: Ipv4Addr::from(DSTS[src]),
-                    dst: Ipv4Addr::from(DSTS[dst]),
-                    id: 3,
-                },
-                tos: 2,
                 hop_limit,
                 udp_src_port: 49152 + (psn & 0xFF) as u16,
-                bth: BthRepr::new(op, psn >> 8, Psn::new(psn)),
-                ext: every_ext(),
-                payload: &body,
+                ..RoceFrameRepr::new(peer_mac(rx), dst_mac, ip, bth)
             }
+            .with_ext(every_ext())
+            .with_payload(&body)
             .to_vec()
             .ok()
         }

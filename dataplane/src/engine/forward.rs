@@ -875,24 +875,16 @@ mod tests {
 
     /// A frame from the host behind d0 to the host behind d1, received on d0.
     fn d0_to_d1(bth: BthRepr, ext: ExtRepr, payload: &[u8]) -> Pkt {
-        let f = RoceFrameRepr {
-            src_mac: peer_mac(0),
-            dst_mac: port_mac(0),
-            vlan: None,
-            ip: IpRepr::V4 {
-                src: Ipv4Addr::new(10, 0, 0, 2),
-                dst: Ipv4Addr::new(10, 0, 1, 2),
-                id: 0,
-            },
-            tos: 0,
-            hop_limit: 64,
-            udp_src_port: 49152,
-            bth,
-            ext,
-            payload,
-        }
-        .to_vec()
-        .unwrap();
+        let ip = IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 2),
+            dst: Ipv4Addr::new(10, 0, 1, 2),
+            id: 0,
+        };
+        let f = RoceFrameRepr::new(peer_mac(0), port_mac(0), ip, bth)
+            .with_ext(ext)
+            .with_payload(payload)
+            .to_vec()
+            .unwrap();
         let mut p = Pkt::from_slice(&f);
         p.rx_port = 0;
         p

@@ -677,21 +677,17 @@ mod tests {
     const PMTU: Pmtu = Pmtu::DEFAULT;
 
     fn frame(op: Opcode, ip: IpRepr, vlan: Option<VlanTag>, payload: &[u8]) -> Vec<u8> {
+        let bth = BthRepr {
+            ack_req: true,
+            ..BthRepr::new(op, 0x11, Psn::new(0xFF_FFFE))
+        };
         RoceFrameRepr {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
             vlan,
-            ip,
-            tos: 0x02,
-            hop_limit: 64,
             udp_src_port: 49441,
-            bth: BthRepr {
-                ack_req: true,
-                ..BthRepr::new(op, 0x11, Psn::new(0xFF_FFFE))
-            },
-            ext: every_ext(),
-            payload,
+            ..RoceFrameRepr::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], ip, bth)
         }
+        .with_ext(every_ext())
+        .with_payload(payload)
         .to_vec()
         .unwrap()
     }

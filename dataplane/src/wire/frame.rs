@@ -164,6 +164,43 @@ pub struct RoceFrameRepr<'a> {
     pub payload: &'a [u8],
 }
 
+impl<'a> RoceFrameRepr<'a> {
+    /// Default UDP source port of [`RoceFrameRepr::new`]: the first of the range RoCE hosts
+    /// draw from (0xC000).
+    pub const DEFAULT_UDP_SRC_PORT: u16 = 0xC000;
+
+    /// The one frame builder: a frame from `src_mac` to `dst_mac` over `ip` with header `bth`,
+    /// as a RoCE host sends it unless the caller changes a field (struct update syntax): no
+    /// VLAN, ECT(0), hop limit 64, UDP source port 0xC000, no extension headers, no payload.
+    pub fn new(src_mac: [u8; 6], dst_mac: [u8; 6], ip: IpRepr, bth: BthRepr) -> RoceFrameRepr<'a> {
+        RoceFrameRepr {
+            src_mac,
+            dst_mac,
+            vlan: None,
+            ip,
+            tos: 0x02,
+            hop_limit: 64,
+            udp_src_port: Self::DEFAULT_UDP_SRC_PORT,
+            bth,
+            ext: ExtRepr::default(),
+            payload: &[],
+        }
+    }
+
+    /// The same frame carrying `ext`.
+    pub fn with_ext(self, ext: ExtRepr) -> RoceFrameRepr<'a> {
+        RoceFrameRepr { ext, ..self }
+    }
+
+    /// The same frame carrying `payload`.
+    pub fn with_payload<'b>(self, payload: &'b [u8]) -> RoceFrameRepr<'b>
+    where
+        'a: 'b,
+    {
+        RoceFrameRepr { payload, ..self }
+    }
+}
+
 /// The pad that brings `len` to a multiple of 4.
 pub const fn pad_for(len: usize) -> usize {
     (4 - len % 4) % 4

@@ -374,27 +374,19 @@ mod tests {
 
     /// An RC ACKNOWLEDGE from the responder 10.0.1.2 to the requester 10.0.0.2.
     fn ack(psn: u32, syndrome: Syndrome) -> Vec<u8> {
-        RoceFrameRepr {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-            ip: IpRepr::V4 {
-                src: Ipv4Addr::new(10, 0, 1, 2),
-                dst: Ipv4Addr::new(10, 0, 0, 2),
-                id: 0,
-            },
-            tos: 2,
-            hop_limit: 64,
-            udp_src_port: 49999,
-            bth: BthRepr::new(Opcode::RcAcknowledge, 0x33, Psn::new(psn)),
-            ext: ExtRepr {
+        let ip = IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 1, 2),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            id: 0,
+        };
+        let bth = BthRepr::new(Opcode::RcAcknowledge, 0x33, Psn::new(psn));
+        RoceFrameRepr::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], ip, bth)
+            .with_ext(ExtRepr {
                 aeth: Some(AethRepr { syndrome, msn: 1 }),
                 ..ExtRepr::default()
-            },
-            payload: &[],
-        }
-        .to_vec()
-        .unwrap()
+            })
+            .to_vec()
+            .unwrap()
     }
 
     /// A WRITE from the requester 10.0.0.2 to the responder's QP 7.

@@ -178,28 +178,20 @@ pub fn human(r: &StreamReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, RoceFrameRepr};
+    use sprayswitch::wire::{BthRepr, IpRepr, Opcode, RoceFrameRepr};
     use std::net::Ipv4Addr;
 
     fn write(psn: u32) -> Vec<u8> {
-        RoceFrameRepr {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-            ip: IpRepr::V4 {
-                src: Ipv4Addr::new(10, 0, 0, 1),
-                dst: Ipv4Addr::new(10, 0, 0, 2),
-                id: 0,
-            },
-            tos: 0,
-            hop_limit: 64,
-            udp_src_port: 49152,
-            bth: BthRepr::new(Opcode::RcWriteMiddle, 0x11, Psn::new(psn)),
-            ext: ExtRepr::default(),
-            payload: &[0; 64],
-        }
-        .to_vec()
-        .unwrap()
+        let ip = IpRepr::V4 {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            id: 0,
+        };
+        let bth = BthRepr::new(Opcode::RcWriteMiddle, 0x11, Psn::new(psn));
+        RoceFrameRepr::new([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], ip, bth)
+            .with_payload(&[0; 64])
+            .to_vec()
+            .unwrap()
     }
 
     #[test]

@@ -46,24 +46,22 @@ fn probe(src: (IpAddr, [u8; 6]), dst: (IpAddr, [u8; 6]), seq: u32, t: u64, size:
     let Some(ip) = IpRepr::between(src.0, dst.0) else {
         return Pkt::with_capacity(0);
     };
+    let bth = BthRepr::new(Opcode::UdSendOnly, 0x77, Psn::new(seq));
+    let deth = DethRepr {
+        qkey: 0x1111,
+        src_qp: 0x66,
+    };
+    // Probes are not ECN-capable: a marking fabric must not mark them.
     let f = RoceFrameRepr {
-        src_mac: src.1,
-        dst_mac: dst.1,
-        vlan: None,
-        ip,
         tos: 0,
-        hop_limit: 64,
         udp_src_port: 0xC000 | (seq as u16 & 0x3FFF),
-        bth: BthRepr::new(Opcode::UdSendOnly, 0x77, Psn::new(seq)),
-        ext: ExtRepr {
-            deth: Some(DethRepr {
-                qkey: 0x1111,
-                src_qp: 0x66,
-            }),
-            ..ExtRepr::default()
-        },
-        payload: &payload,
+        ..RoceFrameRepr::new(src.1, dst.1, ip, bth)
     }
+    .with_ext(ExtRepr {
+        deth: Some(deth),
+        ..ExtRepr::default()
+    })
+    .with_payload(&payload)
     .to_vec()
     .unwrap_or_default();
     Pkt::from_slice(&f)

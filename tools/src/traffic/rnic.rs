@@ -62,21 +62,16 @@ impl Endpoint {
         let Some(ip) = IpRepr::between(self.ip, self.peer_ip) else {
             return Pkt::with_capacity(0);
         };
+        let bth = BthRepr {
+            ack_req,
+            ..BthRepr::new(opcode, self.peer_qpn, psn)
+        };
         let f = RoceFrameRepr {
-            src_mac: self.mac,
-            dst_mac: self.gw_mac,
-            vlan: None,
-            ip,
-            tos: 0x02,
-            hop_limit: 64,
             udp_src_port: self.sport,
-            bth: BthRepr {
-                ack_req,
-                ..BthRepr::new(opcode, self.peer_qpn, psn)
-            },
-            ext,
-            payload,
+            ..RoceFrameRepr::new(self.mac, self.gw_mac, ip, bth)
         }
+        .with_ext(ext)
+        .with_payload(payload)
         .to_vec()
         .unwrap_or_default();
         Pkt::from_slice(&f)

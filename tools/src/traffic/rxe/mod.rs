@@ -1242,21 +1242,16 @@ impl Qp {
             self.counters.send_err += 1;
             return 0;
         };
-        let repr = RoceFrameRepr {
-            src_mac: self.ep.mac,
-            dst_mac: self.ep.gw_mac,
-            vlan: None,
-            ip,
-            tos: 0x02,
-            hop_limit: 64,
-            udp_src_port: self.ep.sport,
-            bth: BthRepr {
-                ack_req,
-                ..BthRepr::new(opcode, self.ep.peer_qpn, psn)
-            },
-            ext,
-            payload,
+        let bth = BthRepr {
+            ack_req,
+            ..BthRepr::new(opcode, self.ep.peer_qpn, psn)
         };
+        let repr = RoceFrameRepr {
+            udp_src_port: self.ep.sport,
+            ..RoceFrameRepr::new(self.ep.mac, self.ep.gw_mac, ip, bth)
+        }
+        .with_ext(ext)
+        .with_payload(payload);
         match repr.to_vec() {
             Ok(v) => {
                 self.counters.sent_pkts += 1;
