@@ -1,7 +1,8 @@
 //! sprayswitch dataplane: a userspace, poll-mode top-of-rack switch for RoCEv2 traffic.
 //!
 //! The crate is layered; each module imports only modules listed before it (tests aside,
-//! which share [`testkit`]):
+//! which share `testkit`: tables and frames for tests and benchmarks, built with the `testkit`
+//! feature or in this crate's own tests, never part of a switch):
 //!
 //! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic, frame classification and
 //!   the fixed offsets the fast path reads (`wire::classify::plain_v4`). Pure functions over
@@ -35,6 +36,7 @@ pub mod reorder;
 pub mod rng;
 pub mod stats;
 pub mod switch;
+#[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod time;
 pub mod wire;
