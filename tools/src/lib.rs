@@ -11,11 +11,13 @@
 //! - [`rack`]: where they run: in-process rack pairs ([`rack::topo`]), the fabric emulator
 //!   (`sprayfabric`), a rack pair with its hosts on real interfaces (`sprayrackd`), the demo
 //!   (`sprayswitch-demo`).
+//! - [`rxerack`]: the analysis of `scripts/rxe-rack.sh`'s Soft-RoCE runs (`rxerack`).
 //! - [`vethbench`]: the port backends on veth pairs in namespaces, against the kernel bridge.
 //! - [`percentile`]: the one quantile helper of every report.
 
 pub mod capture;
 pub mod percentile;
 pub mod rack;
+pub mod rxerack;
 pub mod traffic;
 pub mod vethbench;

@@ -470,7 +470,7 @@ impl Engine {
     /// whatever the full path would drop or learn from (not for us, TTL, checksum, no cached
     /// route); once it has one it decides as the full path does, its drops (all uplinks down,
     /// no peer MAC, MTU exceeded) and side effects (spray turn, path MTU learned) included.
-    /// Measured cost: BENCHMARKS.md (issue 3).
+    /// Measured cost: BENCHMARKS.md, "Forwarding".
     #[inline]
     fn handle_fast(
         &mut self,

@@ -1018,7 +1018,7 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
 
 #[test]
 fn rings_come_back_after_byte_cap_refusals_while_learning() {
-    // Each refused packet used to leave its stream holding an empty ring.
+    // A refused packet must not leave its stream holding an empty ring.
     let mut h = H::new(ReorderConfig {
         max_held_bytes: 50,
         learn_ns: 1_000,

@@ -1,0 +1,228 @@
+//! The analysis behind `scripts/rxe-rack.sh` (`rxerack`): the script boots the Soft-RoCE guests,
+//! the rack and the taps; this reads what they left (the guests' console logs, the switches'
+//! answers, the rack's logs, `/proc`) into one record per mode run, checks it, and prints the
+//! tables over every round.
+//!
+//! - [`profile`]: the perftest lists and each test's name in the tables;
+//! - [`guest`]: a guest's console log (exit status, rxe counters per test, perftest's result);
+//! - [`host`]: CPU and wake-ups of the host's processes, how late the emulated paths were;
+//! - [`threads`]: the guests' qemu threads sampled on the host, reported per test;
+//! - [`report`]: the record, its checks and the tables.
+
+pub mod guest;
+pub mod host;
+pub mod profile;
+pub mod report;
+pub mod threads;
+
+use std::path::{Path, PathBuf};
+
+use report::{ModeRecord, TestRow, TorSums};
+
+/// What a mode run left, for [`record`].
+#[derive(Debug, Clone, Default)]
+pub struct RunFiles {
+    /// The run's directory: the guests' consoles are `srv-MODE-PMTU.log` and
+    /// `cli-MODE-PMTU.log` in it, the CPU line (from `rxerack usage`) `usage-MODE-PMTU.txt`.
+    pub dir: PathBuf,
+    /// `sprayctl --json show counters` of ToR B and ToR A.
+    pub tors: [Option<PathBuf>; 2],
+    /// Logs with the emulated paths' lateness lines.
+    pub late_logs: Vec<PathBuf>,
+    /// The thread sample file (THREADS=1).
+    pub threads: Option<PathBuf>,
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_default()
+}
+
+/// The record of `mode` at `pmtu` in `round`, over the `;`-separated `tests`.
+pub fn record(
+    round: u32,
+    mode: &str,
+    pmtu: u32,
+    tests: &str,
+    loss: &str,
+    files: &RunFiles,
+) -> ModeRecord {
+    let srv = read(&files.dir.join(format!("srv-{mode}-{pmtu}.log")));
+    let cli = read(&files.dir.join(format!("cli-{mode}-{pmtu}.log")));
+    let list = profile::split_tests(tests);
+    let labels = profile::labels(&list);
+    let rows = list
+        .iter()
+        .zip(&labels)
+        .enumerate()
+        .map(|(i, (t, label))| {
+            let n = i + 1;
+            let program = profile::program(t);
+            TestRow {
+                label: label.clone(),
+                program: program.to_string(),
+                rc: [
+                    guest::exit_status(&srv, "server", n),
+                    guest::exit_status(&cli, "client", n),
+                ],
+                perf: guest::perf(&cli, "client", n, program),
+                hw: [
+                    guest::hw_delta(&srv, "server", n),
+                    guest::hw_delta(&cli, "client", n),
+                ],
+            }
+        })
+        .collect();
+    let tor = |p: &Option<PathBuf>| {
+        p.as_ref()
+            .and_then(|p| TorSums::from_counters_json(&read(p)))
+    };
+    let logs: Vec<String> = files.late_logs.iter().map(|p| read(p)).collect();
+    let lateness = (!logs.is_empty()).then(|| {
+        format!(
+            "{}; {}",
+            host::lateness_line("a->b", &host::lateness("a->b", &logs)),
+            host::lateness_line("b->a", &host::lateness("b->a", &logs))
+        )
+    });
+    let usage = std::fs::read_to_string(files.dir.join(format!("usage-{mode}-{pmtu}.txt")))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    ModeRecord {
+        round,
+        mode: mode.to_string(),
+        pmtu,
+        loss: loss.to_string(),
+        tests: rows,
+        tors: [tor(&files.tors[0]), tor(&files.tors[1])],
+        guests: [guest::guest_stats(&srv), guest::guest_stats(&cli)],
+        usage,
+        lateness,
+        threads: files
+            .threads
+            .as_ref()
+            .map(|p| threads::report(&read(p), mode, pmtu, &labels))
+            .unwrap_or_default(),
+    }
+}
+
+/// The CPU line of a mode: `MODE PMTU: NAME CPUs ... in WALLs (C cores); W wake-ups for N
+/// packets from the guests (R per packet)`.
+pub fn usage_line(
+    mode: &str,
+    pmtu: u32,
+    wall_s: f64,
+    procs: &[(String, host::Usage)],
+    packets: Option<u64>,
+) -> String {
+    let mut cpu = 0.0;
+    let mut wakeups = 0;
+    let mut names = String::new();
+    for (name, u) in procs {
+        cpu += u.cpu_s;
+        wakeups += u.wakeups;
+        names += &format!(" {name} {:.1}s", u.cpu_s);
+    }
+    let per = match packets {
+        Some(n) if n > 0 => format!("{:.2}", wakeups as f64 / n as f64),
+        _ => "-".into(),
+    };
+    let cores = if wall_s > 0.0 { cpu / wall_s } else { 0.0 };
+    format!(
+        "{mode} {pmtu}:{names} in {wall_s:.0}s ({cores:.2} cores); {wakeups} wake-ups for {} packets from the guests ({per} per packet)",
+        packets.map_or("?".to_string(), |n| n.to_string())
+    )
+}
+
+/// Packets the wire forwarder carried both ways, from its `path 0: a->b rx N ...; b->a rx M`
+/// line.
+pub fn wire_packets(log: &str) -> Option<u64> {
+    let l = log.lines().find(|l| l.starts_with("path 0: a->b rx "))?;
+    let mut total = 0;
+    for part in l.split(';') {
+        let w: Vec<&str> = part.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == "rx")?;
+        total += w.get(i + 1)?.parse::<u64>().ok()?;
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_from_the_files_a_mode_run_leaves() {
+        let dir = std::env::temp_dir().join(format!("rxerack-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cli-reorder-1024.log"), guest::tests::CLIENT).unwrap();
+        std::fs::write(
+            dir.join("usage-reorder-1024.txt"),
+            "reorder 1024: rack 2.2s\n",
+        )
+        .unwrap();
+        let counters = dir.join("tor-b.json");
+        std::fs::write(
+            &counters,
+            r#"{"data":{"reorder":{"timeouts":1,"resyncs":0}}}"#,
+        )
+        .unwrap();
+        let files = RunFiles {
+            dir: dir.clone(),
+            tors: [Some(counters), None],
+            ..RunFiles::default()
+        };
+        let r = record(
+            2,
+            "reorder",
+            1024,
+            "ib_write_bw -s 65536 -n 300;ib_read_lat -s 64",
+            "",
+            &files,
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(r.round, 2);
+        assert_eq!(r.tests.len(), 2);
+        assert_eq!(r.tests[0].rc, [None, Some(0)], "no server console");
+        assert_eq!(r.tests[0].counter(1, "rcvd_seq_err"), Some(121));
+        assert_eq!(
+            r.tors[0],
+            Some(TorSums {
+                timeouts: 1,
+                resyncs: 0
+            })
+        );
+        assert_eq!(r.usage.as_deref(), Some("reorder 1024: rack 2.2s"));
+        assert!(r.lateness.is_none());
+        let f = r.failures(false);
+        assert!(
+            f.iter()
+                .any(|l| l.contains("did not complete (rc server none, client 0)")),
+            "{f:?}"
+        );
+        assert!(
+            f.iter()
+                .any(|l| l.contains("the client's rcvd_seq_err is 121")),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn usage_and_wire_lines() {
+        let u = host::Usage {
+            cpu_s: 2.2,
+            wakeups: 77761,
+        };
+        assert_eq!(
+            usage_line("reorder", 1024, 24.0, &[("rack".into(), u)], Some(61430)),
+            "reorder 1024: rack 2.2s in 24s (0.09 cores); 77761 wake-ups for 61430 packets from the guests (1.27 per packet)"
+        );
+        assert_eq!(
+            wire_packets(
+                "x\npath 0: a->b rx 40095 lost 0 overflow 0; b->a rx 19920 lost 0 overflow 0\n"
+            ),
+            Some(60015)
+        );
+        assert_eq!(wire_packets("nothing"), None);
+    }
+}
