@@ -196,10 +196,9 @@ run_mode() {  # ROUND MODE PMTU
   stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
   stop_dumps
   if [ "$mode" = wire ]; then
-    "$RX" usage --mode wire --pmtu "$pmtu" --since "$t0" --wire-log "$OUT/wire-$pmtu.log" "forwarder=$WIRE_PID" \
-      >"$OUT/usage-$mode-$pmtu.txt"
+    "$RX" usage --since "$t0" "forwarder=$WIRE_PID" >"$OUT/usage-$mode-$pmtu.txt"
     stop_pid "$WIRE_PID"; WIRE_PID=""
-    args+=(--late-log "$OUT/wire-$pmtu.log")
+    args+=(--late-log "$OUT/wire-$pmtu.log" --wire-log "$OUT/wire-$pmtu.log")
   elif [ "$mode" != direct ]; then
     [ -n "${CAPTURE:-}" ] && for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture stop h1 >/dev/null || true; done
     local procs=() p
@@ -213,14 +212,14 @@ run_mode() {  # ROUND MODE PMTU
         echo "== tor-$t show $w"; "$BIN/sprayctl" -s "$st/tor-$t.sock" show "$w" 2>&1 || true
       done >>"$OUT/switches-$mode-$pmtu.txt"
     done
-    "$RX" usage --mode "$mode" --pmtu "$pmtu" --since "$t0" --ports-json "$OUT/ports-a-$mode-$pmtu.json" \
-      --ports-json "$OUT/ports-b-$mode-$pmtu.json" "${named[@]}" >"$OUT/usage-$mode-$pmtu.txt"
+    "$RX" usage --since "$t0" "${named[@]}" >"$OUT/usage-$mode-$pmtu.txt"
     stop_guests
     # The rack's logs end with the fabric's per-path counters and lateness: keep them.
     KEEP_LOGS="$OUT" scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
     for f in "$OUT"/tor-?.log "$OUT"/fabric.log "$OUT"/rack.log; do [ -e "$f" ] && mv "$f" "${f%.log}-$mode-$pmtu.log"; done
     for f in "$OUT"/{rack,fabric}-"$mode-$pmtu".log; do [ -e "$f" ] && args+=(--late-log "$f"); done
     args+=(--tor-b "$OUT/counters-b-$mode-$pmtu.json" --tor-a "$OUT/counters-a-$mode-$pmtu.json")
+    args+=(--ports-json "$OUT/ports-a-$mode-$pmtu.json" --ports-json "$OUT/ports-b-$mode-$pmtu.json")
   fi
   cleanup
   [ "$CHECK" = 1 ] && args+=(--check)

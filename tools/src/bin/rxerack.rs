@@ -10,9 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
-use sprayswitch_tools::rxerack::report::{host_port_packets, summary, ModeRecord};
+use sprayswitch_tools::rxerack::report::{summary, ModeRecord};
 use sprayswitch_tools::rxerack::threads::{sample_until_gone, Sampled};
-use sprayswitch_tools::rxerack::{host, profile, record, usage_line, wire_packets, RunFiles};
+use sprayswitch_tools::rxerack::{host, profile, record, usage_text, RunFiles};
 
 #[derive(Parser)]
 #[command(
@@ -44,25 +44,12 @@ enum Cmd {
         /// `quick` or `full`.
         profile: String,
     },
-    /// The CPU line of a mode: CPU seconds and wake-ups of the named processes (read from /proc
-    /// now), against the packets the guests sent.
+    /// CPU seconds and wake-ups of the named processes, read from /proc now, and the time since
+    /// the mode started (what `mode` turns into the CPU line).
     Usage {
-        /// The mode.
-        #[arg(long)]
-        mode: String,
-        /// RoCE path MTU.
-        #[arg(long)]
-        pmtu: u32,
         /// When the mode started (seconds since the epoch, as `date +%s.%N` prints it).
         #[arg(long)]
         since: f64,
-        /// `sprayctl --json show ports` answers: the guests' packets are what the host ports
-        /// `h1` received.
-        #[arg(long = "ports-json")]
-        ports_json: Vec<PathBuf>,
-        /// The wire forwarder's log: the guests' packets are what its one path carried.
-        #[arg(long = "wire-log")]
-        wire_log: Option<PathBuf>,
         /// Processes, as NAME=PID.
         procs: Vec<String>,
     },
@@ -111,6 +98,12 @@ enum Cmd {
         /// Logs with the emulated paths' lateness lines.
         #[arg(long = "late-log")]
         late_logs: Vec<PathBuf>,
+        /// Both ToRs' `sprayctl --json show ports` (the guests' packets for the CPU line).
+        #[arg(long = "ports-json")]
+        ports_json: Vec<PathBuf>,
+        /// The wire forwarder's log (the guests' packets for the CPU line).
+        #[arg(long = "wire-log")]
+        wire_log: Option<PathBuf>,
         /// The thread sample file (THREADS=1).
         #[arg(long)]
         threads: Option<PathBuf>,
@@ -159,14 +152,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 .collect();
             println!("{}", pmtus.join(" "));
         }
-        Cmd::Usage {
-            mode,
-            pmtu,
-            since,
-            ports_json,
-            wire_log,
-            procs,
-        } => {
+        Cmd::Usage { since, procs } => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default()
@@ -181,15 +167,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                     .with_context(|| format!("process '{p}': bad PID"))?;
                 usage.push((name.to_string(), host::usage(pid).unwrap_or_default()));
             }
-            let packets = match &wire_log {
-                Some(l) => wire_packets(&std::fs::read_to_string(l).unwrap_or_default()),
-                None if !ports_json.is_empty() => ports_json
-                    .iter()
-                    .map(|f| host_port_packets(&std::fs::read_to_string(f).unwrap_or_default()))
-                    .sum(),
-                None => None,
-            };
-            println!("{}", usage_line(&mode, pmtu, now - since, &usage, packets));
+            print!("{}", usage_text(now - since, &usage));
         }
         Cmd::Sample {
             server,
@@ -223,6 +201,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             tor_b,
             tor_a,
             late_logs,
+            ports_json,
+            wire_log,
             threads,
             records,
             check,
@@ -230,6 +210,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let sampled = threads.is_some();
             let files = RunFiles {
                 dir,
+                ports: ports_json,
+                wire_log,
                 tors: [tor_b, tor_a],
                 late_logs,
                 threads,

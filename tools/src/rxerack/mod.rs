@@ -23,8 +23,14 @@ use report::{ModeRecord, TestRow, TorSums};
 #[derive(Debug, Clone, Default)]
 pub struct RunFiles {
     /// The run's directory: the guests' consoles are `srv-MODE-PMTU.log` and
-    /// `cli-MODE-PMTU.log` in it, the CPU line (from `rxerack usage`) `usage-MODE-PMTU.txt`.
+    /// `cli-MODE-PMTU.log` in it, what `rxerack usage` read of the processes
+    /// `usage-MODE-PMTU.txt`.
     pub dir: PathBuf,
+    /// `sprayctl --json show ports` of both ToRs: the guests' packets are what the host ports
+    /// `h1` received.
+    pub ports: Vec<PathBuf>,
+    /// The wire forwarder's log: the guests' packets are what its one path carried.
+    pub wire_log: Option<PathBuf>,
     /// `sprayctl --json show counters` of ToR B and ToR A.
     pub tors: [Option<PathBuf>; 2],
     /// Logs with the emulated paths' lateness lines.
@@ -84,10 +90,20 @@ pub fn record(
             host::lateness_line("b->a", &host::lateness("b->a", &logs))
         )
     });
-    let usage = std::fs::read_to_string(files.dir.join(format!("usage-{mode}-{pmtu}.txt")))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    let usage = read_usage(&read(&files.dir.join(format!("usage-{mode}-{pmtu}.txt")))).map(
+        |(wall_s, procs)| {
+            let packets = match &files.wire_log {
+                Some(l) => wire_packets(&read(l)),
+                None if !files.ports.is_empty() => files
+                    .ports
+                    .iter()
+                    .map(|p| report::host_port_packets(&read(p)))
+                    .sum(),
+                None => None,
+            };
+            usage_line(mode, pmtu, wall_s, &procs, packets)
+        },
+    );
     ModeRecord {
         round,
         mode: mode.to_string(),
@@ -104,6 +120,37 @@ pub fn record(
             .map(|p| threads::report(&read(p), mode, pmtu, &labels))
             .unwrap_or_default(),
     }
+}
+
+/// What `rxerack usage` printed: `wall_s SECONDS`, then `proc NAME CPU_SECONDS WAKEUPS` per
+/// process. `None` when there is no wall time.
+pub fn read_usage(text: &str) -> Option<(f64, Vec<(String, host::Usage)>)> {
+    let mut wall = None;
+    let mut procs = Vec::new();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["wall_s", v] => wall = v.parse().ok(),
+            ["proc", name, cpu, wakeups] => procs.push((
+                name.to_string(),
+                host::Usage {
+                    cpu_s: cpu.parse().unwrap_or(0.0),
+                    wakeups: wakeups.parse().unwrap_or(0),
+                },
+            )),
+            _ => {}
+        }
+    }
+    Some((wall?, procs))
+}
+
+/// The lines of a [`read_usage`] text.
+pub fn usage_text(wall_s: f64, procs: &[(String, host::Usage)]) -> String {
+    let mut s = format!("wall_s {wall_s:.3}\n");
+    for (name, u) in procs {
+        s += &format!("proc {name} {:.2} {}\n", u.cpu_s, u.wakeups);
+    }
+    s
 }
 
 /// The CPU line of a mode: `MODE PMTU: NAME CPUs ... in WALLs (C cores); W wake-ups for N
@@ -158,7 +205,7 @@ mod tests {
         std::fs::write(dir.join("cli-reorder-1024.log"), guest::tests::CLIENT).unwrap();
         std::fs::write(
             dir.join("usage-reorder-1024.txt"),
-            "reorder 1024: rack 2.2s\n",
+            "wall_s 24\nproc rack 2.2 77761\n",
         )
         .unwrap();
         let counters = dir.join("tor-b.json");
@@ -192,7 +239,10 @@ mod tests {
                 resyncs: 0
             })
         );
-        assert_eq!(r.usage.as_deref(), Some("reorder 1024: rack 2.2s"));
+        assert_eq!(
+            r.usage.as_deref(),
+            Some("reorder 1024: rack 2.2s in 24s (0.09 cores); 77761 wake-ups for ? packets from the guests (- per packet)")
+        );
         assert!(r.lateness.is_none());
         let f = r.failures(false);
         assert!(
@@ -224,5 +274,8 @@ mod tests {
             Some(60015)
         );
         assert_eq!(wire_packets("nothing"), None);
+        let procs = vec![("rack".to_string(), u)];
+        assert_eq!(read_usage(&usage_text(24.0, &procs)), Some((24.0, procs)));
+        assert_eq!(read_usage("proc x 1 2"), None);
     }
 }
