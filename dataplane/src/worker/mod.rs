@@ -309,10 +309,12 @@ impl Worker {
         self.engine.begin_iteration();
         self.take_updates(now);
         let mut work = self.take_handoffs(now);
-        // One reference-count bump per iteration, not per packet.
+        // One reference-count bump each per iteration, not per packet or port.
         let tables = self.tables.clone();
+        let counters = self.sh.counters.clone();
+        let port_counters = self.sh.port_counters.clone();
         for i in 0..self.ports.len() {
-            work |= self.receive(i, &tables, now);
+            work |= self.receive(i, &tables, &counters, &port_counters, now);
         }
         work |= self.run_reorder(now);
         if !self.parked.is_empty() {
@@ -381,7 +383,14 @@ impl Worker {
 
     /// Step 3 for port `ports[i]`: receive a burst and decide each packet. True when any came.
     #[inline]
-    fn receive(&mut self, i: usize, tables: &Tables, now: u64) -> bool {
+    fn receive(
+        &mut self,
+        i: usize,
+        tables: &Tables,
+        c: &WorkerCounters,
+        port_counters: &[CachePadded<PortCounters>],
+        now: u64,
+    ) -> bool {
         self.ports[i].port.poll(now);
         let id = self.ports[i].id;
         let n = self.ports[i]
@@ -390,8 +399,6 @@ impl Worker {
         if n == 0 {
             return false;
         }
-        let c = self.sh.counters.clone();
-        let port_counters = self.sh.port_counters.clone();
         let pc = &port_counters[usize::from(id)];
         pc.rx_pkts.add(n as u64);
         c.rx_pkts.add(n as u64);
