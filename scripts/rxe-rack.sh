@@ -44,8 +44,8 @@ RX="$BIN/rxerack"
 [ -x "$RX" ] || { echo "rxe-rack: $RX is missing: cargo build --release --bins (or set BIN)" >&2; exit 1; }
 TESTS=${TESTS_OVERRIDE:-$("$RX" tests "$PROFILE")}
 PMTUS=${PMTUS_OVERRIDE:-$("$RX" pmtus "$PROFILE")}
-if [ "${2:-}" = list ]; then exec "$RX" list "$PROFILE" --tests "${TESTS_OVERRIDE:-}"; fi
 MODES=${MODES:-"direct wire ecmp spray reorder"}
+if [ "${2:-}" = list ]; then exec "$RX" list "$PROFILE" --tests "${TESTS_OVERRIDE:-}" --pmtus "$PMTUS" --modes "$MODES"; fi
 RATE_MBPS=${RATE_MBPS:-}
 rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 300 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
@@ -79,7 +79,7 @@ GUEST=$(scripts/rxe-guest.sh build)
 mkdir -p "$OUT"
 RECORDS="$OUT/records.jsonl"; : >"$RECORDS"
 
-QEMU_PIDS=() DUMP_PIDS=() DIRECT_NS="" WIRE_PID="" SAMPLER_PID=""
+QEMU_PIDS=() DUMP_PIDS=() DIRECT_NS="" WIRE_PID="" SAMPLER_PID="" WIRE_PATH=""
 stop_pid() { [ -n "${1:-}" ] && { kill "${2:--TERM}" "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; return 0; }
 stop_guests() { for p in "${QEMU_PIDS[@]}"; do stop_pid "$p"; done; QEMU_PIDS=(); }
 stop_dumps() { for p in "${DUMP_PIDS[@]}"; do stop_pid "$p" -INT; done; DUMP_PIDS=(); }
@@ -122,7 +122,10 @@ direct_up() {
   local mode=$1 mtu=$2 pmtu=$3 t impair
   DIRECT_NS="ssr-$NAME-direct"
   ip netns add "$DIRECT_NS"
-  [ "$mode" = direct ] && ip -n "$DIRECT_NS" link add br0 mtu "$mtu" type bridge && ip -n "$DIRECT_NS" link set br0 up
+  if [ "$mode" = direct ]; then
+    ip -n "$DIRECT_NS" link add br0 mtu "$mtu" type bridge
+    ip -n "$DIRECT_NS" link set br0 up
+  fi
   for t in ta tb; do
     ip -n "$DIRECT_NS" tuntap add "$t" mode tap
     if [ "$mode" = direct ]; then ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" master br0 up
@@ -134,6 +137,7 @@ direct_up() {
     impair=${WIRE_IMPAIR:-fabric}
     [ "$impair" = none ] && impair=""
     [ "$impair" = fabric ] && impair="delay_us=$(echo "$DELAYS_US" | awk '{s = 0; for (i = 1; i <= NF; i++) s += $i; print s / NF}'),rate_mbps=$(($(rate_for "$pmtu") * 4))"
+    WIRE_PATH="path ${impair:-clean}"
     ip netns exec "$DIRECT_NS" "${switch_pin[@]}" "$BIN/sprayfabric" --backend "${BACKEND:-auto}" --path "ta:tb${impair:+,$impair}" \
       --idle "$IDLE" --idle-us "$IDLE_US" >"$OUT/wire-$pmtu.log" 2>&1 &
     WIRE_PID=$!
@@ -196,7 +200,7 @@ run_mode() {  # ROUND MODE PMTU
   stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
   stop_dumps
   if [ "$mode" = wire ]; then
-    "$RX" usage --since "$t0" "forwarder=$WIRE_PID" >"$OUT/usage-$mode-$pmtu.txt"
+    "$RX" usage --since "$t0" --note "$WIRE_PATH" "forwarder=$WIRE_PID" >"$OUT/usage-$mode-$pmtu.txt"
     stop_pid "$WIRE_PID"; WIRE_PID=""
     args+=(--late-log "$OUT/wire-$pmtu.log" --wire-log "$OUT/wire-$pmtu.log")
   elif [ "$mode" != direct ]; then
@@ -205,13 +209,20 @@ run_mode() {  # ROUND MODE PMTU
     if [ "$SHAPE" = one ]; then procs=(rack); else procs=(tor-a fabric tor-b); fi
     local named=()
     for p in "${procs[@]}"; do named+=("$p=$(cat "$st/$p.pid" 2>/dev/null || echo 0)"); done
+    local sw="$OUT/switches-$mode-$pmtu.txt" n
+    : >"$sw"
     for t in a b; do
       "$BIN/sprayctl" -s "$st/tor-$t.sock" --json show ports >"$OUT/ports-$t-$mode-$pmtu.json" 2>/dev/null || true
       "$BIN/sprayctl" -s "$st/tor-$t.sock" --json show counters >"$OUT/counters-$t-$mode-$pmtu.json" 2>/dev/null || true
       for w in ports hosts counters; do
         echo "== tor-$t show $w"; "$BIN/sprayctl" -s "$st/tor-$t.sock" show "$w" 2>&1 || true
-      done >>"$OUT/switches-$mode-$pmtu.txt"
+      done >>"$sw"
     done
+    # The taps' and links' own counters: drops towards a guest happen there, not in the switch.
+    for n in rack tora torb; do
+      ip netns pids "ssr-$NAME-$n" >/dev/null 2>&1 || continue
+      echo "== ssr-$NAME-$n links"; ip -n "ssr-$NAME-$n" -s link show 2>&1 || true
+    done >>"$sw"
     "$RX" usage --since "$t0" "${named[@]}" >"$OUT/usage-$mode-$pmtu.txt"
     stop_guests
     # The rack's logs end with the fabric's per-path counters and lateness: keep them.

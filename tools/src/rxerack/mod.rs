@@ -90,20 +90,18 @@ pub fn record(
             host::lateness_line("b->a", &host::lateness("b->a", &logs))
         )
     });
-    let usage = read_usage(&read(&files.dir.join(format!("usage-{mode}-{pmtu}.txt")))).map(
-        |(wall_s, procs)| {
-            let packets = match &files.wire_log {
-                Some(l) => wire_packets(&read(l)),
-                None if !files.ports.is_empty() => files
-                    .ports
-                    .iter()
-                    .map(|p| report::host_port_packets(&read(p)))
-                    .sum(),
-                None => None,
-            };
-            usage_line(mode, pmtu, wall_s, &procs, packets)
-        },
-    );
+    let usage = read_usage(&read(&files.dir.join(format!("usage-{mode}-{pmtu}.txt")))).map(|u| {
+        let packets = match &files.wire_log {
+            Some(l) => wire_packets(&read(l)),
+            None if !files.ports.is_empty() => files
+                .ports
+                .iter()
+                .map(|p| report::host_port_packets(&read(p)))
+                .sum(),
+            None => None,
+        };
+        usage_line(mode, pmtu, &u, packets)
+    });
     ModeRecord {
         round,
         mode: mode.to_string(),
@@ -122,12 +120,28 @@ pub fn record(
     }
 }
 
-/// What `rxerack usage` printed: `wall_s SECONDS`, then `proc NAME CPU_SECONDS WAKEUPS` per
-/// process. `None` when there is no wall time.
-pub fn read_usage(text: &str) -> Option<(f64, Vec<(String, host::Usage)>)> {
+/// What `rxerack usage` printed, read back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageText {
+    /// Seconds since the mode started.
+    pub wall_s: f64,
+    /// Said after the mode in the CPU line.
+    pub note: Option<String>,
+    /// Each process.
+    pub procs: Vec<(String, host::Usage)>,
+}
+
+/// What `rxerack usage` printed: `wall_s SECONDS`, `note TEXT` (optional), then
+/// `proc NAME CPU_SECONDS WAKEUPS` per process. `None` when there is no wall time.
+pub fn read_usage(text: &str) -> Option<UsageText> {
     let mut wall = None;
+    let mut note = None;
     let mut procs = Vec::new();
     for l in text.lines() {
+        if let Some(n) = l.strip_prefix("note ") {
+            note = Some(n.trim().to_string());
+            continue;
+        }
         let w: Vec<&str> = l.split_whitespace().collect();
         match w.as_slice() {
             ["wall_s", v] => wall = v.parse().ok(),
@@ -141,42 +155,49 @@ pub fn read_usage(text: &str) -> Option<(f64, Vec<(String, host::Usage)>)> {
             _ => {}
         }
     }
-    Some((wall?, procs))
+    Some(UsageText {
+        wall_s: wall?,
+        note,
+        procs,
+    })
 }
 
 /// The lines of a [`read_usage`] text.
-pub fn usage_text(wall_s: f64, procs: &[(String, host::Usage)]) -> String {
+pub fn usage_text(wall_s: f64, note: Option<&str>, procs: &[(String, host::Usage)]) -> String {
     let mut s = format!("wall_s {wall_s:.3}\n");
+    if let Some(n) = note {
+        s += &format!("note {n}\n");
+    }
     for (name, u) in procs {
         s += &format!("proc {name} {:.2} {}\n", u.cpu_s, u.wakeups);
     }
     s
 }
 
-/// The CPU line of a mode: `MODE PMTU: NAME CPUs ... in WALLs (C cores); W wake-ups for N
-/// packets from the guests (R per packet)`.
-pub fn usage_line(
-    mode: &str,
-    pmtu: u32,
-    wall_s: f64,
-    procs: &[(String, host::Usage)],
-    packets: Option<u64>,
-) -> String {
+/// The CPU line of a mode: `MODE PMTU (NOTE): NAME CPUs ... in WALLs (C cores); W wake-ups for
+/// N packets from the guests (R per packet)`.
+pub fn usage_line(mode: &str, pmtu: u32, u: &UsageText, packets: Option<u64>) -> String {
+    let wall_s = u.wall_s;
     let mut cpu = 0.0;
     let mut wakeups = 0;
     let mut names = String::new();
-    for (name, u) in procs {
-        cpu += u.cpu_s;
-        wakeups += u.wakeups;
-        names += &format!(" {name} {:.1}s", u.cpu_s);
+    for (name, p) in &u.procs {
+        cpu += p.cpu_s;
+        wakeups += p.wakeups;
+        names += &format!(" {name} {:.1}s", p.cpu_s);
     }
     let per = match packets {
         Some(n) if n > 0 => format!("{:.2}", wakeups as f64 / n as f64),
         _ => "-".into(),
     };
     let cores = if wall_s > 0.0 { cpu / wall_s } else { 0.0 };
+    let note = u
+        .note
+        .as_ref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
     format!(
-        "{mode} {pmtu}:{names} in {wall_s:.0}s ({cores:.2} cores); {wakeups} wake-ups for {} packets from the guests ({per} per packet)",
+        "{mode} {pmtu}{note}:{names} in {wall_s:.0}s ({cores:.2} cores); {wakeups} wake-ups for {} packets from the guests ({per} per packet)",
         packets.map_or("?".to_string(), |n| n.to_string())
     )
 }
@@ -263,10 +284,21 @@ mod tests {
             cpu_s: 2.2,
             wakeups: 77761,
         };
+        let text = UsageText {
+            wall_s: 24.0,
+            note: None,
+            procs: vec![("rack".to_string(), u)],
+        };
         assert_eq!(
-            usage_line("reorder", 1024, 24.0, &[("rack".into(), u)], Some(61430)),
+            usage_line("reorder", 1024, &text, Some(61430)),
             "reorder 1024: rack 2.2s in 24s (0.09 cores); 77761 wake-ups for 61430 packets from the guests (1.27 per packet)"
         );
+        let wire = UsageText {
+            note: Some("path delay_us=30".into()),
+            ..text.clone()
+        };
+        assert!(usage_line("wire", 1024, &wire, None)
+            .starts_with("wire 1024 (path delay_us=30): rack 2.2s"));
         assert_eq!(
             wire_packets(
                 "x\npath 0: a->b rx 40095 lost 0 overflow 0; b->a rx 19920 lost 0 overflow 0\n"
@@ -274,8 +306,14 @@ mod tests {
             Some(60015)
         );
         assert_eq!(wire_packets("nothing"), None);
-        let procs = vec![("rack".to_string(), u)];
-        assert_eq!(read_usage(&usage_text(24.0, &procs)), Some((24.0, procs)));
+        assert_eq!(
+            read_usage(&usage_text(24.0, None, &text.procs)),
+            Some(text.clone())
+        );
+        assert_eq!(
+            read_usage(&usage_text(24.0, Some("path delay_us=30"), &text.procs)),
+            Some(wire)
+        );
         assert_eq!(read_usage("proc x 1 2"), None);
     }
 }

@@ -117,8 +117,8 @@ impl ModeRecord {
             if let [Some(b), Some(a)] = self.tors {
                 if a.timeouts + b.timeouts == 0 {
                     out.push(format!(
-                        "reorder {p} with loss '{}': no hold timeouts recorded at either ToR",
-                        self.loss
+                        "reorder {p} with loss '{}': no hold timeouts recorded at either ToR (tor-b/tor-a {}/{})",
+                        self.loss, b.timeouts, a.timeouts
                     ));
                 }
             }
@@ -194,6 +194,8 @@ fn rc_pair(t: &TestRow) -> String {
 
 fn perf_cell(t: &TestRow) -> String {
     match t.perf {
+        // Latencies as perftest prints them (two decimals); rates in whole units.
+        Some(p) if p.unit == super::guest::Unit::Us => format!("{:.2} us", p.value),
         Some(p) => format!("{:.0} {}", p.value, p.unit.as_str()),
         None => "-".into(),
     }
@@ -204,8 +206,10 @@ fn perf_cell(t: &TestRow) -> String {
 pub fn counter_rows(r: &ModeRecord) -> String {
     let mut s = String::new();
     for (i, t) in r.tests.iter().enumerate() {
+        // Over the whole mode, so on its first row; `-` where a ToR did not answer (or the
+        // mode has none).
         let tor = |f: fn(&TorSums) -> u64| match (i, r.tors) {
-            (0, [b, a]) if b.is_some() || a.is_some() => {
+            (0, [b, a]) => {
                 let v = |x: Option<TorSums>| x.map_or("-".to_string(), |x| f(&x).to_string());
                 format!("{}/{}", v(b), v(a))
             }
