@@ -182,6 +182,33 @@ fn sixty_four_qps_on_one_udp_port_and_mixed_path_mtus_on_two_workers() {
 }
 
 #[test]
+fn eight_qps_reading_both_ways_at_once() {
+    // perftest's ib_read_bw -o 64 -q 8 -b: each QP requester and responder together, 64 READs
+    // outstanding each way, RoCE MTU 4096 and 1024.
+    for pmtu in [4096, 1024] {
+        let conns: Vec<Connection> = (0..8)
+            .map(|i| {
+                let mut c = conn(
+                    i,
+                    Device::RXE,
+                    pmtu,
+                    vec![Step::Both(vec![Verb::Read { len: 65_536 }; 64])],
+                );
+                c.a_cfg.max_rd_atomic = 64;
+                c.b_cfg.max_rd_atomic = 64;
+                // Two rxe devices number their QPs alike: both ends of a pair have one QPN.
+                c.b_qpn = c.a_qpn;
+                c
+            })
+            .collect();
+        assert_clean(
+            &go(&fabric(true, 0.0, 1), &conns),
+            &format!("read both ways, pmtu {pmtu}"),
+        );
+    }
+}
+
+#[test]
 fn a_qp_re_created_with_its_qpn_and_a_cm_reconnect() {
     let script = vec![
         Step::Post(vec![

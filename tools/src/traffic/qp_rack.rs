@@ -29,6 +29,9 @@ pub enum Step {
     /// Post these work requests on the A side at once (they are outstanding together, up to
     /// what the QP allows).
     Post(Vec<Verb>),
+    /// Post these work requests on both sides at once, as perftest's `-b` does: each QP is then
+    /// requester and responder together, with requests, responses and ACKs both ways.
+    Both(Vec<Verb>),
     /// Do nothing for this long (an idle QP: the switch may evict its streams).
     Pause(u64),
     /// Destroy both QPs and create them again with the same QPNs, starting at these PSNs (A's
@@ -195,8 +198,8 @@ impl Live {
     fn retire(&mut self) {
         self.report.a.add(self.a.counters());
         self.report.b.add(self.b.counters());
-        self.report.completed += self.a.completed();
-        self.report.failed += self.a.failed();
+        self.report.completed += self.a.completed() + self.b.completed();
+        self.report.failed += self.a.failed() + self.b.failed();
         for st in [self.a.state(), self.b.state()] {
             if !matches!(st, QpState::Rts) {
                 self.report.error = true;
@@ -288,6 +291,16 @@ pub fn run(
                             l.a.post(v);
                             l.report.posted += 1;
                             l.posted_now += 1;
+                        }
+                        l.step += 1;
+                        break;
+                    }
+                    Step::Both(verbs) => {
+                        for v in verbs {
+                            l.a.post(v);
+                            l.b.post(v);
+                            l.report.posted += 2;
+                            l.posted_now += 2;
                         }
                         l.step += 1;
                         break;
