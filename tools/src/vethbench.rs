@@ -408,8 +408,7 @@ fn blast(
         .join()
         .map_err(|_| anyhow::anyhow!("sender panicked"))??;
     drop(sink);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = sys::clock_ticks() as f64;
     Ok((sent, g1 - g0, el, (c1 - c0) as f64 / hz))
 }
 

@@ -60,6 +60,17 @@ fn generic_hint(e: &io::Error) -> Option<String> {
     )
 }
 
+/// Clock ticks per second of `/proc`'s CPU times (`_SC_CLK_TCK`; 100 if it cannot be read).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as u64
+    } else {
+        100
+    }
+}
+
 /// The last OS error.
 pub fn errno() -> io::Error {
     io::Error::last_os_error()

@@ -33,17 +33,6 @@ pub fn voluntary_switches(status: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Clock ticks per second of `/proc`'s CPU times.
-pub fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as u64
-    } else {
-        100
-    }
-}
-
 /// The [`Usage`] of process `pid` now; `None` when it is gone.
 pub fn usage(pid: u32) -> Option<Usage> {
     let proc = Path::new("/proc").join(pid.to_string());
@@ -57,7 +46,7 @@ pub fn usage(pid: u32) -> Option<Usage> {
         }
     }
     Some(Usage {
-        cpu_s: ticks as f64 / clock_ticks() as f64,
+        cpu_s: ticks as f64 / sprayswitch::port::sys::clock_ticks() as f64,
         wakeups,
     })
 }

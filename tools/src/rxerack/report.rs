@@ -146,11 +146,10 @@ impl ModeRecord {
                 }
             } else {
                 if t.rc != [Some(0), Some(0)] {
-                    let rc = |g: usize| t.rc[g].map_or("none".to_string(), |v| v.to_string());
                     out.push(format!(
                         "{m} {p} {l} did not complete (rc server {}, client {})",
-                        rc(0),
-                        rc(1)
+                        rc_text(t, 0),
+                        rc_text(t, 1)
                     ));
                 }
                 // A QP that exhausts its retries has failed, lossy fabric or not.
@@ -187,9 +186,13 @@ impl ModeRecord {
     }
 }
 
+/// perftest's exit status in guest `g` (0 server, 1 client), `none` when it never finished.
+fn rc_text(t: &TestRow, g: usize) -> String {
+    t.rc[g].map_or("none".to_string(), |v| v.to_string())
+}
+
 fn rc_pair(t: &TestRow) -> String {
-    let rc = |g: usize| t.rc[g].map_or("none".to_string(), |v| v.to_string());
-    format!("{}/{}", rc(0), rc(1))
+    format!("{}/{}", rc_text(t, 0), rc_text(t, 1))
 }
 
 fn perf_cell(t: &TestRow) -> String {
