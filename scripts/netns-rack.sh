@@ -19,6 +19,7 @@
 #   HOSTS [2]  PATHS [4]  DELAYS_US ["0 20 40 60"] (one per path)  LOSS [""] (e.g. "0 0.01 0 0")
 #   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
+#   HOST_RATE_MBPS [""]: the ToRs pace what they send to each host at this rate (unpaced if empty)
 #   MTU [1500] (every link; up to 9000; AF_XDP uses multi-buffer above 3822 bytes per frame)
 #   IDLE [backoff]: idle policy of the switches and the fabric: backoff (spin, yield, then wait
 #     for packets), wait (wait for packets at once: event-driven) or spin; IDLE_US [50] is the
@@ -56,6 +57,7 @@ LEARN_US=${LEARN_US:-5000}
 BIN=${BIN:-target/release}
 CORES=${CORES:-}
 RATE_MBPS=${RATE_MBPS:-}
+HOST_RATE_MBPS=${HOST_RATE_MBPS:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
 RT_PRIO=${RT_PRIO:-}
@@ -185,6 +187,7 @@ up_one() {
     args+=(--path "$(impairments "$p")")
   done
   [ "$REORDER" = 1 ] || args+=(--no-reorder)
+  [ -n "$HOST_RATE_MBPS" ] && args+=(--host-rate-mbps "$HOST_RATE_MBPS")
   RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-rack" "${prefix[@]}" "$BIN/sprayrackd" --hosts "$HOSTS" \
     --backend "$BACKEND" --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" \
     --mtu "$MTU" --idle "$IDLE" --idle-us "$IDLE_US" --socket-dir "$STATE" "${args[@]}" \
@@ -227,6 +230,7 @@ up() {
   [ -n "${cores[0]:-}" ] && fabric_args+=(--core "${cores[0]}")
   reorder_flag=()
   [ "$REORDER" = 1 ] || reorder_flag=(--no-reorder)
+  [ -n "$HOST_RATE_MBPS" ] && reorder_flag+=(--host-rate-mbps "$HOST_RATE_MBPS")
   for r in a b; do
     core=()
     if [ ${#cores[@]} -ge 2 ]; then

@@ -23,7 +23,9 @@
 #   GUEST_CPUS, SWITCH_CPUS [""]: taskset lists of the guests and of the rack and the wire
 #   forwarder; GUEST_SCHED [normal|batch]: batch guests do not preempt each other on wake-up;
 #   RATE_MBPS [per path: 100 at RoCE MTU 1024, 300 at 4096: one path slower than a direct link,
-#   four well faster]; DELAYS_US ["0 20 40 60"]; WIRE_IMPAIR [fabric|none|sprayfabric
+#   four well faster]; HOST_RATE_MBPS [fabric]: the ToRs pace their sends to a guest at this rate
+#   ("fabric": the paths' summed rate, what the wire mode delivers at most; empty: unpaced);
+#   DELAYS_US ["0 20 40 60"]; WIRE_IMPAIR [fabric|none|sprayfabric
 #   impairments]; TESTS_OVERRIDE (';'-separated), PMTUS_OVERRIDE; ROUNDS [1] (each round runs
 #   every mode back to back; ratios are medians over rounds); TEST_LIMIT [150], SPRAY_LIMIT [45]
 #   (seconds per perftest run; spraying without reorder collapses Go-Back-N); CAPTURE [""]: 1
@@ -47,6 +49,10 @@ PMTUS=${PMTUS_OVERRIDE:-$("$RX" pmtus "$PROFILE")}
 MODES=${MODES:-"direct wire ecmp spray reorder"}
 if [ "${2:-}" = list ]; then exec "$RX" list "$PROFILE" --tests "${TESTS_OVERRIDE:-}" --pmtus "$PMTUS" --modes "$MODES"; fi
 RATE_MBPS=${RATE_MBPS:-}
+# What the ToRs pace their sends to a guest at: HOST_RATE_MBPS, "fabric" (the paths' summed rate,
+# what the wire mode delivers at most), or empty (unpaced).
+HOST_RATE_MBPS=${HOST_RATE_MBPS-fabric}
+host_rate_for() { [ "$HOST_RATE_MBPS" = fabric ] && echo $(($(rate_for "$1") * 4)) || echo "$HOST_RATE_MBPS"; }
 rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 300 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
 LOSS=${LOSS:-}
@@ -170,7 +176,7 @@ run_mode() {  # ROUND MODE PMTU
     [ "$mode" = spray ] && reorder=0 limit=$SPRAY_LIMIT
     SHAPE=$SHAPE HOST_KIND=tap HOSTS=1 RT_PRIO=$RT_PRIO RACK_CPUS=$SWITCH_CPUS IDLE=$IDLE IDLE_US=$IDLE_US \
       HOLD_US=$HOLD_US LEARN_US=$LEARN_US MTU=$mtu BACKEND=${BACKEND:-auto} POLICY=$policy REORDER=$reorder \
-      RATE_MBPS=$(rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
+      RATE_MBPS=$(rate_for "$pmtu") HOST_RATE_MBPS=$(host_rate_for "$pmtu") DELAYS_US=$DELAYS_US LOSS=$LOSS BIN=$BIN \
       scripts/netns-rack.sh up "$NAME" >"$OUT/rack-$mode-$pmtu.log"
     if [ "$SHAPE" = one ]; then srv_tap=b-h1; cli_tap=a-h1
     else srv_tap=h1; cli_tap=h1; ns_b="ssr-$NAME-torb"; ns_a="ssr-$NAME-tora"; fi
@@ -199,6 +205,10 @@ run_mode() {  # ROUND MODE PMTU
   QEMU_PIDS=()
   stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
   stop_dumps
+  if [ "$mode" = direct ] || [ "$mode" = wire ]; then
+    # The taps' own counters (TX dropped: a guest that did not take what was sent to it).
+    ip -n "$DIRECT_NS" -s link show >"$OUT/links-$mode-$pmtu.txt" 2>&1 || true
+  fi
   if [ "$mode" = wire ]; then
     "$RX" usage --since "$t0" --note "$WIRE_PATH" "forwarder=$WIRE_PID" >"$OUT/usage-$mode-$pmtu.txt"
     stop_pid "$WIRE_PID"; WIRE_PID=""

@@ -206,6 +206,8 @@ pub struct TorText {
     pub hold_us: u64,
     /// Learning window of a new stream, microseconds.
     pub learn_us: u64,
+    /// Rate the ToR paces what it sends to each host at, Mbit/s (`None`: unpaced).
+    pub host_rate_mbps: Option<u32>,
 }
 
 /// The ToR settings `sprayrack` and `sprayrackd` take on their command lines.
@@ -232,6 +234,10 @@ pub struct TorArgs {
     /// Longest idle wait while something is timed, microseconds.
     #[arg(long, default_value_t = 50)]
     pub idle_us: u32,
+    /// Pace what each ToR sends to a host at this rate, Mbit/s (the host port's `rate_gbps`;
+    /// default: unpaced).
+    #[arg(long)]
+    pub host_rate_mbps: Option<u32>,
 }
 
 impl TorArgs {
@@ -257,6 +263,7 @@ impl TorArgs {
             reorder: !self.no_reorder,
             hold_us: self.hold_us,
             learn_us: self.learn_us,
+            host_rate_mbps: self.host_rate_mbps,
         }
     }
 }
@@ -273,6 +280,12 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
         &t.uplink_backend,
         t.host_interface_prefix.as_deref(),
     );
+    if let Some(r) = t.host_rate_mbps {
+        text = text.replace(
+            "\nrole = \"downlink\"\n",
+            &format!("\nrole = \"downlink\"\nrate_gbps = {}\n", f64::from(r) / 1000.0),
+        );
+    }
     if t.mtu != 1500 {
         text = text.replace("\nrole = ", &format!("\nmtu = {}\nrole = ", t.mtu));
     }
