@@ -64,6 +64,7 @@ fn stage_bench(c: &mut Criterion) {
                                 full_payload: 0,
                                 len: 100,
                                 kind: MetaKind::Request { read_len: None },
+                                path: sprayswitch::meta::NO_PATH,
                             };
                             stage.insert(0, pkt, &meta, now, &mut out);
                         }

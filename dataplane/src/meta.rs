@@ -72,4 +72,14 @@ pub struct RoceMeta {
     pub len: u32,
     /// What it is.
     pub kind: MetaKind,
+    /// The fabric path it arrived on: its uplink's index among the paths of uplink groups that
+    /// detect loss by path order ([`NO_PATH`]: any other port, or a group that uses the
+    /// timeout alone).
+    pub path: u8,
 }
+
+/// [`RoceMeta::path`] of a packet that did not arrive on a path-order fabric path.
+pub const NO_PATH: u8 = u8::MAX;
+
+/// Paths (uplinks of path-order groups) a switch tells apart; more are treated as timeout-only.
+pub const MAX_PATHS: usize = 64;

@@ -97,6 +97,7 @@ pub struct Switch {
     taps: Arc<crate::capture::CaptureTaps>,
     queries: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
+    detect_histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
     wakes: Arc<[Wake]>,
 }
 
@@ -268,6 +269,7 @@ impl Switch {
         let mut queries = Vec::new();
         let taps = Arc::new(crate::capture::CaptureTaps::new(status.len()));
         let mut histograms = Vec::new();
+        let mut detect_histograms = Vec::new();
         for (w, (my_ports, neigh_rx)) in per_worker.into_iter().zip(neigh_rxs).enumerate() {
             let (ttx, trx) = bounded::<Arc<Tables>>(4);
             tables_tx.push(ttx);
@@ -307,6 +309,9 @@ impl Switch {
             if let Some(h) = worker.hold_histogram() {
                 histograms.push(h);
             }
+            if let Some(h) = worker.detection_histogram() {
+                detect_histograms.push(h);
+            }
             workers_built.push(worker);
         }
         let switch = Switch {
@@ -320,6 +325,7 @@ impl Switch {
             taps,
             queries,
             histograms,
+            detect_histograms,
             wakes,
         };
         Ok((switch, workers_built))
@@ -410,19 +416,32 @@ impl Switch {
     /// The hold-time histogram (ns) of every worker merged, as last published (at most 100 ms
     /// old).
     pub fn hold_histogram(&self) -> Option<Histogram<u64>> {
-        let mut all: Option<Histogram<u64>> = None;
-        for h in &self.histograms {
-            let h = h.lock().ok()?;
-            match all.as_mut() {
-                Some(a) => {
-                    let _ = a.add(&*h);
-                }
-                None => all = Some(h.clone()),
-            }
-        }
-        all
+        merged(&self.histograms)
     }
 
+    /// The histogram (ns) of path-order loss detection times (gap opened to declared lost) of
+    /// every worker merged, as last published (at most 100 ms old).
+    pub fn detection_histogram(&self) -> Option<Histogram<u64>> {
+        merged(&self.detect_histograms)
+    }
+}
+
+/// Histograms merged, each as last published.
+fn merged(histograms: &[Arc<Mutex<Histogram<u64>>>]) -> Option<Histogram<u64>> {
+    let mut all: Option<Histogram<u64>> = None;
+    for h in histograms {
+        let h = h.lock().ok()?;
+        match all.as_mut() {
+            Some(a) => {
+                let _ = a.add(&*h);
+            }
+            None => all = Some(h.clone()),
+        }
+    }
+    all
+}
+
+impl Switch {
     /// The tables the workers use now.
     pub fn tables(&self) -> Arc<Tables> {
         self.tables.clone()
@@ -542,6 +561,7 @@ impl Switch {
             taps: self.taps.clone(),
             queries: Vec::new(),
             histograms: Vec::new(),
+            detect_histograms: Vec::new(),
             wakes: self.wakes.clone(),
         }
         .stats();

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sprayswitch::engine::{Role, SprayPolicy, Tables};
+use sprayswitch::engine::{LossDetection, Role, SprayPolicy, Tables};
 use sprayswitch::port::pcap::Pace;
-use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::reorder::{LossRecovery, PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
 
 mod choice;
@@ -112,6 +112,9 @@ pub struct ReorderSection {
     pub idle_evict_ms: u64,
     /// Outstanding READ/atomic ranges remembered per QP pair.
     pub max_reads: usize,
+    /// What a declared loss releases towards a host: `nak_first` (Go-Back-N RNICs: ConnectX-5,
+    /// Soft-RoCE) or `release_all` (selective repeat: ConnectX-6/7); ports may override it.
+    pub loss_recovery: Choice<LossRecovery>,
 }
 
 impl Default for ReorderSection {
@@ -127,6 +130,7 @@ impl Default for ReorderSection {
             learn_us: d.learn_ns / 1000,
             idle_evict_ms: d.idle_evict_ns / 1_000_000,
             max_reads: d.max_reads,
+            loss_recovery: Choice::new("nak_first"),
         }
     }
 }
@@ -173,6 +177,9 @@ pub struct PortSection {
     pub pace: Option<Choice<Pace>>,
     /// Hold timeout of streams towards this downlink, microseconds (overrides `[reorder]`).
     pub hold_timeout_us: Option<u64>,
+    /// What a declared loss releases towards the hosts of this downlink (overrides
+    /// `[reorder]`): `nak_first` or `release_all`.
+    pub loss_recovery: Option<Choice<LossRecovery>>,
 }
 
 fn default_backend() -> Choice<BackendKind> {
@@ -192,6 +199,10 @@ pub struct GroupSection {
     pub ports: Vec<String>,
     /// Weights for `weighted`, one per member; default: by `rate_gbps`, else equal.
     pub weights: Option<Vec<u32>>,
+    /// How the destination ToR tells loss from reordering on what the members deliver:
+    /// `path_order` (default; each member is one FIFO path: a two-tier leaf-spine) or `timeout`
+    /// (a LAG or more paths behind one member).
+    pub loss_detection: Option<Choice<LossDetection>>,
 }
 
 /// A `[[route]]`.
@@ -295,8 +306,8 @@ pub struct Validated {
     pub backends: Vec<Backend>,
     /// Reorder limits, or `None` when reordering is off.
     pub reorder: Option<ReorderConfig>,
-    /// Hold timeout override of each port, in table order.
-    pub port_timeouts: Vec<Option<u64>>,
+    /// Each port's reorder settings (hold timeout, loss recovery), in table order.
+    pub port_reorder: Vec<PortReorder>,
 }
 
 impl Config {
@@ -369,7 +380,7 @@ impl Validated {
     ) -> impl Fn(usize) -> Box<dyn sprayswitch::reorder::DownlinkStage> + use<> {
         use sprayswitch::reorder::{DownlinkStage, Passthrough, ReorderStage};
         let tables = self.tables.clone();
-        let timeouts = self.port_timeouts.clone();
+        let timeouts = self.port_reorder.clone();
         let rcfg = self.reorder;
         move |_| -> Box<dyn DownlinkStage> {
             match rcfg {

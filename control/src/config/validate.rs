@@ -6,10 +6,11 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::engine::{
-    ip_key, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup,
+    ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
+    UplinkGroup,
 };
 use sprayswitch::port::pcap::Pace;
-use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::reorder::{PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
 use sprayswitch::wire::Pmtu;
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
@@ -39,7 +40,7 @@ impl Config {
         validate_routes(&self.routes, &mut t)?;
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
-        let port_timeouts = port_timeouts(&self.ports)?;
+        let port_reorder = port_reorder(&self.ports, &self.reorder)?;
         let run = RunConfig {
             workers: s.workers,
             assignment: Some(ports.assigned),
@@ -58,7 +59,7 @@ impl Config {
             run,
             backends: ports.backends,
             reorder: self.reorder.enabled.then_some(rcfg),
-            port_timeouts,
+            port_reorder,
         })
     }
 }
@@ -400,10 +401,15 @@ fn validate_groups(
                 })
                 .collect(),
         };
+        let loss_detection = match &g.loss_detection {
+            Some(c) => c.get(|| f("loss_detection"))?,
+            None => LossDetection::default(),
+        };
         t.groups.push(UplinkGroup {
             name: g.name.clone(),
             ports: members,
             weights,
+            loss_detection,
         });
     }
     Ok(())
@@ -531,20 +537,36 @@ impl ReorderSection {
     }
 }
 
-/// Each port's own hold timeout (downlinks only), in ns.
-fn port_timeouts(ports: &[PortSection]) -> Result<Vec<Option<u64>>, ConfigError> {
+/// Each port's reorder settings: its own hold timeout (downlinks only) and loss recovery.
+fn port_reorder(
+    ports: &[PortSection],
+    r: &ReorderSection,
+) -> Result<Vec<PortReorder>, ConfigError> {
+    let recovery = r.loss_recovery.get(|| "reorder.loss_recovery".into())?;
     let mut out = Vec::with_capacity(ports.len());
     for (i, p) in ports.iter().enumerate() {
-        match p.hold_timeout_us {
+        let downlink = p.role.value() == Some(Role::Downlink);
+        let hold_timeout_ns = match p.hold_timeout_us {
             Some(0) => return err(format!("port[{i}].hold_timeout_us"), "must be at least 1"),
-            Some(_) if p.role.value() != Some(Role::Downlink) => {
+            Some(_) if !downlink => {
                 return err(
                     format!("port[{i}].hold_timeout_us"),
                     "only downlinks reorder",
                 )
             }
-            v => out.push(v.map(|us| us.saturating_mul(1000))),
-        }
+            v => v.map(|us| us.saturating_mul(1000)),
+        };
+        let recovery = match &p.loss_recovery {
+            Some(_) if !downlink => {
+                return err(format!("port[{i}].loss_recovery"), "only downlinks reorder")
+            }
+            Some(c) => c.get(|| format!("port[{i}].loss_recovery"))?,
+            None => recovery,
+        };
+        out.push(PortReorder {
+            hold_timeout_ns,
+            recovery,
+        });
     }
     Ok(out)
 }

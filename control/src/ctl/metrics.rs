@@ -84,6 +84,13 @@ impl Control {
                 &h,
             );
         }
+        if let Some(h) = self.switch.detection_histogram() {
+            m.histogram_ns(
+                "sprayswitch_reorder_loss_detection_seconds",
+                "Time from a gap opening to its loss declared by path order.",
+                &h,
+            );
+        }
         m.text
     }
 }

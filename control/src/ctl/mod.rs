@@ -338,7 +338,7 @@ impl Control {
                 ..c
             })
         };
-        if limits(&v.reorder) != limits(&old.reorder) || v.port_timeouts != old.port_timeouts {
+        if limits(&v.reorder) != limits(&old.reorder) || v.port_reorder != old.port_reorder {
             return Err("reorder settings other than hold_timeout_us changed: that needs a restart; nothing was applied".into());
         }
         let mut t: Tables = v.tables.clone();

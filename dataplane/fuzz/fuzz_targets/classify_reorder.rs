@@ -42,7 +42,8 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let Some(r) = c.roce() else { continue };
                 if op & 3 == 0 {
-                    let m = towards_host(r, Pmtu::DEFAULT, frame.len());
+                    // Four fabric paths, chosen by the input: path-order loss detection is fuzzed too.
+                    let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3);
                     inserted += 1;
                     id += 1;
                     let res = match m.kind {
@@ -55,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
                             m.span.min(1 << 16),
                             read_len,
                             Some((m.remote, m.sport)),
+                            m.path,
                             m.len,
                             id,
                             now,

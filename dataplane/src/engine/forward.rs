@@ -17,7 +17,7 @@ use super::local::{
 use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
-use crate::meta::{MetaKind, RoceMeta};
+use crate::meta::{MetaKind, RoceMeta, NO_PATH};
 use crate::port::Pkt;
 use crate::wire::{
     classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,
@@ -119,6 +119,9 @@ pub struct Engine {
     /// What the fast path reads of each egress port, packed (a `PortInfo` is 88 bytes with its
     /// name and addresses; this is 16), rebuilt with the tables.
     egress: Vec<Egress>,
+    /// Per port: the fabric path it is ([`Tables::path_of_ports`]), what RoCE packets it
+    /// delivers carry to the reorder stage.
+    rx_path: Vec<u8>,
 }
 
 /// The fast path's copy of a port's forwarding facts.
@@ -161,6 +164,7 @@ impl Engine {
             fast: true,
             fast_hits: 0,
             egress: egress_table(t),
+            rx_path: t.path_of_ports(),
         }
     }
 
@@ -172,6 +176,7 @@ impl Engine {
         self.cache.invalidate();
         self.tables_addr = t as *const Tables as usize;
         self.egress = egress_table(t);
+        self.rx_path = t.path_of_ports();
     }
 
     /// Starts a worker loop iteration: link state of uplink groups is then read once per
@@ -458,7 +463,8 @@ impl Engine {
             (Some(Transport::Rc | Transport::Uc), Some(r)) if out.role == Role::Downlink => {
                 self.learn_pmtu(egress, r);
                 let pmtu = self.pmtu_of(t, egress);
-                Verdict::Reorder(egress, towards_host(r, pmtu, pkt.len()))
+                let path = self.path_of(pkt.rx_port);
+                Verdict::Reorder(egress, towards_host(r, pmtu, pkt.len(), path))
             }
             _ => Verdict::Forward(egress),
         }
@@ -548,6 +554,7 @@ impl Engine {
                 full_payload: payload_len,
                 len,
                 kind: MetaKind::HostPmtu,
+                path: NO_PATH,
             });
         }
         let (egress, mac) = match hop {
@@ -616,6 +623,7 @@ impl Engine {
             } else {
                 MetaKind::Request { read_len: None }
             },
+            path: self.path_of(pkt.rx_port),
         });
         if op.full_segment && meta.is_some() {
             self.learn_pmtu_bytes(egress, payload_len);
@@ -633,6 +641,15 @@ impl Engine {
             observed,
             host_cnp: false,
         })
+    }
+
+    /// The fabric path port `rx` is, for the reorder stage ([`NO_PATH`] if none).
+    #[inline]
+    fn path_of(&self, rx: PortId) -> u8 {
+        self.rx_path
+            .get(usize::from(rx))
+            .copied()
+            .unwrap_or(NO_PATH)
     }
 
     /// Learns a port's path MTU from a full-size segment.
@@ -745,7 +762,7 @@ impl Engine {
 }
 
 /// The reorder facts of a RoCE packet routed towards a local host.
-pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> RoceMeta {
+pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize, path: u8) -> RoceMeta {
     let op = r.bth.opcode;
     let seg = op.segment();
     let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
@@ -769,6 +786,7 @@ pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) -> Roc
         full_payload: full_payload(r),
         len: len as u32,
         kind,
+        path,
     }
 }
 
@@ -812,6 +830,7 @@ pub fn cm_meta(
             receiver_local,
             msg,
         },
+        path: NO_PATH,
     })
 }
 
@@ -852,6 +871,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         full_payload: full_payload(r),
         len: len as u32,
         kind,
+        path: NO_PATH,
     })
 }
 

@@ -76,6 +76,33 @@ pub struct PortInfo {
     pub admin_up: bool,
 }
 
+/// How the destination ToR tells a lost packet from a reordered one, for what arrives on the
+/// members of an uplink group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LossDetection {
+    /// By path order, with the hold timeout as the backstop. Rests on one assumption: each
+    /// member is one FIFO path through the fabric (a two-tier leaf-spine: one uplink, one
+    /// spine, one downlink queue), so a QP's PSNs arrive in increasing order on every member,
+    /// and a gap is lost once every path the stream uses delivered a PSN above it.
+    #[default]
+    PathOrder,
+    /// By the hold timeout alone: for members with several paths behind them (a LAG, a
+    /// three-tier fabric that hashes again) where order per member does not hold.
+    Timeout,
+}
+
+impl core::str::FromStr for LossDetection {
+    type Err = String;
+    /// `path_order` or `timeout`, as configuration files name them.
+    fn from_str(s: &str) -> Result<LossDetection, String> {
+        match s {
+            "path_order" => Ok(LossDetection::PathOrder),
+            "timeout" => Ok(LossDetection::Timeout),
+            other => Err(format!("'{other}': use 'path_order' or 'timeout'")),
+        }
+    }
+}
+
 /// A group of uplinks that traffic to a remote prefix is spread over.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UplinkGroup {
@@ -85,6 +112,8 @@ pub struct UplinkGroup {
     pub ports: Vec<PortId>,
     /// Relative weight of each member (for `weighted`), same order as `ports`.
     pub weights: Vec<u32>,
+    /// How loss is told from reordering on what its members deliver.
+    pub loss_detection: LossDetection,
 }
 
 /// Where a route sends packets.
@@ -145,6 +174,36 @@ pub struct Tables {
 }
 
 impl Tables {
+    /// The fabric paths whose order the reorder stage may rely on: the members of the uplink
+    /// groups that detect loss by path order, in group and member order (a port in two groups
+    /// once), at most [`crate::meta::MAX_PATHS`]. A path's index here is
+    /// [`crate::meta::RoceMeta::path`].
+    pub fn paths(&self) -> Vec<PortId> {
+        let mut paths: Vec<PortId> = Vec::new();
+        for g in &self.groups {
+            if g.loss_detection != LossDetection::PathOrder {
+                continue;
+            }
+            for p in &g.ports {
+                if !paths.contains(p) && paths.len() < crate::meta::MAX_PATHS {
+                    paths.push(*p);
+                }
+            }
+        }
+        paths
+    }
+
+    /// Per port: its index in [`Tables::paths`], or [`crate::meta::NO_PATH`].
+    pub fn path_of_ports(&self) -> Vec<u8> {
+        let mut of = vec![crate::meta::NO_PATH; self.ports.len()];
+        for (i, p) in self.paths().into_iter().enumerate() {
+            if let Some(o) = of.get_mut(usize::from(p)) {
+                *o = i as u8;
+            }
+        }
+        of
+    }
+
     /// Empty tables for `ports`, with connected routes and local addresses derived from the
     /// ports' addresses.
     pub fn new(ports: Vec<PortInfo>) -> Tables {

@@ -461,7 +461,7 @@ impl Sprayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{PortInfo, Role};
+    use crate::engine::{LossDetection, PortInfo, Role};
     use crate::wire::Pmtu;
     use std::net::{IpAddr, Ipv4Addr};
 
@@ -485,6 +485,7 @@ mod tests {
             name: "fabric".into(),
             ports: (0..weights.len() as u16).collect(),
             weights,
+            loss_detection: LossDetection::default(),
         });
         t
     }

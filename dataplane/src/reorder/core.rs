@@ -15,7 +15,10 @@
 
 use super::pairing::Pairing;
 use super::response::ReadRange;
-use super::stream::{LazyDeque, Phase, Slot, Stream, StreamKey, StreamStats, WaitingAck, NO_RING};
+use super::stream::{
+    LazyDeque, LossRecovery, Phase, PortReorder, Slot, Stream, StreamKey, StreamStats, WaitingAck,
+    NO_RING,
+};
 use super::totals::ReorderTotals;
 use crate::ids::IntMap;
 use crate::wire::Psn;
@@ -102,12 +105,16 @@ pub struct ReorderCore<T> {
     pub(super) pairing: Pairing,
     pub(super) held_bytes: usize,
     pub(super) evict_hand: usize,
-    pub(super) next_timeout: Option<u64>,
+    /// What streams created from now on get (their downlink's settings).
+    pub(super) next_port: PortReorder,
+    /// Fabric paths that are down now, a bit per path: they do not block a path-order decision.
+    pub(super) paths_down: u64,
     /// The stream found by the last lookup.
     pub(super) last: Option<(StreamKey, u32)>,
     /// Totals.
     pub totals: ReorderTotals,
     pub(super) hold_ns: Vec<u64>,
+    pub(super) detect_ns: Vec<u64>,
 }
 
 /// Why a packet cannot be held.
@@ -145,10 +152,12 @@ impl<T> ReorderCore<T> {
             pairing: Pairing::new(cfg.max_streams),
             held_bytes: 0,
             evict_hand: 0,
-            next_timeout: None,
+            next_port: PortReorder::default(),
+            paths_down: 0,
             last: None,
             totals: ReorderTotals::default(),
             hold_ns: Vec::with_capacity(1024),
+            detect_ns: Vec::with_capacity(64),
             cfg,
         }
     }
@@ -169,17 +178,35 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// The hold timeout that streams created from now on get (their downlink's own timeout);
-    /// `None`: the configured one. The stage sets it before every call that may create a
-    /// stream.
+    /// The settings streams created from now on get (their downlink's own hold timeout and
+    /// loss recovery). The stage sets them before every call that may create a stream.
     #[inline]
-    pub fn set_timeout_for_new_streams(&mut self, ns: Option<u64>) {
-        self.next_timeout = ns;
+    pub fn set_port_for_new_streams(&mut self, port: PortReorder) {
+        self.next_port = port;
     }
 
     /// Hold times (ns) of packets released since the last call, for the owner's histogram.
     pub fn take_hold_times(&mut self, out: &mut Vec<u64>) {
         out.append(&mut self.hold_ns);
+    }
+
+    /// Detection times (ns: gap opened to declared lost by path order) since the last call.
+    pub fn take_detection_times(&mut self, out: &mut Vec<u64>) {
+        out.append(&mut self.detect_ns);
+    }
+
+    /// Fabric paths down now (a bit per [`crate::meta::RoceMeta::path`]): a path that is down
+    /// no longer blocks a path-order decision, so streams waiting on one are checked again.
+    pub fn set_paths_down(&mut self, down: u64, now: u64, out: &mut Vec<T>) {
+        if down == self.paths_down {
+            return;
+        }
+        self.paths_down = down;
+        for i in 0..self.active.len() {
+            if let Some(&stream) = self.active.get(i) {
+                self.check_path_loss(stream, now, out);
+            }
+        }
     }
 
     /// Packets held now.
@@ -224,6 +251,7 @@ impl<T> ReorderCore<T> {
                     s.reads.capacity() * std::mem::size_of::<ReadRange>()
                         + s.far.capacity() * std::mem::size_of::<Slot<T>>()
                         + s.acks.capacity() * std::mem::size_of::<WaitingAck<T>>()
+                        + s.paths.heap_bytes()
                 })
                 .sum::<usize>()
             + self.index.capacity() * (std::mem::size_of::<(StreamKey, u32)>() + 1)
@@ -272,7 +300,12 @@ impl<T> ReorderCore<T> {
             in_ring: 0,
             gap_since: now,
             last_seen: now,
-            timeout: self.next_timeout.unwrap_or(self.cfg.hold_timeout_ns),
+            timeout: self
+                .next_port
+                .hold_timeout_ns
+                .unwrap_or(self.cfg.hold_timeout_ns),
+            recovery: self.next_port.recovery,
+            paths: Default::default(),
             in_active: false,
             peer_seen: false,
             far: LazyDeque::default(),
@@ -357,12 +390,54 @@ impl<T> ReorderCore<T> {
         match self.streams[stream as usize].key {
             StreamKey::Request { .. } => {
                 // Give up on the gap: release everything held, in order. The RNIC sees the gap
-                // and NAKs; its NAK resyncs `e` so that the retransmission is reordered.
+                // and NAKs; its NAK resyncs `e` so that the retransmission is reordered. (A
+                // timeout after a path-order decision is the backstop: the retransmission did
+                // not come either, so nothing is kept back any longer.)
+                self.streams[stream as usize].paths.new_pass();
                 if let Some(after) = self.flush_ring(stream, now, out) {
                     self.streams[stream as usize].expected = after;
                 }
             }
             StreamKey::Response { .. } => self.response_timeout(stream, now, out),
+        }
+    }
+
+    /// Declares the gap at a request stream's expected PSN lost if every fabric path the stream
+    /// uses has delivered above it ([`super::paths`]), and recovers as its downlink chose.
+    pub(super) fn check_path_loss(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+        let s = &self.streams[stream as usize];
+        if s.held == 0
+            || !matches!(s.phase, Phase::Active)
+            || !matches!(s.key, StreamKey::Request { .. })
+            || !s.paths.all_above(s.expected, self.paths_down)
+        {
+            return;
+        }
+        let detected = now.saturating_sub(s.gap_since);
+        self.detect_ns.push(detected);
+        self.totals.path_losses += 1;
+        let s = &mut self.streams[stream as usize];
+        s.stats.path_losses += 1;
+        s.paths.new_pass();
+        match s.recovery {
+            LossRecovery::ReleaseAll => {
+                if let Some(after) = self.flush_ring(stream, now, out) {
+                    self.streams[stream as usize].expected = after;
+                }
+            }
+            LossRecovery::NakFirst => {
+                // The first held packet goes out of sequence: the RNIC NAKs the gap. The rest
+                // waits for the retransmission; the gap gets a full hold timeout from now.
+                let e = s.expected;
+                if let Some(q) = self.next_held_psn(stream, e) {
+                    if let Some(slot) = self.take_held(stream, q, now) {
+                        out.push(slot.item);
+                        self.totals.nak_releases += 1;
+                    }
+                }
+                let s = &mut self.streams[stream as usize];
+                s.gap_since = now;
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 //! - [`core`]: the limits, the stream table, timers and eviction;
 //! - [`stream`]: what is kept per stream (its key, phase, expected PSN, held packets);
 //! - [`ring`]: a stream's ring of PSN slots in the shared pool, and its far list;
+//! - [`paths`]: path-order loss detection (what each fabric path delivered of a stream);
 //! - [`request`]: the request direction (packets towards a local responder);
 //! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
 //!   local requester asked for;
@@ -19,6 +20,7 @@
 
 pub mod core;
 pub mod pairing;
+pub mod paths;
 pub mod request;
 pub mod response;
 pub mod ring;
@@ -30,7 +32,7 @@ pub use self::core::{ReorderConfig, ReorderCore};
 pub use self::pairing::CmEvent;
 pub use self::response::{HostRequest, ReadRange, ResponseKind};
 pub use self::stage::ReorderStage;
-pub use self::stream::{Insert, StreamKey, StreamStats};
+pub use self::stream::{Insert, LossRecovery, PortReorder, StreamKey, StreamStats};
 pub use self::totals::{ReorderCounters, ReorderTotals};
 
 pub use crate::meta::{MetaKind, RoceMeta};
@@ -88,6 +90,17 @@ pub trait DownlinkStage: Send {
     ) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
         None
     }
+
+    /// The histogram of path-order detection times (gap opened to declared lost), as last
+    /// published.
+    fn detection_histogram(
+        &self,
+    ) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+        None
+    }
+
+    /// The fabric paths down now (a bit per [`RoceMeta::path`]); appends what that releases.
+    fn set_paths_down(&mut self, _down: u64, _now: u64, _out: &mut Vec<(PortId, Pkt)>) {}
 }
 
 /// One stream as `show streams` prints it.

@@ -35,6 +35,7 @@
 
 use super::core::{NoHold, ReorderCore};
 use super::stream::{Insert, Phase, Slot, StreamKey};
+use crate::meta::NO_PATH;
 use crate::wire::Psn;
 
 /// PSNs ahead of a stream's expected PSN beyond which a packet starts a new sequence even
@@ -53,15 +54,45 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        self.insert_request_read(key, psn, span, None, None, len, item, now, out)
+        self.insert_request_read(key, psn, span, None, None, NO_PATH, len, item, now, out)
     }
 
     /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
     /// the QP's path MTU makes of it once that is known, `span` (the engine's estimate at the
     /// largest path MTU the port allows, never too long) until then. `peer`: the sender's
-    /// address and UDP source port, which the QP pairing hears of once per stream.
+    /// address and UDP source port, which the QP pairing hears of once per stream. `path`: the
+    /// fabric path it arrived on ([`NO_PATH`]: none whose order counts), for path-order loss
+    /// detection: after the insert, a gap that every path the stream uses has delivered above
+    /// is declared lost ([`super::paths`]).
     pub fn insert_request_read(
         &mut self,
+        key: StreamKey,
+        psn: Psn,
+        span: u32,
+        read: Option<u32>,
+        peer: Option<(u128, u16)>,
+        path: u8,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
+        let Some(stream) = self.stream_for(key, now, true) else {
+            out.push(item);
+            self.totals.passthrough += 1;
+            return Insert::Passthrough;
+        };
+        self.streams[stream as usize].paths.see(path, psn);
+        let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
+        if path != NO_PATH {
+            self.check_path_loss(stream, now, out);
+        }
+        r
+    }
+
+    fn insert_request_in(
+        &mut self,
+        stream: u32,
         key: StreamKey,
         psn: Psn,
         span: u32,
@@ -73,11 +104,6 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
     ) -> Insert {
         let span = span.max(1);
-        let Some(stream) = self.stream_for(key, now, true) else {
-            out.push(item);
-            self.totals.passthrough += 1;
-            return Insert::Passthrough;
-        };
         if let (Some((remote, sport)), StreamKey::Request { local, qpn }) = (peer, key) {
             if !self.streams[stream as usize].peer_seen {
                 self.streams[stream as usize].peer_seen = true;
@@ -191,6 +217,7 @@ impl<T> ReorderCore<T> {
     pub(super) fn restart(&mut self, stream: u32, now: u64) {
         let s = &mut self.streams[stream as usize];
         s.stats.restarts += 1;
+        s.paths.clear();
         s.phase = Phase::Learning {
             until: now.saturating_add(self.cfg.learn_ns),
             min: s.expected,
@@ -525,6 +552,10 @@ impl<T> ReorderCore<T> {
         }
         s.phase = Phase::Active;
         s.expected = old;
+        if psn.is_before(old) {
+            // The host asks for PSNs again: what the paths delivered is of the old pass.
+            s.paths.new_pass();
+        }
         if s.held > 0 {
             self.normalize_ring(stream, now, out);
             if psn.is_after(old) {

@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 use super::core::{ReorderConfig, ReorderCore};
 use super::pairing::CmEvent;
 use super::response::{HostRequest, ResponseKind};
-use super::stream::StreamKey;
+use super::stream::{PortReorder, StreamKey};
 use super::totals::ReorderTotals;
 use super::{DownlinkStage, MetaKind, RoceMeta, StreamRow};
 use crate::engine::Tables;
@@ -42,10 +42,12 @@ pub struct ReorderStage {
     core: ReorderCore<(PortId, Pkt)>,
     released: Vec<(PortId, Pkt)>,
     pacers: Vec<Option<Pacer>>,
-    timeouts: Vec<Option<u64>>,
+    ports: Vec<PortReorder>,
     hold_times: Vec<u64>,
     hist: Histogram<u64>,
     published: Arc<Mutex<Histogram<u64>>>,
+    detect_hist: Histogram<u64>,
+    detect_published: Arc<Mutex<Histogram<u64>>>,
     last_publish: u64,
     /// Packets dropped at a full pacing queue.
     pub pacing_drops: u64,
@@ -55,16 +57,13 @@ pub struct ReorderStage {
 }
 
 impl ReorderStage {
-    /// A stage for the ports of `tables` with limits `cfg`. `per_port_timeout[i]` overrides the
-    /// hold timeout for streams towards port `i`.
+    /// A stage for the ports of `tables` with limits `cfg`. `per_port[i]` are the settings of
+    /// streams towards port `i` (its own hold timeout, its loss recovery; the defaults for a
+    /// port not listed).
     ///
     /// # Panics
     /// If `cfg` fails [`ReorderConfig::check`] (the control side checks it first).
-    pub fn new(
-        cfg: ReorderConfig,
-        tables: &Tables,
-        per_port_timeout: &[Option<u64>],
-    ) -> ReorderStage {
+    pub fn new(cfg: ReorderConfig, tables: &Tables, per_port: &[PortReorder]) -> ReorderStage {
         let hist =
             Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid histogram bounds");
         ReorderStage {
@@ -83,11 +82,13 @@ impl ReorderStage {
                     })
                 })
                 .collect(),
-            timeouts: (0..tables.ports.len())
-                .map(|i| per_port_timeout.get(i).copied().flatten())
+            ports: (0..tables.ports.len())
+                .map(|i| per_port.get(i).copied().unwrap_or_default())
                 .collect(),
             hold_times: Vec::with_capacity(65_536),
             published: Arc::new(Mutex::new(hist.clone())),
+            detect_published: Arc::new(Mutex::new(hist.clone())),
+            detect_hist: hist.clone(),
             hist,
             last_publish: 0,
             pacing_drops: 0,
@@ -129,10 +130,14 @@ impl ReorderStage {
         }
     }
 
-    /// Streams created from now on belong to `port`: they get its hold timeout.
+    /// Streams created from now on belong to `port`: they get its settings.
     fn for_port(&mut self, port: PortId) {
-        self.core
-            .set_timeout_for_new_streams(self.timeouts.get(usize::from(port)).copied().flatten());
+        self.core.set_port_for_new_streams(
+            self.ports
+                .get(usize::from(port))
+                .copied()
+                .unwrap_or_default(),
+        );
     }
 
     /// Sends on what the core released, through each rated downlink's pacer. A packet goes out
@@ -212,6 +217,7 @@ impl DownlinkStage for ReorderStage {
                     meta.span,
                     read_len,
                     Some((meta.remote, meta.sport)),
+                    meta.path,
                     meta.len,
                     item,
                     now,
@@ -320,10 +326,17 @@ impl DownlinkStage for ReorderStage {
         for t in self.hold_times.drain(..) {
             let _ = self.hist.record(t.max(1));
         }
+        self.core.take_detection_times(&mut self.hold_times);
+        for t in self.hold_times.drain(..) {
+            let _ = self.detect_hist.record(t.max(1));
+        }
         if now.saturating_sub(self.last_publish) >= 100_000_000 {
             self.last_publish = now;
             if let Ok(mut h) = self.published.try_lock() {
                 h.clone_from(&self.hist);
+            }
+            if let Ok(mut h) = self.detect_published.try_lock() {
+                h.clone_from(&self.detect_hist);
             }
         }
     }
@@ -395,6 +408,15 @@ impl DownlinkStage for ReorderStage {
     fn hold_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {
         Some(self.published.clone())
     }
+
+    fn detection_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {
+        Some(self.detect_published.clone())
+    }
+
+    fn set_paths_down(&mut self, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        self.core.set_paths_down(down, now, &mut self.released);
+        self.emit(now, out);
+    }
 }
 
 #[cfg(test)]
@@ -415,6 +437,7 @@ mod tests {
             full_payload: 0,
             len,
             kind: MetaKind::Request { read_len: None },
+            path: crate::meta::NO_PATH,
         }
     }
 
@@ -474,7 +497,17 @@ mod tests {
             hold_timeout_ns: 1_000_000,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderStage::new(cfg, &t, &[Some(10_000), None]);
+        let mut s = ReorderStage::new(
+            cfg,
+            &t,
+            &[
+                PortReorder {
+                    hold_timeout_ns: Some(10_000),
+                    ..PortReorder::default()
+                },
+                PortReorder::default(),
+            ],
+        );
         let mut out = Vec::new();
         for port in [0u16, 1] {
             let q = u32::from(port) + 10;
@@ -532,7 +565,17 @@ mod tests {
             hold_timeout_ns: 1_000_000,
             ..ReorderConfig::default()
         };
-        let mut s = ReorderStage::new(cfg, &t, &[Some(10_000), None]);
+        let mut s = ReorderStage::new(
+            cfg,
+            &t,
+            &[
+                PortReorder {
+                    hold_timeout_ns: Some(10_000),
+                    ..PortReorder::default()
+                },
+                PortReorder::default(),
+            ],
+        );
         let mut out = Vec::new();
         // Port 1 (the switch's 1 ms) saw a request last; then the host on port 0 reads.
         s.insert(1, pkt(100), &meta(9, 0, 100), 0, &mut out);

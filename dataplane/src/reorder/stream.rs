@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use super::paths::PathTrack;
 use super::response::ReadRange;
 use crate::wire::Psn;
 
@@ -60,6 +61,41 @@ impl std::hash::Hash for StreamKey {
     }
 }
 
+/// What a downlink's streams do when they declare a gap lost (by path order or timeout), so that
+/// the host's RNIC asks for the missing packet at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LossRecovery {
+    /// Release the first held packet only: it is out of sequence, so a Go-Back-N responder NAKs
+    /// the gap at once (and drops it); the rest stays held and follows the retransmission of
+    /// the gap in order, so the RNIC drops nothing else.
+    #[default]
+    NakFirst,
+    /// Release everything held, in order: a selective-repeat responder NAKs the gap and keeps
+    /// what follows it, so the switch's memory is free at once.
+    ReleaseAll,
+}
+
+impl core::str::FromStr for LossRecovery {
+    type Err = String;
+    /// `nak_first` or `release_all`, as configuration files name them.
+    fn from_str(s: &str) -> Result<LossRecovery, String> {
+        match s {
+            "nak_first" => Ok(LossRecovery::NakFirst),
+            "release_all" => Ok(LossRecovery::ReleaseAll),
+            other => Err(format!("'{other}': use 'nak_first' or 'release_all'")),
+        }
+    }
+}
+
+/// The reorder settings of one downlink: what its streams get when they are created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortReorder {
+    /// Hold timeout (`None`: the switch's).
+    pub hold_timeout_ns: Option<u64>,
+    /// What a declared loss releases.
+    pub recovery: LossRecovery,
+}
+
 /// The outcome of an insert, after DPDK's `rte_reorder` (adapted to 24-bit PSNs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Insert {
@@ -99,6 +135,8 @@ pub struct StreamStats {
     pub overflows: u64,
     /// Timeouts.
     pub timeouts: u64,
+    /// Gaps declared lost by path order.
+    pub path_losses: u64,
     /// Resyncs from NAKs.
     pub resyncs: u64,
     /// Starts over at a far PSN.
@@ -145,6 +183,10 @@ pub(super) struct Stream<T> {
     pub(super) last_seen: u64,
     /// Hold timeout of this stream (its downlink's, or the switch's).
     pub(super) timeout: u64,
+    /// What a declared loss releases (its downlink's choice).
+    pub(super) recovery: LossRecovery,
+    /// The fabric paths it arrived on (path-order loss detection).
+    pub(super) paths: PathTrack,
     /// Listed in `active` (its timers need checking).
     pub(super) in_active: bool,
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).

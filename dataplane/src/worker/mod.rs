@@ -160,6 +160,8 @@ pub struct Worker {
     handed: u64,
     /// A live capture runs on some port: tap packets this iteration.
     tapping: bool,
+    /// The fabric paths ([`Tables::paths`]): their link state goes to the reorder stage.
+    paths: Vec<PortId>,
 }
 
 impl Worker {
@@ -193,6 +195,7 @@ impl Worker {
             .collect();
         let burst = cfg.burst.max(1);
         let sh_workers = sh.handoff.len();
+        let paths = tables.paths();
         Worker {
             engine: Engine::new(&tables, seed),
             sh,
@@ -213,6 +216,7 @@ impl Worker {
             parked: std::collections::VecDeque::with_capacity(PARK_MAX),
             handed: 0,
             tapping: false,
+            paths,
         }
     }
 
@@ -270,6 +274,13 @@ impl Worker {
     /// The reorder stage's hold-time histogram, if it keeps one.
     pub fn hold_histogram(&self) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
         self.reorder.hold_histogram()
+    }
+
+    /// The reorder stage's histogram of path-order loss detection times, if it keeps one.
+    pub fn detection_histogram(
+        &self,
+    ) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
+        self.reorder.detection_histogram()
     }
 
     /// Runs until the stop flag is set, then flushes and returns the ports.
@@ -348,6 +359,7 @@ impl Worker {
         }
         if let Some(t) = newest {
             self.engine.on_tables(&t);
+            self.paths = t.paths();
             if let (Some(ns), true) = (
                 t.hold_timeout_ns,
                 t.hold_timeout_ns != self.tables.hold_timeout_ns,
@@ -441,6 +453,19 @@ impl Worker {
 
     /// The reorder stage's timers, then whatever it released. True when it released any.
     fn run_reorder(&mut self, now: u64) -> bool {
+        // A path that went down no longer blocks path-order loss decisions.
+        let mut down = 0u64;
+        for (i, p) in self.paths.iter().enumerate() {
+            if !self
+                .sh
+                .status
+                .get(usize::from(*p))
+                .is_some_and(|s| s.is_up())
+            {
+                down |= 1 << i;
+            }
+        }
+        self.reorder.set_paths_down(down, now, &mut self.released);
         self.reorder.poll(now, &mut self.released);
         let work = !self.released.is_empty();
         if work {

@@ -283,7 +283,10 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
     if let Some(r) = t.host_rate_mbps {
         text = text.replace(
             "\nrole = \"downlink\"\n",
-            &format!("\nrole = \"downlink\"\nrate_gbps = {}\n", f64::from(r) / 1000.0),
+            &format!(
+                "\nrole = \"downlink\"\nrate_gbps = {}\n",
+                f64::from(r) / 1000.0
+            ),
         );
     }
     if t.mtu != 1500 {

@@ -1,0 +1,200 @@
+//! Path-order loss detection: telling a lost packet from a reordered one by what the fabric's
+//! paths delivered, not by time.
+//!
+//! **The assumption.** Each fabric path (an uplink of a group with `loss_detection =
+//! "path_order"`) is one FIFO through the fabric. A host sends a QP's packets in PSN order, the
+//! source ToR sprays them in that order, so on every path a QP's PSNs arrive in increasing order.
+//! Once every path a stream uses has delivered a PSN above a gap, the missing packet cannot
+//! still be in flight on any of them: it is lost.
+//!
+//! **Passes.** A retransmission breaks the order: after a NAK the host sends from the gap again,
+//! below what the paths already delivered, while packets sent before the NAK may still be in
+//! flight behind the old ones. So a stream counts passes: each loss it declares (and each move of
+//! its expected PSN backwards) starts a new one, and a path's evidence counts only once the path
+//! is in the current pass, which it shows by delivering a PSN below its highest of the old pass
+//! (the retransmission's first packet on it). Until then the path blocks the decision, and the
+//! hold timeout is the backstop.
+//!
+//! **Which paths count.** Every path the stream has used in its last [`PATH_STALE_PACKETS`]
+//! packets, unless the path is down now. Not "used within a recent time": after an idle time a
+//! QP's first burst starts on every path at once, and a path the stream used before the pause
+//! may be the one that carries the missing packet. A path the stream never uses (a pinned ECMP
+//! QP) does not block it.
+
+use crate::meta::{MAX_PATHS, NO_PATH};
+use crate::wire::Psn;
+
+/// Packets of a stream, on other paths, after which a path that carried none of them no longer
+/// counts as one the stream uses (the spray policy stopped choosing it).
+pub const PATH_STALE_PACKETS: u32 = 1024;
+
+/// What one path delivered of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PathSeen {
+    path: u8,
+    /// Highest PSN it delivered in pass `pass`.
+    top: Psn,
+    pass: u16,
+    /// The stream's packet count at its last packet.
+    last: u32,
+}
+
+/// The paths one stream arrived on (empty, and unallocated, for streams that never came over a
+/// path-order fabric path).
+#[derive(Debug, Default)]
+pub(super) struct PathTrack {
+    seen: Vec<PathSeen>,
+    /// Packets that arrived on a path.
+    count: u32,
+    /// The current pass.
+    pass: u16,
+}
+
+impl PathTrack {
+    /// A packet with `psn` arrived on `path`.
+    #[inline]
+    pub(super) fn see(&mut self, path: u8, psn: Psn) {
+        if path == NO_PATH || usize::from(path) >= MAX_PATHS {
+            return;
+        }
+        self.count = self.count.wrapping_add(1);
+        let (count, pass) = (self.count, self.pass);
+        match self.seen.iter_mut().find(|s| s.path == path) {
+            Some(s) => {
+                if s.pass == pass {
+                    if psn.is_after(s.top) {
+                        s.top = psn;
+                    }
+                } else if psn.is_before(s.top) {
+                    // Below what it delivered before: the retransmission reached this path.
+                    s.pass = pass;
+                    s.top = psn;
+                } else {
+                    s.top = psn;
+                }
+                s.last = count;
+            }
+            None => self.seen.push(PathSeen {
+                path,
+                top: psn,
+                pass,
+                last: count,
+            }),
+        }
+    }
+
+    /// A new pass: the host will send again from below what the paths delivered.
+    pub(super) fn new_pass(&mut self) {
+        self.pass = self.pass.wrapping_add(1);
+    }
+
+    /// Forgets every path (the stream starts a new PSN sequence).
+    pub(super) fn clear(&mut self) {
+        self.seen.clear();
+    }
+
+    /// Whether the packet at `gap` is lost: every path the stream uses that is not down
+    /// (`down`: a bit per path) delivered a PSN above it in the current pass, and there is at
+    /// least one such path.
+    pub(super) fn all_above(&self, gap: Psn, down: u64) -> bool {
+        let mut evidence = false;
+        for s in &self.seen {
+            if down >> s.path & 1 == 1 || self.count.wrapping_sub(s.last) > PATH_STALE_PACKETS {
+                continue;
+            }
+            if s.pass != self.pass || !s.top.is_after(gap) {
+                return false;
+            }
+            evidence = true;
+        }
+        evidence
+    }
+
+    /// Heap bytes it uses.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.seen.capacity() * std::mem::size_of::<PathSeen>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: u32) -> Psn {
+        Psn::new(v)
+    }
+
+    #[test]
+    fn every_used_path_must_deliver_above_the_gap() {
+        let mut t = PathTrack::default();
+        for (path, psn) in [(0, 9), (1, 10), (2, 11), (3, 12)] {
+            t.see(path, p(psn));
+        }
+        // Gap at 13 (lost on path 1, say): 14 on 2, 15 on 3, 16 on 0.
+        for (path, psn) in [(2, 14), (3, 15), (0, 16)] {
+            t.see(path, p(psn));
+            assert!(!t.all_above(p(13), 0), "path 1 has not delivered above 13");
+        }
+        t.see(1, p(17));
+        assert!(t.all_above(p(13), 0));
+    }
+
+    #[test]
+    fn a_path_that_is_down_or_unused_does_not_block() {
+        let mut t = PathTrack::default();
+        t.see(0, p(1));
+        t.see(1, p(2));
+        t.see(0, p(4));
+        assert!(!t.all_above(p(3), 0));
+        assert!(t.all_above(p(3), 1 << 1), "path 1 is down");
+        // Path 1 unused for more than PATH_STALE_PACKETS packets on path 0.
+        for i in 0..=PATH_STALE_PACKETS {
+            t.see(0, p(5 + i));
+        }
+        assert!(t.all_above(p(3), 0));
+    }
+
+    #[test]
+    fn no_evidence_no_decision() {
+        let t = PathTrack::default();
+        assert!(!t.all_above(p(3), 0));
+        let mut t = PathTrack::default();
+        t.see(NO_PATH, p(9));
+        assert!(!t.all_above(p(3), 0));
+    }
+
+    #[test]
+    fn after_a_loss_old_packets_prove_nothing_until_the_retransmission_shows() {
+        let mut t = PathTrack::default();
+        for (path, psn) in [(0, 20), (1, 21)] {
+            t.see(path, p(psn));
+        }
+        assert!(t.all_above(p(10), 0));
+        t.new_pass();
+        // Packets sent before the NAK, still in flight: higher than before, not the new pass.
+        t.see(0, p(22));
+        t.see(1, p(23));
+        assert!(!t.all_above(p(10), 0));
+        // The retransmission from 10: 10 on path 0, 11 on path 1, 12 on 0 (10 lost again?).
+        t.see(0, p(10));
+        assert!(!t.all_above(p(11), 0), "path 1 is not in the new pass yet");
+        t.see(1, p(11));
+        t.see(0, p(12));
+        assert!(!t.all_above(p(12), 0));
+        assert!(t.all_above(p(10), 0) && !t.all_above(p(11), 0));
+        // 11 was delivered on path 1 after all; a gap at 11 would be proven now (12, 13).
+        t.see(1, p(13));
+        assert!(t.all_above(p(11), 0));
+    }
+
+    #[test]
+    fn psns_wrap() {
+        let mut t = PathTrack::default();
+        t.see(0, p(0xFF_FFFE));
+        t.see(1, p(0xFF_FFFF));
+        t.see(0, p(1));
+        t.see(1, p(2));
+        assert!(t.all_above(p(0), 0));
+        assert!(!t.all_above(p(1), 0));
+    }
+}
