@@ -107,7 +107,9 @@ pub struct ReorderCore<T> {
     pub(super) evict_hand: usize,
     /// What streams created from now on get (their downlink's settings).
     pub(super) next_port: PortReorder,
-    /// Fabric paths that are down now, a bit per path: they do not block a path-order decision.
+    /// Fabric paths there are, and those down now (a bit per path: they do not block a
+    /// path-order decision).
+    pub(super) paths: usize,
     pub(super) paths_down: u64,
     /// The stream found by the last lookup.
     pub(super) last: Option<(StreamKey, u32)>,
@@ -153,6 +155,7 @@ impl<T> ReorderCore<T> {
             held_bytes: 0,
             evict_hand: 0,
             next_port: PortReorder::default(),
+            paths: 0,
             paths_down: 0,
             last: None,
             totals: ReorderTotals::default(),
@@ -195,12 +198,14 @@ impl<T> ReorderCore<T> {
         out.append(&mut self.detect_ns);
     }
 
-    /// Fabric paths down now (a bit per [`crate::meta::RoceMeta::path`]): a path that is down
-    /// no longer blocks a path-order decision, so streams waiting on one are checked again.
-    pub fn set_paths_down(&mut self, down: u64, now: u64, out: &mut Vec<T>) {
-        if down == self.paths_down {
+    /// The fabric paths there are (`count`, numbered as [`crate::meta::RoceMeta::path`]) and
+    /// those down now (`down`, a bit per path): a path that is down no longer blocks a
+    /// path-order decision, so on a change every stream holding packets is checked again.
+    pub fn set_paths(&mut self, count: usize, down: u64, now: u64, out: &mut Vec<T>) {
+        if (count, down) == (self.paths, self.paths_down) {
             return;
         }
+        self.paths = count;
         self.paths_down = down;
         for i in 0..self.active.len() {
             if let Some(&stream) = self.active.get(i) {
@@ -409,7 +414,7 @@ impl<T> ReorderCore<T> {
         if s.held == 0
             || !matches!(s.phase, Phase::Active)
             || !matches!(s.key, StreamKey::Request { .. })
-            || !s.paths.all_above(s.expected, self.paths_down)
+            || !s.paths.all_above(s.expected, self.paths, self.paths_down)
         {
             return;
         }

@@ -99,8 +99,9 @@ pub trait DownlinkStage: Send {
         None
     }
 
-    /// The fabric paths down now (a bit per [`RoceMeta::path`]); appends what that releases.
-    fn set_paths_down(&mut self, _down: u64, _now: u64, _out: &mut Vec<(PortId, Pkt)>) {}
+    /// The fabric paths there are (numbered as [`RoceMeta::path`]) and those down now (a bit
+    /// per path); appends what that releases.
+    fn set_paths(&mut self, _count: usize, _down: u64, _now: u64, _out: &mut Vec<(PortId, Pkt)>) {}
 }
 
 /// One stream as `show streams` prints it.

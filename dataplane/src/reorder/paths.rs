@@ -93,10 +93,20 @@ impl PathTrack {
         self.seen.clear();
     }
 
-    /// Whether the packet at `gap` is lost: every path the stream uses that is not down
-    /// (`down`: a bit per path) delivered a PSN above it in the current pass, and there is at
-    /// least one such path.
-    pub(super) fn all_above(&self, gap: Psn, down: u64) -> bool {
+    /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
+    /// per path) that is up and that the stream uses delivered a PSN above it in the current
+    /// pass, and there is at least one such path. A path the stream has not used blocks too
+    /// until the stream is [`PATH_STALE_PACKETS`] packets old: a young stream has not shown
+    /// yet which paths it uses.
+    pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+        if self.count <= PATH_STALE_PACKETS {
+            let up = (0..paths.min(MAX_PATHS)).filter(|i| down >> i & 1 == 0);
+            for i in up {
+                if !self.seen.iter().any(|s| usize::from(s.path) == i) {
+                    return false;
+                }
+            }
+        }
         let mut evidence = false;
         for s in &self.seen {
             if down >> s.path & 1 == 1 || self.count.wrapping_sub(s.last) > PATH_STALE_PACKETS {
@@ -133,10 +143,13 @@ mod tests {
         // Gap at 13 (lost on path 1, say): 14 on 2, 15 on 3, 16 on 0.
         for (path, psn) in [(2, 14), (3, 15), (0, 16)] {
             t.see(path, p(psn));
-            assert!(!t.all_above(p(13), 0), "path 1 has not delivered above 13");
+            assert!(
+                !t.all_above(p(13), 4, 0),
+                "path 1 has not delivered above 13"
+            );
         }
         t.see(1, p(17));
-        assert!(t.all_above(p(13), 0));
+        assert!(t.all_above(p(13), 4, 0));
     }
 
     #[test]
@@ -145,22 +158,29 @@ mod tests {
         t.see(0, p(1));
         t.see(1, p(2));
         t.see(0, p(4));
-        assert!(!t.all_above(p(3), 0));
-        assert!(t.all_above(p(3), 1 << 1), "path 1 is down");
+        assert!(!t.all_above(p(3), 2, 0));
+        assert!(t.all_above(p(3), 2, 1 << 1), "path 1 is down");
         // Path 1 unused for more than PATH_STALE_PACKETS packets on path 0.
         for i in 0..=PATH_STALE_PACKETS {
             t.see(0, p(5 + i));
         }
-        assert!(t.all_above(p(3), 0));
+        assert!(t.all_above(p(3), 2, 0));
     }
 
     #[test]
     fn no_evidence_no_decision() {
         let t = PathTrack::default();
-        assert!(!t.all_above(p(3), 0));
+        assert!(!t.all_above(p(3), 2, 0));
         let mut t = PathTrack::default();
         t.see(NO_PATH, p(9));
-        assert!(!t.all_above(p(3), 0));
+        assert!(!t.all_above(p(3), 2, 0));
+        // A young stream seen on path 0 only: paths 1-3 may carry the gap.
+        let mut t = PathTrack::default();
+        t.see(0, p(1));
+        t.see(0, p(3));
+        assert!(!t.all_above(p(2), 4, 0));
+        assert!(t.all_above(p(2), 4, 0b1110), "the others are down");
+        assert!(t.all_above(p(2), 1, 0), "the only path");
     }
 
     #[test]
@@ -169,22 +189,25 @@ mod tests {
         for (path, psn) in [(0, 20), (1, 21)] {
             t.see(path, p(psn));
         }
-        assert!(t.all_above(p(10), 0));
+        assert!(t.all_above(p(10), 2, 0));
         t.new_pass();
         // Packets sent before the NAK, still in flight: higher than before, not the new pass.
         t.see(0, p(22));
         t.see(1, p(23));
-        assert!(!t.all_above(p(10), 0));
+        assert!(!t.all_above(p(10), 2, 0));
         // The retransmission from 10: 10 on path 0, 11 on path 1, 12 on 0 (10 lost again?).
         t.see(0, p(10));
-        assert!(!t.all_above(p(11), 0), "path 1 is not in the new pass yet");
+        assert!(
+            !t.all_above(p(11), 2, 0),
+            "path 1 is not in the new pass yet"
+        );
         t.see(1, p(11));
         t.see(0, p(12));
-        assert!(!t.all_above(p(12), 0));
-        assert!(t.all_above(p(10), 0) && !t.all_above(p(11), 0));
+        assert!(!t.all_above(p(12), 2, 0));
+        assert!(t.all_above(p(10), 2, 0) && !t.all_above(p(11), 2, 0));
         // 11 was delivered on path 1 after all; a gap at 11 would be proven now (12, 13).
         t.see(1, p(13));
-        assert!(t.all_above(p(11), 0));
+        assert!(t.all_above(p(11), 2, 0));
     }
 
     #[test]
@@ -194,7 +217,7 @@ mod tests {
         t.see(1, p(0xFF_FFFF));
         t.see(0, p(1));
         t.see(1, p(2));
-        assert!(t.all_above(p(0), 0));
-        assert!(!t.all_above(p(1), 0));
+        assert!(t.all_above(p(0), 2, 0));
+        assert!(!t.all_above(p(1), 2, 0));
     }
 }

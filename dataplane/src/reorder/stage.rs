@@ -413,8 +413,8 @@ impl DownlinkStage for ReorderStage {
         Some(self.detect_published.clone())
     }
 
-    fn set_paths_down(&mut self, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        self.core.set_paths_down(down, now, &mut self.released);
+    fn set_paths(&mut self, count: usize, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        self.core.set_paths(count, down, now, &mut self.released);
         self.emit(now, out);
     }
 }

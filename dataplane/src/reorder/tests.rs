@@ -1387,3 +1387,214 @@ fn an_ack_of_an_earlier_psn_sequence_is_discarded() {
     assert_eq!(resp(&mut c, fill(true), 102, 102, 1), Insert::Released);
     assert_eq!(OUT.with(|o| o.take()), vec![100, 101, 102, 8]);
 }
+
+// ------------------------------------------------------------------ path-order loss detection
+
+/// A request stream sprayed round robin over paths with `delays` (ns), one packet every
+/// `gap_ns` from t = 0, PSNs `0..n`, minus `lost`: the arrivals in time order as (time, path,
+/// PSN). Each path keeps order.
+fn sprayed(delays: &[u64], gap_ns: u64, n: u32, lost: &[u32]) -> Vec<(u64, u8, u32)> {
+    let mut v: Vec<(u64, u8, u32)> = (0..n)
+        .filter(|p| !lost.contains(p))
+        .map(|p| {
+            let path = (p as usize % delays.len()) as u8;
+            (u64::from(p) * gap_ns + delays[usize::from(path)], path, p)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn path_cfg(recovery: LossRecovery) -> (ReorderConfig, PortReorder) {
+    (
+        ReorderConfig {
+            window: 256,
+            hold_timeout_ns: 5_000_000,
+            ..cfg()
+        },
+        PortReorder {
+            hold_timeout_ns: None,
+            recovery,
+        },
+    )
+}
+
+impl H {
+    fn with_paths(recovery: LossRecovery) -> H {
+        let (c, p) = path_cfg(recovery);
+        let mut h = H::new(c);
+        h.core.set_port_for_new_streams(p);
+        let mut none = Vec::new();
+        h.core.set_paths(4, 0, 0, &mut none);
+        h
+    }
+    /// Inserts PSN `psn` arriving on `path` (item = PSN), polling timers first.
+    fn arrive(&mut self, path: u8, psn: u32, now: u64) {
+        self.core.poll(now, &mut self.out);
+        self.core.insert_request_read(
+            key(1),
+            Psn::new(psn),
+            1,
+            None,
+            None,
+            path,
+            100,
+            psn,
+            now,
+            &mut self.out,
+        );
+    }
+}
+
+/// A Go-Back-N responder's view of what the switch released: the NAKs it sends (one per
+/// sequence error until the expected PSN arrives, as rxe's `sent_psn_nak` does) and what it
+/// accepts.
+fn gbn_naks(released: &[u32]) -> (u32, u32) {
+    let (mut e, mut naks, mut nak_sent) = (0u32, 0u32, false);
+    for &p in released {
+        if p == e {
+            e += 1;
+            nak_sent = false;
+        } else if p > e && !nak_sent {
+            naks += 1;
+            nak_sent = true;
+        }
+    }
+    (naks, e)
+}
+
+#[test]
+fn a_lost_packet_is_declared_within_one_path_skew_on_four_paths() {
+    // 0/20/40/60 us paths, one packet per us: PSN 10 (path 2) is lost.
+    let delays = [0, 20_000, 40_000, 60_000];
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    let mut last = 0;
+    for (t, path, psn) in sprayed(&delays, 1_000, 200, &[10]) {
+        h.arrive(path, psn, t);
+        last = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals.timeouts, 0);
+    let mut d = Vec::new();
+    h.core.take_detection_times(&mut d);
+    assert_eq!(d.len(), 1);
+    // The gap opened when PSN 11 arrived (t = 11 us + 60 us on path 3); every path has shown
+    // a PSN above 10 once path 2 delivers PSN 14 (t = 14 us + 40 us)... path 3's 11 came
+    // last: declared at once then. Whatever the order, within the largest skew.
+    assert!(d[0] <= 60_000, "detected after {} ns", d[0]);
+    // nak_first: one packet above the gap went out alone, everything else waits.
+    let out = h.take();
+    let (naks, accepted) = gbn_naks(&out);
+    assert_eq!((naks, accepted), (1, 10), "{out:?}");
+    assert_eq!(out.iter().filter(|p| **p > 10).count(), 1);
+    // The retransmission from 10 (Go-Back-N resends everything from the gap): 10 comes, and
+    // what was held goes with it in order; the resent copies of what was held are duplicates.
+    let t = last + 10_000;
+    for (i, psn) in (10..200).enumerate() {
+        h.arrive((psn % 4) as u8, psn, t + i as u64 * 1_000);
+    }
+    let out = h.take();
+    let mut all = vec![];
+    all.extend(0..10);
+    all.extend(out.iter().copied());
+    let (naks, accepted) = gbn_naks(&all);
+    assert_eq!(
+        naks, 0,
+        "after the retransmission nothing is out of sequence: {out:?}"
+    );
+    assert_eq!(accepted, 200);
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+}
+
+#[test]
+fn a_late_packet_on_a_slow_path_is_never_declared_lost_before_that_path_passes_it() {
+    // Path 3 is 2 ms slower than the others: every fourth packet is late by far more than the
+    // others' spacing, and none is lost.
+    let delays = [0, 1_000, 2_000, 2_000_000];
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    for (t, path, psn) in sprayed(&delays, 1_000, 400, &[]) {
+        h.arrive(path, psn, t);
+    }
+    h.core.poll(10_000_000, &mut h.out);
+    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.take(), (0..400).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_path_that_goes_down_mid_gap_does_not_stall_the_decision() {
+    // PSN 10 is lost on path 2, which then goes down: the sprayer uses paths 0, 1, 3 only.
+    let mut h = H::with_paths(LossRecovery::ReleaseAll);
+    let mut t = 0;
+    let mut next_path = 0u8;
+    for psn in 0..40u32 {
+        t += 1_000;
+        let path = if psn <= 10 {
+            (psn % 4) as u8
+        } else {
+            next_path = match next_path {
+                0 => 1,
+                1 => 3,
+                _ => 0,
+            };
+            next_path
+        };
+        if psn != 10 {
+            h.arrive(path, psn, t);
+        }
+    }
+    // Path 2's last PSN is 6: it blocks the decision while it counts as up.
+    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.held(), 29);
+    h.core.set_paths(4, 1 << 2, t + 1, &mut h.out);
+    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals.timeouts, 0);
+    // release_all: everything held went, in order, at once.
+    let out = h.take();
+    let expect: Vec<u32> = (0..40).filter(|p| *p != 10).collect();
+    assert_eq!(out, expect);
+    assert_eq!(h.core.held(), 0);
+}
+
+#[test]
+fn a_false_decision_costs_at_most_the_one_nak_a_timeout_would() {
+    // Path 1 is not FIFO after all: PSN 5 on it is overtaken by PSN 9 (same path) and comes
+    // 30 us late. The switch takes 9 on path 1 as proof and declares 5 lost; 5 then comes.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    let mut t = 0;
+    for psn in 0..40u32 {
+        t += 1_000;
+        if psn == 5 {
+            continue;
+        }
+        h.arrive((psn % 4) as u8, psn, t);
+        if psn == 30 {
+            h.arrive(1, 5, t);
+        }
+    }
+    assert_eq!(h.core.totals.path_losses, 1, "the false decision");
+    // The one packet released ahead of 5 made the RNIC NAK 5, as the timeout would have; the
+    // host resends from 5 (Go-Back-N).
+    for psn in 5..40u32 {
+        t += 1_000;
+        h.arrive((psn % 4) as u8, psn, t);
+    }
+    let out = h.take();
+    let (naks, accepted) = gbn_naks(&out);
+    assert_eq!(naks, 1, "one NAK, no more: {out:?}");
+    assert_eq!(accepted, 40, "{out:?}");
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+}
+
+#[test]
+fn without_path_information_only_the_timeout_declares_loss() {
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    for (t, _, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 100, &[10]) {
+        h.arrive(crate::meta::NO_PATH, psn, t);
+    }
+    assert_eq!(h.core.totals.path_losses, 0);
+    h.core.poll(6_000_000, &mut h.out);
+    assert_eq!(h.core.totals.timeouts, 1);
+}

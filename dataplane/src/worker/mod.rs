@@ -465,7 +465,8 @@ impl Worker {
                 down |= 1 << i;
             }
         }
-        self.reorder.set_paths_down(down, now, &mut self.released);
+        self.reorder
+            .set_paths(self.paths.len(), down, now, &mut self.released);
         self.reorder.poll(now, &mut self.released);
         let work = !self.released.is_empty();
         if work {
