@@ -498,6 +498,7 @@ impl<T> super::core::ReorderCore<T> {
                 let s = &mut self.streams[stream as usize];
                 s.expected = start;
                 s.last_seen = now;
+                s.paths.clear();
                 self.streams[stream as usize].stats.restarts += 1;
                 self.totals.restarts += 1;
             }

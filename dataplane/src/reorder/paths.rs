@@ -28,6 +28,10 @@ use crate::wire::Psn;
 /// counts as one the stream uses (the spray policy stopped choosing it).
 pub const PATH_STALE_PACKETS: u32 = 1024;
 
+/// PSNs apart beyond which two PSNs are of different sequences (a QP re-created with its QPN),
+/// not one ahead of the other: what a path delivered then proves nothing about a gap.
+const FAR: u32 = 1 << 22;
+
 /// What one path delivered of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PathSeen {
@@ -61,7 +65,11 @@ impl PathTrack {
         let (count, pass) = (self.count, self.pass);
         match self.seen.iter_mut().find(|s| s.path == path) {
             Some(s) => {
-                if s.pass == pass {
+                if psn.distance(s.top).unsigned_abs() > FAR {
+                    // Another PSN sequence (the QP was re-created): start the path over.
+                    s.pass = pass;
+                    s.top = psn;
+                } else if s.pass == pass {
                     if psn.is_after(s.top) {
                         s.top = psn;
                     }
@@ -91,6 +99,7 @@ impl PathTrack {
     /// Forgets every path (the stream starts a new PSN sequence).
     pub(super) fn clear(&mut self) {
         self.seen.clear();
+        self.count = 0;
     }
 
     /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
@@ -112,7 +121,8 @@ impl PathTrack {
             if down >> s.path & 1 == 1 || self.count.wrapping_sub(s.last) > PATH_STALE_PACKETS {
                 continue;
             }
-            if s.pass != self.pass || !s.top.is_after(gap) {
+            let d = s.top.distance(gap);
+            if s.pass != self.pass || d <= 0 || d as u32 > FAR {
                 return false;
             }
             evidence = true;
@@ -208,6 +218,19 @@ mod tests {
         // 11 was delivered on path 1 after all; a gap at 11 would be proven now (12, 13).
         t.see(1, p(13));
         assert!(t.all_above(p(11), 2, 0));
+    }
+
+    #[test]
+    fn a_top_of_another_sequence_proves_nothing() {
+        let mut t = PathTrack::default();
+        t.see(0, p(0x80_0000));
+        t.see(1, p(0x80_0001));
+        // The QP is re-created at PSN 5: the old tops are far from its gaps.
+        assert!(!t.all_above(p(5), 2, 0));
+        t.see(0, p(5));
+        t.see(1, p(7));
+        t.see(0, p(8));
+        assert!(t.all_above(p(6), 2, 0));
     }
 
     #[test]

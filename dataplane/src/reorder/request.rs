@@ -552,7 +552,10 @@ impl<T> ReorderCore<T> {
         }
         s.phase = Phase::Active;
         s.expected = old;
-        if psn.is_before(old) {
+        if psn.distance(old).unsigned_abs() > self.mask {
+            // Far from where it was: a new PSN sequence (a CM exchange for a re-created QP).
+            s.paths.clear();
+        } else if psn.is_before(old) {
             // The host asks for PSNs again: what the paths delivered is of the old pass.
             s.paths.new_pass();
         }

@@ -73,6 +73,10 @@ pub struct RackPairSpec {
     pub reorder: Option<sprayswitch::reorder::ReorderConfig>,
     /// Ethernet MTU of every ToR port (9000 lets hosts use RoCE path MTU 4096).
     pub mtu: u16,
+    /// How the ToRs tell loss from reordering on the fabric's paths.
+    pub loss_detection: sprayswitch::engine::LossDetection,
+    /// What a declared loss releases towards the hosts.
+    pub loss_recovery: sprayswitch::reorder::LossRecovery,
 }
 
 impl Default for RackPairSpec {
@@ -92,6 +96,8 @@ impl Default for RackPairSpec {
             seed: 1,
             reorder: Some(sprayswitch::reorder::ReorderConfig::default()),
             mtu: 1500,
+            loss_detection: Default::default(),
+            loss_recovery: Default::default(),
         }
     }
 }
@@ -424,6 +430,12 @@ impl Built {
                 }
             }
             v.reorder = spec.reorder;
+            for g in &mut v.tables.groups {
+                g.loss_detection = spec.loss_detection;
+            }
+            for p in &mut v.port_reorder {
+                p.recovery = spec.loss_recovery;
+            }
             tors.push((v, ports));
         }
         Ok(Built {
