@@ -199,6 +199,16 @@ fn errors_name_the_field_and_reason() {
             "2 weights for 1 ports",
         ),
         (
+            check("[[uplink_group]]\nname = \"g2\"\nports = [\"u0\"]\nloss_detection = \"psn\""),
+            "uplink_group[1].loss_detection",
+            "use 'path_order' or 'timeout'",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nrole = \"uplink\"\nmac = \"02:00:00:00:00:09\"\nloss_recovery = \"nak_first\""),
+            "port[6].loss_recovery",
+            "only downlinks reorder",
+        ),
+        (
             check("[[neighbor]]\nip = \"10.1.1.7\"\nmac = \"02:00:00:00:00:07\"\nport = \"h7\""),
             "neighbor[0].port",
             "unknown port 'h7'",
