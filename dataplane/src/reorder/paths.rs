@@ -43,10 +43,13 @@ struct PathSeen {
     last: u32,
 }
 
-/// The paths one stream arrived on (empty, and unallocated, for streams that never came over a
-/// path-order fabric path).
+/// The paths one stream arrived on: one word, allocated when the first packet comes over a
+/// path-order fabric path (100k streams must fit in 64 MiB; most never do).
 #[derive(Debug, Default)]
-pub(super) struct PathTrack {
+pub(super) struct PathTrack(Option<Box<Track>>);
+
+#[derive(Debug, Default)]
+struct Track {
     seen: Vec<PathSeen>,
     /// Packets that arrived on a path.
     count: u32,
@@ -61,6 +64,38 @@ impl PathTrack {
         if path == NO_PATH || usize::from(path) >= MAX_PATHS {
             return;
         }
+        self.0.get_or_insert_with(Box::default).see(path, psn);
+    }
+
+    /// A new pass: the host will send again from below what the paths delivered.
+    pub(super) fn new_pass(&mut self) {
+        if let Some(t) = self.0.as_mut() {
+            t.pass = t.pass.wrapping_add(1);
+        }
+    }
+
+    /// Forgets every path (the stream starts a new PSN sequence).
+    pub(super) fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// See [`Track::all_above`]; never without a packet from a path.
+    pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|t| t.all_above(gap, paths, down))
+    }
+
+    /// Heap bytes it uses.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.0.as_ref().map_or(0, |t| {
+            std::mem::size_of::<Track>() + t.seen.capacity() * std::mem::size_of::<PathSeen>()
+        })
+    }
+}
+
+impl Track {
+    fn see(&mut self, path: u8, psn: Psn) {
         self.count = self.count.wrapping_add(1);
         let (count, pass) = (self.count, self.pass);
         match self.seen.iter_mut().find(|s| s.path == path) {
@@ -91,23 +126,12 @@ impl PathTrack {
         }
     }
 
-    /// A new pass: the host will send again from below what the paths delivered.
-    pub(super) fn new_pass(&mut self) {
-        self.pass = self.pass.wrapping_add(1);
-    }
-
-    /// Forgets every path (the stream starts a new PSN sequence).
-    pub(super) fn clear(&mut self) {
-        self.seen.clear();
-        self.count = 0;
-    }
-
     /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
     /// per path) that is up and that the stream uses delivered a PSN above it in the current
     /// pass, and there is at least one such path. A path the stream has not used blocks too
     /// until the stream is [`PATH_STALE_PACKETS`] packets old: a young stream has not shown
     /// yet which paths it uses.
-    pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+    fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
         if self.count <= PATH_STALE_PACKETS {
             let up = (0..paths.min(MAX_PATHS)).filter(|i| down >> i & 1 == 0);
             for i in up {
@@ -128,11 +152,6 @@ impl PathTrack {
             evidence = true;
         }
         evidence
-    }
-
-    /// Heap bytes it uses.
-    pub(super) fn heap_bytes(&self) -> usize {
-        self.seen.capacity() * std::mem::size_of::<PathSeen>()
     }
 }
 
