@@ -138,7 +138,8 @@ impl Control {
                                 "held": r.stats.held, "released": r.stats.released,
                                 "max_depth": r.stats.max_depth, "late": r.stats.late,
                                 "duplicates": r.stats.duplicates, "overflows": r.stats.overflows,
-                                "timeouts": r.stats.timeouts, "resyncs": r.stats.resyncs,
+                                "timeouts": r.stats.timeouts, "path_losses": r.stats.path_losses,
+                                "resyncs": r.stats.resyncs,
                                 "restarts": r.stats.restarts,
                             })
                         })
@@ -172,8 +173,8 @@ impl Control {
     }
 
     /// Per downlink: what its host reported (NAKs, CNPs) next to what the reorder stage saw on
-    /// the way to it (hold timeouts = fabric loss, late and duplicate = retransmissions reaching
-    /// the host).
+    /// the way to it (path-order losses and hold timeouts = fabric loss, late and duplicate =
+    /// retransmissions reaching the host).
     fn hosts(&mut self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
         let rows = self.switch.streams(100_000, QUERY_TIMEOUT);
         let rows = self.gathered(rows, "streams (in the reorder sums)");
@@ -189,9 +190,11 @@ impl Control {
                     matches!(t.fib.lookup(key_ip(local)), Some((_, RouteTarget::Connected(x))) if usize::from(*x) == i)
                 });
                 let (mut timeouts, mut retrans, mut resyncs, mut streams, mut held) = (0u64, 0u64, 0u64, 0u64, 0u64);
+                let mut path_losses = 0u64;
                 for r in mine {
                     streams += 1;
                     timeouts += r.stats.timeouts;
+                    path_losses += r.stats.path_losses;
                     retrans += r.stats.late + r.stats.duplicates;
                     resyncs += r.stats.resyncs;
                     held += r.stats.held;
@@ -203,6 +206,7 @@ impl Control {
                     "host_naks": c.host_naks,
                     "host_cnps": c.host_cnps,
                     "retransmissions_seen": retrans,
+                    "path_order_losses": path_losses,
                     "hold_timeouts": timeouts,
                     "resyncs": resyncs,
                     "streams": streams,

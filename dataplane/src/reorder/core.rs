@@ -409,9 +409,13 @@ impl<T> ReorderCore<T> {
 
     /// Declares the gap at a request stream's expected PSN lost if every fabric path the stream
     /// uses has delivered above it ([`super::paths`]), and recovers as its downlink chose.
-    /// Response streams keep the hold timeout alone: with path order on them, the transport
-    /// proptest found requesters seeing responses out of sequence (1 MB READs, two workers),
-    /// not yet explained.
+    ///
+    /// Response streams keep the hold timeout alone. Declared early, a lost READ response makes
+    /// the requester retry the READ while the original responses after the lost one are still
+    /// arriving, and the stream cannot tell those from the retry's copies of the same PSNs: it
+    /// orders the wrong ones, and the retry's pass unordered (measured with the rxe models: the
+    /// same READs took 103 ms against 38 ms with the timeout). Early detection there needs the
+    /// fills attributed to their pass first.
     pub(super) fn check_path_loss(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         let s = &self.streams[stream as usize];
         if s.held == 0

@@ -98,7 +98,10 @@ impl Track {
     fn see(&mut self, path: u8, psn: Psn) {
         self.count = self.count.wrapping_add(1);
         let (count, pass) = (self.count, self.pass);
-        match self.seen.iter_mut().find(|s| s.path == path) {
+        let Track {
+            seen, pass: cur, ..
+        } = self;
+        match seen.iter_mut().find(|s| s.path == path) {
             Some(s) => {
                 if psn.distance(s.top).unsigned_abs() > FAR {
                     // Another PSN sequence (the QP was re-created): start the path over.
@@ -106,6 +109,13 @@ impl Track {
                     s.top = psn;
                 } else if s.pass == pass {
                     if psn.is_after(s.top) {
+                        s.top = psn;
+                    } else if psn.is_before(s.top) {
+                        // Below what this path delivered in this pass: the sender went back
+                        // (a retransmission the switch saw no NAK for). What the paths
+                        // delivered before proves nothing about the packets from here on.
+                        *cur = cur.wrapping_add(1);
+                        s.pass = *cur;
                         s.top = psn;
                     }
                 } else if psn.is_before(s.top) {
@@ -117,7 +127,7 @@ impl Track {
                 }
                 s.last = count;
             }
-            None => self.seen.push(PathSeen {
+            None => seen.push(PathSeen {
                 path,
                 top: psn,
                 pass,
@@ -250,6 +260,20 @@ mod tests {
         t.see(1, p(7));
         t.see(0, p(8));
         assert!(t.all_above(p(6), 2, 0));
+    }
+
+    #[test]
+    fn a_retransmission_without_a_nak_starts_a_new_pass() {
+        let mut t = PathTrack::default();
+        t.see(0, p(10));
+        t.see(1, p(11));
+        // Path 0 goes back to 5 (a timeout retransmission): 10 and 11 prove nothing about 7.
+        t.see(0, p(5));
+        t.see(0, p(9));
+        assert!(!t.all_above(p(7), 2, 0), "path 1 is of the old pass");
+        t.see(1, p(6));
+        t.see(1, p(8));
+        assert!(t.all_above(p(7), 2, 0));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! `sprayswitch-demo`: a rack pair in one process (two ToRs running the embedded default
 //! configuration and its mirror, 2 hosts per rack, 4 rate-limited fabric paths with skewed
 //! delays) runs the same RDMA WRITE workloads under ECMP, spraying without reordering, and
-//! spraying with sprayswitch's reordering, against Go-Back-N and selective-repeat RNIC models.
-//! It prints a table and writes an SVG plot. No privileges needed.
+//! spraying with sprayswitch's reordering, against Go-Back-N and selective-repeat RNIC models,
+//! and by default once more with 1% loss on one path (the colliding-QP workload), so that
+//! recovery shows next to ECMP's. It prints a table and writes an SVG plot. No privileges
+//! needed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,6 +27,21 @@ struct Cli {
     /// Rate of each fabric path, Mbit/s.
     #[arg(long, default_value_t = 250)]
     path_rate_mbps: u64,
+    /// Loss probability of each fabric path, e.g. 0,0.01,0,0: every scenario runs with it
+    /// (instead of loss-free plus one lossy scenario).
+    #[arg(long, value_delimiter = ',')]
+    path_loss: Option<Vec<f64>>,
+    /// The loss of the one lossy scenario added to the loss-free table (colliding-QP
+    /// workload), per path.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.01,0,0")]
+    lossy_scenario: Vec<f64>,
+    /// Do not add the lossy scenario.
+    #[arg(long)]
+    no_lossy: bool,
+    /// Hold timeout of the reorder stage, microseconds (the backstop behind path-order loss
+    /// detection).
+    #[arg(long, default_value_t = 5000)]
+    hold_timeout_us: u64,
     /// Longest a scenario may run, seconds (spraying without reordering may never finish).
     #[arg(long, default_value_t = 3.0)]
     deadline: f64,
@@ -63,9 +80,25 @@ fn main() -> ExitCode {
             }
         });
     }
+    for l in cli.path_loss.iter().flatten().chain(&cli.lossy_scenario) {
+        if !(0.0..1.0).contains(l) {
+            eprintln!("sprayswitch-demo: loss {l}: a probability from 0 to below 1");
+            return ExitCode::FAILURE;
+        }
+    }
+    if cli.path_loss.as_ref().is_some_and(|l| l.len() != 4) || cli.lossy_scenario.len() != 4 {
+        eprintln!("sprayswitch-demo: give one loss probability per path (4)");
+        return ExitCode::FAILURE;
+    }
+    if cli.hold_timeout_us == 0 {
+        eprintln!("sprayswitch-demo: --hold-timeout-us must be at least 1");
+        return ExitCode::FAILURE;
+    }
     let opts = DemoOpts {
         path_delays_us: cli.path_delays_us.clone(),
         path_rate_mbps: cli.path_rate_mbps,
+        path_loss: cli.path_loss.clone().unwrap_or_default(),
+        hold_timeout_us: cli.hold_timeout_us,
         deadline_s: cli.deadline,
         window: cli.window,
         seed: cli.seed,
@@ -74,11 +107,23 @@ fn main() -> ExitCode {
         "fabric: 4 paths x {} Mbit/s, one-way delays {:?} us; 2 hosts per rack; RDMA WRITEs",
         opts.path_rate_mbps, opts.path_delays_us
     );
+    let all = workloads(cli.scale);
+    let mut scenarios: Vec<(DemoOpts, _)> = all.iter().map(|w| (opts.clone(), w.clone())).collect();
+    if cli.path_loss.is_none() && !cli.no_lossy {
+        // The colliding-QP workload once more with loss on one path.
+        if let Some(w) = all.iter().find(|w| w.colliding) {
+            let lossy = DemoOpts {
+                path_loss: cli.lossy_scenario.clone(),
+                ..opts.clone()
+            };
+            scenarios.push((lossy, w.clone()));
+        }
+    }
     let mut rows = Vec::new();
-    for w in workloads(cli.scale) {
+    for (o, w) in &scenarios {
         for r in &receivers {
             for m in Mode::ALL {
-                match run(&opts, &w, m, *r) {
+                match run(o, w, m, *r) {
                     Ok(o) => rows.push(o),
                     Err(e) => {
                         eprintln!("sprayswitch-demo: {e:#}");

@@ -67,6 +67,10 @@ pub struct DemoOpts {
     pub path_delays_us: Vec<u64>,
     /// Rate of each fabric path, Mbit/s.
     pub path_rate_mbps: u64,
+    /// Loss probability of each fabric path (both directions); empty: none.
+    pub path_loss: Vec<f64>,
+    /// Hold timeout of the destination ToRs' reorder stage, microseconds.
+    pub hold_timeout_us: u64,
     /// Longest a scenario may run, seconds.
     pub deadline_s: f64,
     /// Requester window per QP, packets.
@@ -80,6 +84,8 @@ impl Default for DemoOpts {
         DemoOpts {
             path_delays_us: vec![2, 10, 25, 50],
             path_rate_mbps: 250,
+            path_loss: Vec::new(),
+            hold_timeout_us: 5_000,
             deadline_s: 3.0,
             window: 64,
             seed: 7,
@@ -116,8 +122,14 @@ pub struct Outcome {
     pub sent_ratio: f64,
     /// Out-of-sequence arrivals at responders.
     pub out_of_sequence: u64,
-    /// Gaps the destination ToR declared lost.
+    /// Gaps the destination ToR declared lost after the hold timeout.
     pub reorder_timeouts: u64,
+    /// Gaps the destination ToR declared lost by path order.
+    pub path_losses: u64,
+    /// Path-order detection time (gap opened to declared), 99th percentile, microseconds.
+    pub detect_p99_us: Option<f64>,
+    /// Per-path loss of the fabric in this scenario.
+    pub path_loss: Vec<f64>,
 }
 
 impl Outcome {
@@ -238,10 +250,11 @@ pub fn run(
     let paths: Vec<PathSpec> = opts
         .path_delays_us
         .iter()
-        .map(|d| PathSpec {
+        .enumerate()
+        .map(|(i, d)| PathSpec {
             delay_ns: d * 1000,
             jitter_ns: 0,
-            loss: 0.0,
+            loss: opts.path_loss.get(i).copied().unwrap_or(0.0),
             rate_bps: Some(rate),
         })
         .collect();
@@ -254,7 +267,7 @@ pub fn run(
         },
         reorder: (mode == Mode::SprayReorder).then(|| ReorderConfig {
             // Timers above the path skew and above scheduling stalls of a shared 2-core box.
-            hold_timeout_ns: 5_000_000,
+            hold_timeout_ns: opts.hold_timeout_us * 1000,
             learn_ns: 5_000_000,
             ..ReorderConfig::default()
         }),
@@ -350,7 +363,14 @@ pub fn run(
         }
     }
     let seconds = finished_at.unwrap_or_else(|| t0.elapsed()).as_secs_f64();
+    // The workers publish their histograms every 100 ms: wait for the last one.
+    std::thread::sleep(Duration::from_millis(150));
     let tor_b = rp.tor_b.stats();
+    let detect_p99_us = rp
+        .tor_b
+        .detection_histogram()
+        .filter(|h| !h.is_empty())
+        .map(|h| h.value_at_quantile(0.99) as f64 / 1e3);
     rp.stop();
     let bytes: u64 = qps.iter().map(|q| q.req.bytes_done).sum();
     let mut completion_ns: Vec<u64> = qps
@@ -376,6 +396,9 @@ pub fn run(
         sent_ratio: sent as f64 / needed.max(1) as f64,
         out_of_sequence: qps.iter().map(|q| q.resp.stats.out_of_sequence).sum(),
         reorder_timeouts: tor_b.reorder.timeouts,
+        path_losses: tor_b.reorder.path_losses,
+        detect_p99_us,
+        path_loss: opts.path_loss.clone(),
     })
 }
 
@@ -400,13 +423,33 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
     ]
 }
 
+/// The scenario of a row: its workload, and the fabric's loss when it has any
+/// (`few-large-qps, loss 0/1/0/0%`).
+pub fn scenario(r: &Outcome) -> String {
+    if r.path_loss.iter().all(|l| *l == 0.0) {
+        return r.workload.to_string();
+    }
+    let l: Vec<String> = r
+        .path_loss
+        .iter()
+        .map(|l| format!("{}", (l * 1e4).round() / 1e2))
+        .collect();
+    format!("{}, loss {}%", r.workload, l.join("/"))
+}
+
 /// The results as a text table.
 pub fn table(rows: &[Outcome]) -> String {
     let mut s = String::new();
+    let width = rows
+        .iter()
+        .map(|r| scenario(r).len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
     let _ = writeln!(
         s,
-        "{:<14} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>6}",
-        "workload",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>9} {:>6}",
+        "scenario",
         "fabric",
         "rnic",
         "goodput",
@@ -416,13 +459,18 @@ pub fn table(rows: &[Outcome]) -> String {
         "NAKs",
         "retrans",
         "sent/ne",
+        "lost po/to",
+        "det p99",
         "done"
     );
     for r in rows {
+        let det = r
+            .detect_p99_us
+            .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<14} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>5.0}%",
-            r.workload,
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>11} {:>9} {:>5.0}%",
+            scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
             r.goodput_bps / 1e6,
@@ -432,6 +480,8 @@ pub fn table(rows: &[Outcome]) -> String {
             r.naks,
             r.retransmitted,
             r.sent_ratio,
+            format!("{}/{}", r.path_losses, r.reorder_timeouts),
+            det,
             100.0 * r.completed as f64 / r.posted.max(1) as f64
         );
     }
@@ -447,14 +497,39 @@ pub fn receiver_name(r: ReceiverMode) -> &'static str {
     }
 }
 
-/// An SVG with goodput bars and completion-time CDFs.
+/// Colour of a fabric mode in the plot: ecmp red, spray orange, spray+reorder green.
+fn color(m: Mode) -> &'static str {
+    match m {
+        Mode::Ecmp => "#d62728",
+        Mode::Spray => "#ff7f0e",
+        Mode::SprayReorder => "#2ca02c",
+    }
+}
+
+/// Dash pattern of a row's line: selective repeat dashed, a lossy scenario dotted.
+fn dash(r: &Outcome) -> &'static str {
+    let lossy = r.path_loss.iter().any(|l| *l > 0.0);
+    match (r.receiver == ReceiverMode::Sr, lossy) {
+        (false, false) => "",
+        (true, false) => " stroke-dasharray=\"6,3\"",
+        (false, true) => " stroke-dasharray=\"2,2\"",
+        (true, true) => " stroke-dasharray=\"6,2,2,2\"",
+    }
+}
+
+/// An SVG: goodput bars (left) and message completion-time CDFs (right, log time axis), each
+/// row named in the bars' labels and in a legend under the CDF panel.
 pub fn svg(rows: &[Outcome]) -> String {
-    let (w, h) = (1100.0, 480.0);
+    let bar_h = 22.0;
+    let bars_h = 40.0 + rows.len() as f64 * bar_h;
+    let (x0, y0, pw, ph) = (640.0, 40.0, 440.0, 300.0);
+    let legend_y = y0 + ph + 50.0;
+    let legend_h = 16.0 + rows.len() as f64 * 15.0;
+    let w = 1120.0;
+    let h = bars_h.max(legend_y + legend_h) + 20.0;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     );
-    // ecmp red, spray orange, spray+reorder green; selective-repeat receivers dashed.
-    let colors = ["#888888", "#d62728", "#ff7f0e", "#2ca02c"];
     // Left: goodput bars.
     let _ = writeln!(
         s,
@@ -462,25 +537,27 @@ pub fn svg(rows: &[Outcome]) -> String {
     );
     let max = rows.iter().map(|r| r.goodput_bps).fold(1.0, f64::max);
     for (i, r) in rows.iter().enumerate() {
-        let y = 35.0 + i as f64 * 34.0;
-        let len = 300.0 * r.goodput_bps / max;
-        let c = colors[Mode::ALL.iter().position(|m| *m == r.mode).unwrap_or(0) + 1];
+        let y = 35.0 + i as f64 * bar_h;
+        let len = 250.0 * r.goodput_bps / max;
         let _ = writeln!(
             s,
-            "<text x=\"20\" y=\"{}\">{} {} {}</text><rect x=\"240\" y=\"{}\" width=\"{len:.1}\" height=\"18\" fill=\"{c}\"/><text x=\"{:.1}\" y=\"{}\">{:.0}</text>",
-            y + 13.0,
-            r.workload,
+            "<text x=\"20\" y=\"{}\">{} {} {}</text><rect x=\"320\" y=\"{}\" width=\"{len:.1}\" height=\"16\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{}\">{:.0}</text>",
+            y + 12.0,
+            scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
             y,
-            245.0 + len,
-            y + 13.0,
+            color(r.mode),
+            325.0 + len,
+            y + 12.0,
             r.goodput_bps / 1e6
         );
     }
-    // Right: completion-time CDFs (log x).
-    let (x0, y0, pw, ph) = (620.0, 40.0, 440.0, 380.0);
-    let _ = writeln!(s, "<text x=\"{x0}\" y=\"20\" font-size=\"14\">Message completion time CDF (ms, log scale)</text>");
+    // Right: completion-time CDFs (log x), with axes.
+    let _ = writeln!(
+        s,
+        "<text x=\"{x0}\" y=\"20\" font-size=\"14\">Message completion time CDF</text>"
+    );
     let _ = writeln!(s, "<rect x=\"{x0}\" y=\"{y0}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"black\"/>");
     let all: Vec<f64> = rows
         .iter()
@@ -491,20 +568,37 @@ pub fn svg(rows: &[Outcome]) -> String {
         .copied()
         .fold(f64::MAX, f64::min)
         .max(1e3)
-        .log10();
+        .log10()
+        .floor();
     let hi = all
         .iter()
         .copied()
         .fold(1.0, f64::max)
         .log10()
+        .ceil()
         .max(lo + 1.0);
-    for decade in (lo.floor() as i32)..=(hi.ceil() as i32) {
+    for decade in (lo as i32)..=(hi as i32) {
         let x = x0 + pw * (f64::from(decade) - lo) / (hi - lo);
-        if x >= x0 && x <= x0 + pw {
-            let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{y0}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{}\">{}</text>", y0 + ph, y0 + ph + 14.0, 10f64.powi(decade) / 1e6);
-        }
+        let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{y0}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>", y0 + ph, y0 + ph + 14.0, 10f64.powi(decade) / 1e6);
     }
-    for (i, r) in rows.iter().enumerate() {
+    for k in 0..=4 {
+        let f = f64::from(k) / 4.0;
+        let y = y0 + ph - ph * f;
+        let _ = writeln!(s, "<line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#eee\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{f}</text>", x0 + pw, x0 - 4.0, y + 4.0);
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">completion time (ms, log scale)</text>",
+        x0 + pw / 2.0,
+        y0 + ph + 30.0
+    );
+    let _ = writeln!(
+        s,
+        "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">fraction of messages</text>",
+        x0 - 30.0,
+        y0 + ph / 2.0
+    );
+    for r in rows {
         if r.completion_ns.is_empty() {
             continue;
         }
@@ -521,23 +615,28 @@ pub fn svg(rows: &[Outcome]) -> String {
                 format!("{x:.1},{y:.1}")
             })
             .collect();
-        let c = colors[Mode::ALL.iter().position(|m| *m == r.mode).unwrap_or(0) + 1];
-        let dash = if r.receiver == ReceiverMode::Sr {
-            " stroke-dasharray=\"5,3\""
-        } else {
-            ""
-        };
         let _ = writeln!(
             s,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\"{dash} points=\"{}\"/>",
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"{} points=\"{}\"/>",
+            color(r.mode),
+            dash(r),
             pts.join(" ")
         );
+    }
+    // Legend under the CDF panel: one line per row, its stroke as drawn.
+    let _ = writeln!(s, "<text x=\"{x0}\" y=\"{legend_y}\" font-size=\"12\">Legend (colour: fabric; dashed: selective repeat; dotted: lossy fabric)</text>");
+    for (i, r) in rows.iter().enumerate() {
+        let y = legend_y + 16.0 + i as f64 * 15.0;
         let _ = writeln!(
             s,
-            "<text x=\"{}\" y=\"{}\" fill=\"{c}\">{} {} {}</text>",
-            x0 + 8.0,
-            y0 + 14.0 + 13.0 * i as f64,
-            r.workload,
+            "<line x1=\"{x0}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"{}/><text x=\"{}\" y=\"{y:.1}\">{} {} {}</text>",
+            y - 4.0,
+            x0 + 30.0,
+            y - 4.0,
+            color(r.mode),
+            dash(r),
+            x0 + 36.0,
+            scenario(r),
             r.mode.name(),
             receiver_name(r.receiver)
         );

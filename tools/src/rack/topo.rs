@@ -351,7 +351,7 @@ fn tor_config_ports(
         members.push(format!("\"u{p}\""));
     }
     s += &format!(
-        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\n",
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\n",
         members.join(", ")
     );
     s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");

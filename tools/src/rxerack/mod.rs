@@ -257,6 +257,7 @@ mod tests {
             r.tors[0],
             Some(TorSums {
                 timeouts: 1,
+                path_losses: 0,
                 resyncs: 0
             })
         );

@@ -47,8 +47,11 @@ impl TestRow {
 /// The reorder stage's totals at one ToR over a mode's run (from `show counters`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TorSums {
-    /// Gaps declared lost.
+    /// Gaps declared lost after the hold timeout.
     pub timeouts: u64,
+    /// Gaps declared lost by path order (0 in records from before it existed).
+    #[serde(default)]
+    pub path_losses: u64,
     /// Expected PSNs moved by host NAKs.
     pub resyncs: u64,
 }
@@ -60,6 +63,10 @@ impl TorSums {
         let r = v.get("data")?.get("reorder")?;
         Some(TorSums {
             timeouts: r.get("timeouts")?.as_u64()?,
+            path_losses: r
+                .get("path_losses")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0),
             resyncs: r.get("resyncs")?.as_u64()?,
         })
     }
@@ -108,17 +115,17 @@ impl ModeRecord {
     /// bandwidth test (for READ and atomic tests, whose long stream is the responses, retries
     /// at the requester count too); reorder on a loss-free fabric makes neither guest count
     /// `out_of_seq_request`, `duplicate_request`, `rcvd_seq_err` or `completer_retry_err`; with
-    /// loss, the ToRs show hold timeouts. `threads_sampled`: THREADS=1 was on (every mode but
+    /// loss, the ToRs declare losses (by path order or hold timeout). `threads_sampled`: THREADS=1 was on (every mode but
     /// spray must then have a thread report).
     pub fn failures(&self, threads_sampled: bool) -> Vec<String> {
         let (m, p) = (&self.mode, self.pmtu);
         let mut out = Vec::new();
         if m == "reorder" && !self.loss.is_empty() {
             if let [Some(b), Some(a)] = self.tors {
-                if a.timeouts + b.timeouts == 0 {
+                if a.timeouts + b.timeouts + a.path_losses + b.path_losses == 0 {
                     out.push(format!(
-                        "reorder {p} with loss '{}': no hold timeouts recorded at either ToR (tor-b/tor-a {}/{})",
-                        self.loss, b.timeouts, a.timeouts
+                        "reorder {p} with loss '{}': no loss declared at either ToR (hold timeouts tor-b/tor-a {}/{}, path order {}/{})",
+                        self.loss, b.timeouts, a.timeouts, b.path_losses, a.path_losses
                     ));
                 }
             }
@@ -220,7 +227,7 @@ pub fn counter_rows(r: &ModeRecord) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<8} {:<5} {:<18} {:<9} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+            "{:<8} {:<5} {:<18} {:<9} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
             r.mode,
             r.pmtu,
             t.label,
@@ -231,6 +238,7 @@ pub fn counter_rows(r: &ModeRecord) -> String {
             t.pair("rcvd_seq_err"),
             t.pair("completer_retry_err"),
             t.pair("retry_exceeded_err"),
+            tor(|x| x.path_losses),
             tor(|x| x.timeouts),
             tor(|x| x.resyncs),
         );
@@ -353,7 +361,7 @@ pub fn summary(records: &[ModeRecord]) -> String {
     let rounds = records.iter().map(|r| r.round).max().unwrap_or(0);
     let _ = writeln!(
         s,
-        "{:<8} {:<5} {:<18} {:<9} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "{:<8} {:<5} {:<18} {:<9} {:<12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
         "mode",
         "pmtu",
         "test",
@@ -364,6 +372,7 @@ pub fn summary(records: &[ModeRecord]) -> String {
         "seq_nak",
         "retries",
         "retry_exc",
+        "path_lost",
         "hold_to",
         "resync"
     );
@@ -438,7 +447,7 @@ with -b each is both): oos_req, dup_req: out_of_seq_request, duplicate_request (
 seq_nak, retries, retry_exc: rcvd_seq_err, completer_retry_err, retry_exceeded_err
 (requester); rnr_nak_rcvd, rnr_exc: rcvd_rnr_err, retry_rnr_exceeded_err (requester);
 rnr_nak_sent: send_rnr_err (responder); send_err, link_down: send_err, link_downed.
-hold_to, resync: the ToRs' reorder hold timeouts and resyncs, tor-b (towards the server) /
+path_lost, hold_to, resync: the ToRs' losses found by path order, hold timeouts and resyncs, tor-b (towards the server) /
 tor-a (towards the client), over the mode's whole run (on its first row).
 rc: perftest's exit status, server/client. Results: bandwidth tests BW average (with -b both
 directions together), atomic tests MsgRate; latency tests t_avg.
@@ -535,7 +544,7 @@ mod tests {
         lossy.loss = "0 0.01 0 0".into();
         lossy.tors = [Some(TorSums::default()), Some(TorSums::default())];
         assert_eq!(lossy.failures(false).len(), 1);
-        assert!(lossy.failures(false)[0].contains("no hold timeouts"));
+        assert!(lossy.failures(false)[0].contains("no loss declared"));
         // THREADS on and no report.
         assert!(ok.failures(true)[0].contains("no thread report"));
     }
@@ -636,11 +645,13 @@ mod tests {
 
     #[test]
     fn switch_answers() {
-        let c = r#"{"ok":true,"data":{"reorder":{"timeouts":4,"resyncs":2,"late":0}}}"#;
+        let c =
+            r#"{"ok":true,"data":{"reorder":{"timeouts":4,"path_losses":3,"resyncs":2,"late":0}}}"#;
         assert_eq!(
             TorSums::from_counters_json(c),
             Some(TorSums {
                 timeouts: 4,
+                path_losses: 3,
                 resyncs: 2
             })
         );
