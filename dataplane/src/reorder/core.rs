@@ -395,10 +395,10 @@ impl<T> ReorderCore<T> {
         match self.streams[stream as usize].key {
             StreamKey::Request { .. } => {
                 // Give up on the gap: release everything held, in order. The RNIC sees the gap
-                // and NAKs; its NAK resyncs `e` so that the retransmission is reordered. (A
-                // timeout after a path-order decision is the backstop: the retransmission did
-                // not come either, so nothing is kept back any longer.)
-                self.streams[stream as usize].paths.new_pass();
+                // and NAKs; its NAK resyncs `e` so that the retransmission is reordered (and
+                // starts a new pass of the paths' evidence). A timeout after a path-order
+                // decision is the backstop: the retransmission did not come either, so nothing
+                // is kept back any longer.
                 if let Some(after) = self.flush_ring(stream, now, out) {
                     self.streams[stream as usize].expected = after;
                 }
@@ -430,16 +430,20 @@ impl<T> ReorderCore<T> {
         self.totals.path_losses += 1;
         let s = &mut self.streams[stream as usize];
         s.stats.path_losses += 1;
-        s.paths.new_pass();
         match s.recovery {
             LossRecovery::ReleaseAll => {
+                // `e` moves past everything held: the gaps to come lie above what the paths
+                // delivered, so their evidence stands (the host's NAK, if it moves `e` back,
+                // starts a new pass).
                 if let Some(after) = self.flush_ring(stream, now, out) {
                     self.streams[stream as usize].expected = after;
                 }
             }
             LossRecovery::NakFirst => {
                 // The first held packet goes out of sequence: the RNIC NAKs the gap. The rest
-                // waits for the retransmission; the gap gets a full hold timeout from now.
+                // waits for the retransmission, a new pass; the gap gets a full hold timeout
+                // from now.
+                s.paths.new_pass(false);
                 let e = s.expected;
                 if let Some(q) = self.next_held_psn(stream, e) {
                     if let Some(slot) = self.take_held(stream, q, now) {

@@ -55,22 +55,32 @@ struct Track {
     count: u32,
     /// The current pass.
     pass: u16,
+    /// The highest PSN any path had delivered when the current pass began.
+    floor: Option<Psn>,
 }
 
 impl PathTrack {
-    /// A packet with `psn` arrived on `path`.
+    /// A packet with `psn` arrived on `path`. `selective`: the host resends only what is
+    /// missing (selective repeat), so a new pass is joined by new PSNs too (see
+    /// [`PathTrack::new_pass`]).
     #[inline]
-    pub(super) fn see(&mut self, path: u8, psn: Psn) {
+    pub(super) fn see(&mut self, path: u8, psn: Psn, selective: bool) {
         if path == NO_PATH || usize::from(path) >= MAX_PATHS {
             return;
         }
-        self.0.get_or_insert_with(Box::default).see(path, psn);
+        self.0
+            .get_or_insert_with(Box::default)
+            .see(path, psn, selective);
     }
 
-    /// A new pass: the host will send again from below what the paths delivered.
-    pub(super) fn new_pass(&mut self) {
+    /// A new pass: the host will send again from below what the paths delivered. A path joins
+    /// it when it delivers a PSN below its highest (the retransmission reached it); for a
+    /// `selective` host (which resends only the gap and goes on) also when it delivers a PSN
+    /// above the highest any path had delivered until now (sent after what was in flight).
+    /// A Go-Back-N host sends such PSNs before its NAK arrives, too: for it they prove nothing.
+    pub(super) fn new_pass(&mut self, selective: bool) {
         if let Some(t) = self.0.as_mut() {
-            t.pass = t.pass.wrapping_add(1);
+            t.new_pass(selective);
         }
     }
 
@@ -95,44 +105,56 @@ impl PathTrack {
 }
 
 impl Track {
-    fn see(&mut self, path: u8, psn: Psn) {
+    fn new_pass(&mut self, selective: bool) {
+        self.pass = self.pass.wrapping_add(1);
+        self.floor = if selective {
+            self.seen
+                .iter()
+                .map(|s| s.top)
+                .reduce(|a, b| if b.is_after(a) { b } else { a })
+        } else {
+            None
+        };
+    }
+
+    fn see(&mut self, path: u8, psn: Psn, selective: bool) {
         self.count = self.count.wrapping_add(1);
-        let (count, pass) = (self.count, self.pass);
-        let Track {
-            seen, pass: cur, ..
-        } = self;
-        match seen.iter_mut().find(|s| s.path == path) {
-            Some(s) => {
-                if psn.distance(s.top).unsigned_abs() > FAR {
-                    // Another PSN sequence (the QP was re-created): start the path over.
-                    s.pass = pass;
-                    s.top = psn;
-                } else if s.pass == pass {
-                    if psn.is_after(s.top) {
-                        s.top = psn;
-                    } else if psn.is_before(s.top) {
-                        // Below what this path delivered in this pass: the sender went back
-                        // (a retransmission the switch saw no NAK for). What the paths
-                        // delivered before proves nothing about the packets from here on.
-                        *cur = cur.wrapping_add(1);
-                        s.pass = *cur;
-                        s.top = psn;
-                    }
-                } else if psn.is_before(s.top) {
-                    // Below what it delivered before: the retransmission reached this path.
-                    s.pass = pass;
-                    s.top = psn;
-                } else {
-                    s.top = psn;
-                }
-                s.last = count;
-            }
-            None => seen.push(PathSeen {
+        let count = self.count;
+        let Some(k) = self.seen.iter().position(|s| s.path == path) else {
+            self.seen.push(PathSeen {
                 path,
                 top: psn,
-                pass,
+                pass: self.pass,
                 last: count,
-            }),
+            });
+            return;
+        };
+        self.seen[k].last = count;
+        let s = self.seen[k];
+        if psn.distance(s.top).unsigned_abs() > FAR {
+            // Another PSN sequence (the QP was re-created): start the path over.
+            self.seen[k].pass = self.pass;
+            self.seen[k].top = psn;
+            return;
+        }
+        if s.pass == self.pass && psn.is_before(s.top) {
+            // Below what this path delivered in this pass: the sender went back (a
+            // retransmission the switch saw no NAK for). What the paths delivered before
+            // proves nothing about the packets from here on.
+            self.new_pass(selective);
+        }
+        let (pass, floor) = (self.pass, self.floor);
+        let s = &mut self.seen[k];
+        if s.pass == pass {
+            if psn.is_after(s.top) {
+                s.top = psn;
+            }
+        } else if psn.is_before(s.top) || floor.is_some_and(|f| psn.is_after(f)) {
+            // The retransmission reached this path, or something sent after it.
+            s.pass = pass;
+            s.top = psn;
+        } else {
+            s.top = psn;
         }
     }
 
@@ -173,35 +195,42 @@ mod tests {
         Psn::new(v)
     }
 
+    impl PathTrack {
+        /// `see` for a Go-Back-N host.
+        fn saw(&mut self, path: u8, psn: Psn) {
+            self.see(path, psn, false);
+        }
+    }
+
     #[test]
     fn every_used_path_must_deliver_above_the_gap() {
         let mut t = PathTrack::default();
         for (path, psn) in [(0, 9), (1, 10), (2, 11), (3, 12)] {
-            t.see(path, p(psn));
+            t.saw(path, p(psn));
         }
         // Gap at 13 (lost on path 1, say): 14 on 2, 15 on 3, 16 on 0.
         for (path, psn) in [(2, 14), (3, 15), (0, 16)] {
-            t.see(path, p(psn));
+            t.saw(path, p(psn));
             assert!(
                 !t.all_above(p(13), 4, 0),
                 "path 1 has not delivered above 13"
             );
         }
-        t.see(1, p(17));
+        t.saw(1, p(17));
         assert!(t.all_above(p(13), 4, 0));
     }
 
     #[test]
     fn a_path_that_is_down_or_unused_does_not_block() {
         let mut t = PathTrack::default();
-        t.see(0, p(1));
-        t.see(1, p(2));
-        t.see(0, p(4));
+        t.saw(0, p(1));
+        t.saw(1, p(2));
+        t.saw(0, p(4));
         assert!(!t.all_above(p(3), 2, 0));
         assert!(t.all_above(p(3), 2, 1 << 1), "path 1 is down");
         // Path 1 unused for more than PATH_STALE_PACKETS packets on path 0.
         for i in 0..=PATH_STALE_PACKETS {
-            t.see(0, p(5 + i));
+            t.saw(0, p(5 + i));
         }
         assert!(t.all_above(p(3), 2, 0));
     }
@@ -211,12 +240,12 @@ mod tests {
         let t = PathTrack::default();
         assert!(!t.all_above(p(3), 2, 0));
         let mut t = PathTrack::default();
-        t.see(NO_PATH, p(9));
+        t.saw(NO_PATH, p(9));
         assert!(!t.all_above(p(3), 2, 0));
         // A young stream seen on path 0 only: paths 1-3 may carry the gap.
         let mut t = PathTrack::default();
-        t.see(0, p(1));
-        t.see(0, p(3));
+        t.saw(0, p(1));
+        t.saw(0, p(3));
         assert!(!t.all_above(p(2), 4, 0));
         assert!(t.all_above(p(2), 4, 0b1110), "the others are down");
         assert!(t.all_above(p(2), 1, 0), "the only path");
@@ -226,63 +255,76 @@ mod tests {
     fn after_a_loss_old_packets_prove_nothing_until_the_retransmission_shows() {
         let mut t = PathTrack::default();
         for (path, psn) in [(0, 20), (1, 21)] {
-            t.see(path, p(psn));
+            t.saw(path, p(psn));
         }
         assert!(t.all_above(p(10), 2, 0));
-        t.new_pass();
+        t.new_pass(false);
         // Packets sent before the NAK, still in flight: higher than before, not the new pass.
-        t.see(0, p(22));
-        t.see(1, p(23));
+        t.saw(0, p(22));
+        t.saw(1, p(23));
         assert!(!t.all_above(p(10), 2, 0));
         // The retransmission from 10: 10 on path 0, 11 on path 1, 12 on 0 (10 lost again?).
-        t.see(0, p(10));
+        t.saw(0, p(10));
         assert!(
             !t.all_above(p(11), 2, 0),
             "path 1 is not in the new pass yet"
         );
-        t.see(1, p(11));
-        t.see(0, p(12));
+        t.saw(1, p(11));
+        t.saw(0, p(12));
         assert!(!t.all_above(p(12), 2, 0));
         assert!(t.all_above(p(10), 2, 0) && !t.all_above(p(11), 2, 0));
         // 11 was delivered on path 1 after all; a gap at 11 would be proven now (12, 13).
-        t.see(1, p(13));
+        t.saw(1, p(13));
         assert!(t.all_above(p(11), 2, 0));
     }
 
     #[test]
     fn a_top_of_another_sequence_proves_nothing() {
         let mut t = PathTrack::default();
-        t.see(0, p(0x80_0000));
-        t.see(1, p(0x80_0001));
+        t.saw(0, p(0x80_0000));
+        t.saw(1, p(0x80_0001));
         // The QP is re-created at PSN 5: the old tops are far from its gaps.
         assert!(!t.all_above(p(5), 2, 0));
-        t.see(0, p(5));
-        t.see(1, p(7));
-        t.see(0, p(8));
+        t.saw(0, p(5));
+        t.saw(1, p(7));
+        t.saw(0, p(8));
         assert!(t.all_above(p(6), 2, 0));
     }
 
     #[test]
     fn a_retransmission_without_a_nak_starts_a_new_pass() {
         let mut t = PathTrack::default();
-        t.see(0, p(10));
-        t.see(1, p(11));
+        t.saw(0, p(10));
+        t.saw(1, p(11));
         // Path 0 goes back to 5 (a timeout retransmission): 10 and 11 prove nothing about 7.
-        t.see(0, p(5));
-        t.see(0, p(9));
+        t.saw(0, p(5));
+        t.saw(0, p(9));
         assert!(!t.all_above(p(7), 2, 0), "path 1 is of the old pass");
-        t.see(1, p(6));
-        t.see(1, p(8));
+        t.saw(1, p(6));
+        t.saw(1, p(8));
         assert!(t.all_above(p(7), 2, 0));
+    }
+
+    #[test]
+    fn after_a_loss_a_selective_host_s_new_psns_join_the_new_pass() {
+        let mut t = PathTrack::default();
+        t.saw(0, p(20));
+        t.saw(1, p(21));
+        t.new_pass(true);
+        // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
+        t.see(1, p(10), true);
+        t.see(0, p(22), true);
+        t.see(1, p(23), true);
+        assert!(t.all_above(p(10), 2, 0));
     }
 
     #[test]
     fn psns_wrap() {
         let mut t = PathTrack::default();
-        t.see(0, p(0xFF_FFFE));
-        t.see(1, p(0xFF_FFFF));
-        t.see(0, p(1));
-        t.see(1, p(2));
+        t.saw(0, p(0xFF_FFFE));
+        t.saw(1, p(0xFF_FFFF));
+        t.saw(0, p(1));
+        t.saw(1, p(2));
         assert!(t.all_above(p(0), 2, 0));
         assert!(!t.all_above(p(1), 2, 0));
     }

@@ -34,7 +34,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::core::{NoHold, ReorderCore};
-use super::stream::{Insert, Phase, Slot, StreamKey};
+use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey};
 use crate::meta::NO_PATH;
 use crate::wire::Psn;
 
@@ -82,7 +82,9 @@ impl<T> ReorderCore<T> {
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         };
-        self.streams[stream as usize].paths.see(path, psn);
+        let s = &mut self.streams[stream as usize];
+        let selective = s.recovery == LossRecovery::ReleaseAll;
+        s.paths.see(path, psn, selective);
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
         if path != NO_PATH {
             self.check_path_loss(stream, now, out);
@@ -557,7 +559,8 @@ impl<T> ReorderCore<T> {
             s.paths.clear();
         } else if psn.is_before(old) {
             // The host asks for PSNs again: what the paths delivered is of the old pass.
-            s.paths.new_pass();
+            let selective = s.recovery == LossRecovery::ReleaseAll;
+            s.paths.new_pass(selective);
         }
         if s.held > 0 {
             self.normalize_ring(stream, now, out);

@@ -1598,3 +1598,27 @@ fn without_path_information_only_the_timeout_declares_loss() {
     h.core.poll(6_000_000, &mut h.out);
     assert_eq!(h.core.totals.timeouts, 1);
 }
+
+#[test]
+fn with_release_all_a_selective_host_keeps_path_order_after_a_loss() {
+    // Selective repeat: the host resends only the lost packet; path order must still find the
+    // next loss (a pass that only Go-Back-N's resent PSNs could join would wait for timeouts).
+    let mut h = H::with_paths(LossRecovery::ReleaseAll);
+    let delays = [0, 20_000, 40_000, 60_000];
+    let mut t_end = 0;
+    for (t, path, psn) in sprayed(&delays, 1_000, 200, &[10]) {
+        h.arrive(path, psn, t);
+        t_end = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 1);
+    // The resent 10 (late: everything after it went out), then more, with 150 lost.
+    h.arrive(0, 10, t_end + 1_000);
+    for (t, path, psn) in sprayed(&delays, 1_000, 200, &[150]) {
+        h.arrive(path, 200 + psn, t_end + 2_000 + t);
+    }
+    assert_eq!(
+        h.core.totals.path_losses, 2,
+        "the second loss by path order too"
+    );
+    assert_eq!(h.core.totals.timeouts, 0);
+}
