@@ -393,7 +393,8 @@ proptest! {
 /// every transfer completes either way. Each variant's figures are printed (`--nocapture`).
 #[test]
 fn path_order_recovers_from_loss_sooner_than_the_timeout() {
-    let runs = loss_by_path_order_against_the_timeout("WRITEs", Verb::Write { len: 65_536 });
+    let runs =
+        loss_by_path_order_against_the_timeout("WRITEs", Device::RXE, Verb::Write { len: 65_536 });
     assert_eq!(runs[0].1, 0, "timeout only");
     assert!(runs[0].2 > 0, "the loss was there");
     assert!(runs[1].1 > 0 && runs[2].1 > 0, "found by path order");
@@ -403,23 +404,40 @@ fn path_order_recovers_from_loss_sooner_than_the_timeout() {
     );
 }
 
+/// The same against ConnectX-6's selective-repeat responder (whose requester, as modelled,
+/// resends from the NAKed PSN as rxe's does): never slower than the timeout alone.
+#[test]
+fn against_selective_repeat_path_order_is_never_slower_than_the_timeout() {
+    let runs = loss_by_path_order_against_the_timeout(
+        "WRITEs to ConnectX-6",
+        Device::CONNECTX6,
+        Verb::Write { len: 65_536 },
+    );
+    assert!(runs[1].0 <= runs[0].0 && runs[2].0 <= runs[0].0, "{runs:?}");
+}
+
 /// The same for READs: most lost packets are READ responses, which still wait for the hold
 /// timeout (response streams do not use path order, see `ReorderCore::check_path_loss`); the
 /// lost READ requests are found by path order. Never slower than the timeout alone.
 #[test]
 fn with_reads_path_order_is_never_slower_than_the_timeout() {
-    let runs = loss_by_path_order_against_the_timeout("READs", Verb::Read { len: 65_536 });
+    let runs =
+        loss_by_path_order_against_the_timeout("READs", Device::RXE, Verb::Read { len: 65_536 });
     assert!(runs[1].0 <= runs[0].0 && runs[2].0 <= runs[0].0, "{runs:?}");
 }
 
 /// Runs `verb` x 16 on 4 QPs with 1% loss on a path: timeout alone, path order with each
 /// recovery; prints and returns (virtual ns, path-order losses, timeouts) per run.
-fn loss_by_path_order_against_the_timeout(what: &str, verb: Verb) -> Vec<(u64, u64, u64)> {
+fn loss_by_path_order_against_the_timeout(
+    what: &str,
+    device: Device,
+    verb: Verb,
+) -> Vec<(u64, u64, u64)> {
     use sprayswitch::engine::LossDetection;
     use sprayswitch::reorder::LossRecovery;
     let conns: Vec<Connection> = (0..4)
         .map(|i| {
-            let mut c = conn(i, Device::RXE, 1024, vec![Step::Post(vec![verb; 16])]);
+            let mut c = conn(i, device, 1024, vec![Step::Post(vec![verb; 16])]);
             c.a_cfg.retry_cnt = 6;
             c.b_cfg.retry_cnt = 6;
             c
@@ -429,7 +447,7 @@ fn loss_by_path_order_against_the_timeout(what: &str, verb: Verb) -> Vec<(u64, u
     for (detection, recovery) in [
         (LossDetection::Timeout, LossRecovery::NakFirst),
         (LossDetection::PathOrder, LossRecovery::NakFirst),
-        (LossDetection::PathOrder, LossRecovery::ReleaseAll),
+        (LossDetection::PathOrder, LossRecovery::ReleaseRun),
     ] {
         let spec = RackPairSpec {
             loss_detection: detection,
@@ -458,7 +476,7 @@ fn loss_by_path_order_against_the_timeout(what: &str, verb: Verb) -> Vec<(u64, u
     for (how, r) in [
         "timeout",
         "path order, nak_first",
-        "path order, release_all",
+        "path order, release_run",
     ]
     .iter()
     .zip(&runs)

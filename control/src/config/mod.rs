@@ -113,7 +113,7 @@ pub struct ReorderSection {
     /// Outstanding READ/atomic ranges remembered per QP pair.
     pub max_reads: usize,
     /// What a declared loss releases towards a host: `nak_first` (Go-Back-N RNICs: ConnectX-5,
-    /// Soft-RoCE) or `release_all` (selective repeat: ConnectX-6/7); ports may override it.
+    /// Soft-RoCE) or `release_run` (selective repeat: ConnectX-6/7); ports may override it.
     pub loss_recovery: Choice<LossRecovery>,
 }
 
@@ -178,7 +178,7 @@ pub struct PortSection {
     /// Hold timeout of streams towards this downlink, microseconds (overrides `[reorder]`).
     pub hold_timeout_us: Option<u64>,
     /// What a declared loss releases towards the hosts of this downlink (overrides
-    /// `[reorder]`): `nak_first` or `release_all`.
+    /// `[reorder]`): `nak_first` or `release_run`.
     pub loss_recovery: Option<Choice<LossRecovery>>,
 }
 

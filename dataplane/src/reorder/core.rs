@@ -399,6 +399,7 @@ impl<T> ReorderCore<T> {
                 // starts a new pass of the paths' evidence). A timeout after a path-order
                 // decision is the backstop: the retransmission did not come either, so nothing
                 // is kept back any longer.
+                self.streams[stream as usize].paths.forget_pending();
                 if let Some(after) = self.flush_ring(stream, now, out) {
                     self.streams[stream as usize].expected = after;
                 }
@@ -425,19 +426,25 @@ impl<T> ReorderCore<T> {
         {
             return;
         }
+        if s.paths.is_deferred() {
+            // Declared already; it waits for an earlier gap's retransmission.
+            return;
+        }
         let detected = now.saturating_sub(s.gap_since);
         self.detect_ns.push(detected);
         self.totals.path_losses += 1;
         let s = &mut self.streams[stream as usize];
         s.stats.path_losses += 1;
         match s.recovery {
-            LossRecovery::ReleaseAll => {
-                // `e` moves past everything held: the gaps to come lie above what the paths
-                // delivered, so their evidence stands (the host's NAK, if it moves `e` back,
-                // starts a new pass).
-                if let Some(after) = self.flush_ring(stream, now, out) {
-                    self.streams[stream as usize].expected = after;
+            LossRecovery::ReleaseRun => {
+                // A selective-repeat RNIC NAKs the first out-of-sequence packet after a gap,
+                // once, until the gap fills: a second gap released before the first one's
+                // retransmission passed would get no NAK, and wait for the requester's
+                // timeout. So it waits here until then (see `insert_request_read`).
+                if s.paths.defer() {
+                    return;
                 }
+                self.release_run(stream, now, out);
             }
             LossRecovery::NakFirst => {
                 // The first held packet goes out of sequence: the RNIC NAKs the gap. The rest
@@ -455,6 +462,20 @@ impl<T> ReorderCore<T> {
                 s.gap_since = now;
             }
         }
+    }
+
+    /// Releases what follows a stream's gap, up to the next gap (for a selective-repeat RNIC,
+    /// which keeps it and NAKs the gap): `e` moves to that next gap. The gaps to come lie
+    /// above what the paths delivered, so their evidence stands (the host's NAK, if it moves
+    /// `e` back, starts a new pass).
+    pub(super) fn release_run(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+        let gap = self.streams[stream as usize].expected;
+        let Some(q) = self.next_held_psn(stream, gap) else {
+            return;
+        };
+        self.streams[stream as usize].expected = q;
+        self.drain_request(stream, now, out);
+        self.streams[stream as usize].paths.nak_pending(gap);
     }
 
     pub(super) fn evict_some(&mut self, now: u64, out: &mut Vec<T>, budget: usize) {

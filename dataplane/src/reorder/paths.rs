@@ -57,6 +57,10 @@ struct Track {
     pass: u16,
     /// The highest PSN any path had delivered when the current pass began.
     floor: Option<Psn>,
+    /// Selective repeat: the last gap declared lost whose retransmission has not passed yet,
+    /// and whether a later gap's release waits for it.
+    nak_pending: Option<Psn>,
+    deferred: bool,
 }
 
 impl PathTrack {
@@ -87,6 +91,53 @@ impl PathTrack {
     /// Forgets every path (the stream starts a new PSN sequence).
     pub(super) fn clear(&mut self) {
         self.0 = None;
+    }
+
+    /// Selective repeat: the gap at `psn` was released; the host's NAK for it is on its way,
+    /// and until its retransmission passes the RNIC NAKs no other gap (it NAKs the first
+    /// out-of-sequence packet after a gap, once).
+    pub(super) fn nak_pending(&mut self, psn: Psn) {
+        if let Some(t) = self.0.as_mut() {
+            t.nak_pending = Some(psn);
+            t.deferred = false;
+        }
+    }
+
+    /// Whether a gap declared now must wait: an earlier gap's retransmission has not passed
+    /// (the wait is noted, see [`PathTrack::retransmitted`]).
+    pub(super) fn defer(&mut self) -> bool {
+        match self.0.as_mut() {
+            Some(t) if t.nak_pending.is_some() => {
+                t.deferred = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A declared gap waits for an earlier one's retransmission (counted once).
+    pub(super) fn is_deferred(&self) -> bool {
+        self.0.as_ref().is_some_and(|t| t.deferred)
+    }
+
+    /// A late packet `psn` passed. True when it was the pending gap's retransmission and a
+    /// later gap waited for it (release that now: the RNIC will NAK it).
+    pub(super) fn retransmitted(&mut self, psn: Psn) -> bool {
+        match self.0.as_mut() {
+            Some(t) if t.nak_pending == Some(psn) => {
+                t.nak_pending = None;
+                std::mem::take(&mut t.deferred)
+            }
+            _ => false,
+        }
+    }
+
+    /// The pending gap is given up (its hold timed out).
+    pub(super) fn forget_pending(&mut self) {
+        if let Some(t) = self.0.as_mut() {
+            t.nak_pending = None;
+            t.deferred = false;
+        }
     }
 
     /// See [`Track::all_above`]; never without a packet from a path.

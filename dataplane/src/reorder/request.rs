@@ -83,9 +83,16 @@ impl<T> ReorderCore<T> {
             return Insert::Passthrough;
         };
         let s = &mut self.streams[stream as usize];
-        let selective = s.recovery == LossRecovery::ReleaseAll;
+        let selective = s.recovery == LossRecovery::ReleaseRun;
         s.paths.see(path, psn, selective);
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
+        if r == Insert::Late && self.streams[stream as usize].paths.retransmitted(psn) {
+            // The retransmission of a gap released to a selective-repeat RNIC passed: a later
+            // gap that waited for it goes now, and the RNIC NAKs that one.
+            if self.streams[stream as usize].held > 0 {
+                self.release_run(stream, now, out);
+            }
+        }
         if path != NO_PATH {
             self.check_path_loss(stream, now, out);
         }
@@ -559,7 +566,7 @@ impl<T> ReorderCore<T> {
             s.paths.clear();
         } else if psn.is_before(old) {
             // The host asks for PSNs again: what the paths delivered is of the old pass.
-            let selective = s.recovery == LossRecovery::ReleaseAll;
+            let selective = s.recovery == LossRecovery::ReleaseRun;
             s.paths.new_pass(selective);
         }
         if s.held > 0 {

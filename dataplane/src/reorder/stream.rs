@@ -70,19 +70,21 @@ pub enum LossRecovery {
     /// the gap in order, so the RNIC drops nothing else.
     #[default]
     NakFirst,
-    /// Release everything held, in order: a selective-repeat responder NAKs the gap and keeps
-    /// what follows it, so the switch's memory is free at once.
-    ReleaseAll,
+    /// Release what follows the gap up to the next gap: a selective-repeat responder
+    /// (ConnectX-6/7) keeps it and NAKs the gap at once, and resends only the gap. A later gap
+    /// declared before the first one's retransmission passed waits for it (the RNIC NAKs one
+    /// gap at a time), then goes the same way.
+    ReleaseRun,
 }
 
 impl core::str::FromStr for LossRecovery {
     type Err = String;
-    /// `nak_first` or `release_all`, as configuration files name them.
+    /// `nak_first` or `release_run`, as configuration files name them.
     fn from_str(s: &str) -> Result<LossRecovery, String> {
         match s {
             "nak_first" => Ok(LossRecovery::NakFirst),
-            "release_all" => Ok(LossRecovery::ReleaseAll),
-            other => Err(format!("'{other}': use 'nak_first' or 'release_all'")),
+            "release_run" => Ok(LossRecovery::ReleaseRun),
+            other => Err(format!("'{other}': use 'nak_first' or 'release_run'")),
         }
     }
 }

@@ -1525,7 +1525,7 @@ fn a_late_packet_on_a_slow_path_is_never_declared_lost_before_that_path_passes_i
 #[test]
 fn a_path_that_goes_down_mid_gap_does_not_stall_the_decision() {
     // PSN 10 is lost on path 2, which then goes down: the sprayer uses paths 0, 1, 3 only.
-    let mut h = H::with_paths(LossRecovery::ReleaseAll);
+    let mut h = H::with_paths(LossRecovery::ReleaseRun);
     let mut t = 0;
     let mut next_path = 0u8;
     for psn in 0..40u32 {
@@ -1550,7 +1550,7 @@ fn a_path_that_goes_down_mid_gap_does_not_stall_the_decision() {
     h.core.set_paths(4, 1 << 2, t + 1, &mut h.out);
     assert_eq!(h.core.totals.path_losses, 1);
     assert_eq!(h.core.totals.timeouts, 0);
-    // release_all: everything held went, in order, at once.
+    // release_run: everything held went, in order, at once.
     let out = h.take();
     let expect: Vec<u32> = (0..40).filter(|p| *p != 10).collect();
     assert_eq!(out, expect);
@@ -1600,10 +1600,10 @@ fn without_path_information_only_the_timeout_declares_loss() {
 }
 
 #[test]
-fn with_release_all_a_selective_host_keeps_path_order_after_a_loss() {
+fn with_release_run_a_selective_host_keeps_path_order_after_a_loss() {
     // Selective repeat: the host resends only the lost packet; path order must still find the
     // next loss (a pass that only Go-Back-N's resent PSNs could join would wait for timeouts).
-    let mut h = H::with_paths(LossRecovery::ReleaseAll);
+    let mut h = H::with_paths(LossRecovery::ReleaseRun);
     let delays = [0, 20_000, 40_000, 60_000];
     let mut t_end = 0;
     for (t, path, psn) in sprayed(&delays, 1_000, 200, &[10]) {
@@ -1620,5 +1620,31 @@ fn with_release_all_a_selective_host_keeps_path_order_after_a_loss() {
         h.core.totals.path_losses, 2,
         "the second loss by path order too"
     );
+    assert_eq!(h.core.totals.timeouts, 0);
+}
+
+#[test]
+fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_sees_it() {
+    // Two losses inside one window: 10 and 30. A selective-repeat RNIC NAKs 10 on the first
+    // packet after it; released before 10's retransmission, 31.. would get no NAK for 30.
+    let mut h = H::with_paths(LossRecovery::ReleaseRun);
+    let delays = [0, 20_000, 40_000, 60_000];
+    let mut t_end = 0;
+    for (t, path, psn) in sprayed(&delays, 1_000, 60, &[10, 30]) {
+        h.arrive(path, psn, t);
+        t_end = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 2);
+    let out = h.take();
+    assert!(
+        out.contains(&29) && !out.contains(&31),
+        "30's successors wait: {out:?}"
+    );
+    // 10 comes again (selective: only it): 31.. go out after it.
+    h.arrive(2, 10, t_end + 1_000);
+    let out = h.take();
+    assert_eq!(out.first(), Some(&10));
+    assert!(out.contains(&31) && out.contains(&59), "{out:?}");
+    assert_eq!(h.core.held(), 0);
     assert_eq!(h.core.totals.timeouts, 0);
 }

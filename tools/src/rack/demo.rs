@@ -276,7 +276,7 @@ pub fn run(
         // packet to make a Go-Back-N responder NAK (the rest follows the retransmission), all
         // of it for selective repeat (which keeps it, and resends only the gap).
         loss_recovery: if receiver == ReceiverMode::Sr {
-            LossRecovery::ReleaseAll
+            LossRecovery::ReleaseRun
         } else {
             LossRecovery::NakFirst
         },
