@@ -426,6 +426,20 @@ mod tests {
     use crate::testkit::tor_tables;
     use crate::wire::Psn;
 
+    /// A stage whose port 0 has a 10 us hold timeout, the switch's being 1 ms.
+    fn port_0_at_10_us(t: &Tables) -> ReorderStage {
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            hold_timeout_ns: 1_000_000,
+            ..ReorderConfig::default()
+        };
+        let port_0 = PortReorder {
+            hold_timeout_ns: Some(10_000),
+            ..PortReorder::default()
+        };
+        ReorderStage::new(cfg, t, &[port_0, PortReorder::default()])
+    }
+
     fn meta(qpn: u32, psn: u32, len: u32) -> RoceMeta {
         RoceMeta {
             local: 1,
@@ -492,22 +506,7 @@ mod tests {
     #[test]
     fn a_downlink_can_have_its_own_hold_timeout() {
         let t = tor_tables(2, 0, SprayPolicy::Ecmp);
-        let cfg = ReorderConfig {
-            learn_ns: 0,
-            hold_timeout_ns: 1_000_000,
-            ..ReorderConfig::default()
-        };
-        let mut s = ReorderStage::new(
-            cfg,
-            &t,
-            &[
-                PortReorder {
-                    hold_timeout_ns: Some(10_000),
-                    ..PortReorder::default()
-                },
-                PortReorder::default(),
-            ],
-        );
+        let mut s = port_0_at_10_us(&t);
         let mut out = Vec::new();
         for port in [0u16, 1] {
             let q = u32::from(port) + 10;
@@ -560,22 +559,7 @@ mod tests {
     #[test]
     fn a_response_stream_gets_the_hold_timeout_of_its_own_downlink() {
         let t = tor_tables(2, 0, SprayPolicy::Ecmp);
-        let cfg = ReorderConfig {
-            learn_ns: 0,
-            hold_timeout_ns: 1_000_000,
-            ..ReorderConfig::default()
-        };
-        let mut s = ReorderStage::new(
-            cfg,
-            &t,
-            &[
-                PortReorder {
-                    hold_timeout_ns: Some(10_000),
-                    ..PortReorder::default()
-                },
-                PortReorder::default(),
-            ],
-        );
+        let mut s = port_0_at_10_us(&t);
         let mut out = Vec::new();
         // Port 1 (the switch's 1 ms) saw a request last; then the host on port 0 reads.
         s.insert(1, pkt(100), &meta(9, 0, 100), 0, &mut out);
