@@ -34,7 +34,7 @@
 #   [target/release]; OUT [/tmp/sprayswitch-rxe-<pid>]; CHECK [1]: exit non-zero on what
 #   `rxerack mode --check` fails (every test completes and no QP exhausts its retries outside
 #   spray mode; spray shows reordering; reorder on a loss-free fabric: no out-of-sequence or
-#   duplicate request, sequence NAK or retry at either guest; with LOSS, hold timeouts).
+#   duplicate request, sequence NAK or retry at either guest; with LOSS, losses declared).
 # Needs root and qemu-system-x86_64. Everything it creates (guests, taps, namespaces, processes)
 # is removed on exit, also on failure or interruption.
 set -euo pipefail

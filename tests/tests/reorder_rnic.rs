@@ -172,7 +172,7 @@ fn with_reorder_one_percent_loss_every_transfer_completes() {
         "losses were recovered by retransmission"
     );
     assert!(
-        o.tor_b.reorder.timeouts > 0,
+        o.tor_b.reorder.timeouts + o.tor_b.reorder.path_losses > 0,
         "gaps were declared lost: {:?}",
         o.tor_b.reorder
     );

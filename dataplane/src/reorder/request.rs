@@ -86,9 +86,12 @@ impl<T> ReorderCore<T> {
         let selective = s.recovery == LossRecovery::ReleaseRun;
         s.paths.see(path, psn, selective);
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
-        if r == Insert::Late && self.streams[stream as usize].paths.retransmitted(psn) {
-            // The retransmission of a gap released to a selective-repeat RNIC passed: a later
-            // gap that waited for it goes now, and the RNIC NAKs that one.
+        if matches!(r, Insert::Late | Insert::Released)
+            && self.streams[stream as usize].paths.retransmitted(psn)
+        {
+            // The retransmission of a gap released to a selective-repeat RNIC passed (late, or
+            // in order when the host's NAK moved `e` back to it): a later gap that waited for
+            // it goes now, and the RNIC NAKs that one.
             if self.streams[stream as usize].held > 0 {
                 self.release_run(stream, now, out);
             }
@@ -557,6 +560,16 @@ impl<T> ReorderCore<T> {
             if s.held > 0 {
                 s.gap_since = now;
             }
+            return false;
+        }
+        if !learning
+            && s.recovery == LossRecovery::ReleaseRun
+            && psn.is_before(old)
+            && psn.distance(old).unsigned_abs() <= self.mask
+        {
+            // A selective-repeat host resends only the PSN it NAKs, which passes as late; the
+            // RNIC kept what followed it, so `e` stays (moving back would wait for PSNs the
+            // host will not send again).
             return false;
         }
         s.phase = Phase::Active;

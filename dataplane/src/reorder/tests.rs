@@ -1648,3 +1648,26 @@ fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_
     assert_eq!(h.core.held(), 0);
     assert_eq!(h.core.totals.timeouts, 0);
 }
+
+#[test]
+fn a_selective_host_s_nak_does_not_move_e_back_and_the_second_gap_still_goes() {
+    // As above, but the selective-repeat RNIC's NAK for 10 passes the switch first: `e` stays
+    // (the RNIC has 11..29 and the host resends 10 alone), and the resent 10 releases 31...
+    let mut h = H::with_paths(LossRecovery::ReleaseRun);
+    let delays = [0, 20_000, 40_000, 60_000];
+    let mut t_end = 0;
+    for (t, path, psn) in sprayed(&delays, 1_000, 60, &[10, 30]) {
+        h.arrive(path, psn, t);
+        t_end = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 2);
+    let stream = h.core.find(&key(1)).unwrap();
+    let mut out = Vec::new();
+    assert!(!h.core.resync(stream, Psn::new(10), t_end + 500, &mut out));
+    assert!(out.is_empty());
+    h.take();
+    h.arrive(2, 10, t_end + 1_000);
+    let out = h.take();
+    assert!(out.contains(&31) && out.contains(&59), "{out:?}");
+    assert_eq!(h.core.held(), 0);
+}

@@ -132,13 +132,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     for (name, s) in ["tor-a", "tor-b"].iter().zip(&stopped) {
         let st = &s.stats;
         println!(
-            "{name}: rx {} tx {} pkts, sprayed {}, hashed {}, drops {}, held {} (timeouts {}, resyncs {}), unsent {}",
+            "{name}: rx {} tx {} pkts, sprayed {}, hashed {}, drops {}, held {} (losses by path order {}, timeouts {}, resyncs {}), unsent {}",
             st.rx_pkts,
             st.tx_pkts,
             st.sprayed,
             st.hashed,
             st.drops_total(),
             st.reorder.held_total,
+            st.reorder.path_losses,
             st.reorder.timeouts,
             st.reorder.resyncs,
             s.unsent
