@@ -1623,10 +1623,9 @@ fn with_release_run_a_selective_host_keeps_path_order_after_a_loss() {
     assert_eq!(h.core.totals.timeouts, 0);
 }
 
-#[test]
-fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_sees_it() {
-    // Two losses inside one window: 10 and 30. A selective-repeat RNIC NAKs 10 on the first
-    // packet after it; released before 10's retransmission, 31.. would get no NAK for 30.
+/// PSNs 0..60 sprayed over 0/20/40/60 us paths towards a `release_run` downlink, 10 and 30
+/// lost: both declared. Returns the harness and the last arrival's time.
+fn two_losses_to_a_selective_rnic() -> (H, u64) {
     let mut h = H::with_paths(LossRecovery::ReleaseRun);
     let delays = [0, 20_000, 40_000, 60_000];
     let mut t_end = 0;
@@ -1635,6 +1634,14 @@ fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_
         t_end = t;
     }
     assert_eq!(h.core.totals.path_losses, 2);
+    (h, t_end)
+}
+
+#[test]
+fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_sees_it() {
+    // Two losses inside one window: 10 and 30. A selective-repeat RNIC NAKs 10 on the first
+    // packet after it; released before 10's retransmission, 31.. would get no NAK for 30.
+    let (mut h, t_end) = two_losses_to_a_selective_rnic();
     let out = h.take();
     assert!(
         out.contains(&29) && !out.contains(&31),
@@ -1653,14 +1660,7 @@ fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_
 fn a_selective_host_s_nak_does_not_move_e_back_and_the_second_gap_still_goes() {
     // As above, but the selective-repeat RNIC's NAK for 10 passes the switch first: `e` stays
     // (the RNIC has 11..29 and the host resends 10 alone), and the resent 10 releases 31...
-    let mut h = H::with_paths(LossRecovery::ReleaseRun);
-    let delays = [0, 20_000, 40_000, 60_000];
-    let mut t_end = 0;
-    for (t, path, psn) in sprayed(&delays, 1_000, 60, &[10, 30]) {
-        h.arrive(path, psn, t);
-        t_end = t;
-    }
-    assert_eq!(h.core.totals.path_losses, 2);
+    let (mut h, t_end) = two_losses_to_a_selective_rnic();
     let stream = h.core.find(&key(1)).unwrap();
     let mut out = Vec::new();
     assert!(!h.core.resync(stream, Psn::new(10), t_end + 500, &mut out));
