@@ -188,10 +188,11 @@ impl Track {
             self.seen[k].top = psn;
             return;
         }
-        if s.pass == self.pass && psn.is_before(s.top) {
-            // Below what this path delivered in this pass: the sender went back (a
-            // retransmission the switch saw no NAK for). What the paths delivered before
-            // proves nothing about the packets from here on.
+        if s.pass == self.pass && psn.is_before(s.top) && !selective {
+            // Below what this path delivered in this pass: a Go-Back-N sender went back (a
+            // retransmission the switch saw no NAK for) and sends everything after it again:
+            // what the paths delivered before proves nothing about the packets from here on.
+            // (A selective-repeat sender resends one PSN and goes on: the evidence stands.)
             self.new_pass(selective);
         }
         let (pass, floor) = (self.pass, self.floor);

@@ -91,8 +91,10 @@ impl<T> ReorderCore<T> {
         {
             // The retransmission of a gap released to a selective-repeat RNIC passed (late, or
             // in order when the host's NAK moved `e` back to it): a later gap that waited for
-            // it goes now, and the RNIC NAKs that one.
-            if self.streams[stream as usize].held > 0 {
+            // it goes now, and the RNIC NAKs that one (if the paths still show it lost: the
+            // packet may have come meanwhile, and the gap now open be another one).
+            let s = &self.streams[stream as usize];
+            if s.held > 0 && s.paths.all_above(s.expected, self.paths, self.paths_down) {
                 self.release_run(stream, now, out);
             }
         }
