@@ -12,11 +12,13 @@
 //! - [`meta`]: the RoCE facts the engine hands the reorder stage (above `wire`).
 //! - [`port`]: the packet type and the port backends (memory, pcap, AF_PACKET, AF_XDP,
 //!   tap, fault injection); [`capture`] and [`idle`] build on it.
+//! - [`egress`]: a port's egress queue: its rate, ECN marking on its depth, the pauses its
+//!   peer asks for (over `port` and `wire`).
 //! - [`engine`]: the per-packet decision (tables, routing, spraying, the fast path, answers
 //!   to ARP/ND/echo). It returns one [`engine::Decision`]: the verdict with the reorder facts,
 //!   what a host's packet tells the reorder stage, and the host-CNP flag.
-//! - [`reorder`]: the reorder stage (per-stream rings, the response direction, QP pairing,
-//!   pacing); reads the engine's tables, never its decision code.
+//! - [`reorder`]: the reorder stage (per-stream rings, the response direction, QP pairing);
+//!   reads the engine's tables, never its decision code.
 //! - [`stats`]: the switch's counter tables (per worker, per port, drops by reason).
 //! - [`worker`]: one poll loop owning ports, an engine and a reorder stage; [`switch`]: the
 //!   workers together, with the control side's handles.
@@ -26,6 +28,7 @@
 
 pub mod capture;
 pub mod counters;
+pub mod egress;
 pub mod engine;
 pub mod idle;
 pub mod ids;

@@ -121,6 +121,11 @@ counter_table! {
         backend_drops: Counter, Packets, Port, "sprayswitch_port_backend_drop_packets_total", "Frames the port backend lost (kernel receive drops, frames too large), as the backend reports them.";
         host_naks: Counter, Packets, Downlink, "sprayswitch_host_nak_packets_total", "PSN-sequence NAKs the host behind a downlink sent: host-side trouble.";
         host_cnps: Counter, Packets, Downlink, "sprayswitch_host_cnp_packets_total", "CNPs the host behind a downlink sent (it saw ECN marks).";
+        ecn_marked: Counter, Packets, Port, "sprayswitch_port_ecn_marked_packets_total", "ECN-capable packets the port's egress queue marked CE.";
+        queue_bytes: Gauge, Bytes, Port, "sprayswitch_port_queue_bytes", "Bytes queued for the port now: its egress queue and, towards a host, what the reorder stage holds for it.";
+        pause_frames: Counter, Count, Port, "sprayswitch_port_pause_frames_total", "802.3x PAUSE frames received from the port's peer.";
+        pfc_frames: Counter, Count, Port, "sprayswitch_port_pfc_frames_total", "802.1Qbb PFC frames received from the port's peer.";
+        paused_ns: Counter, Count, Port, "sprayswitch_port_paused_nanoseconds_total", "Time the port's peer kept some priority paused (ns; a pause under way counts to its end).";
     }
 }
 

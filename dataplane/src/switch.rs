@@ -98,6 +98,8 @@ pub struct Switch {
     queries: Vec<Sender<Query>>,
     histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
     detect_histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
+    /// Per port: the depths its egress queue saw, as its worker last published them.
+    queue_depths: Arc<[Mutex<Histogram<u64>>]>,
     wakes: Arc<[Wake]>,
 }
 
@@ -247,6 +249,9 @@ impl Switch {
         let port_counters: Arc<[CachePadded<PortCounters>]> = (0..ports.len())
             .map(|_| CachePadded::new(PortCounters::default()))
             .collect();
+        let queue_depths: Arc<[Mutex<Histogram<u64>>]> = (0..ports.len())
+            .map(|_| Mutex::new(crate::egress::depth_histogram()))
+            .collect();
         let stop = Arc::new(AtomicBool::new(false));
         let tables = Arc::new(tables);
         let wakes: Arc<[Wake]> = (0..workers).map(|_| Wake::new()).collect();
@@ -297,6 +302,7 @@ impl Switch {
                 stop: stop.clone(),
                 queries: srx,
                 wakes: wakes.clone(),
+                queue_depths: queue_depths.clone(),
             };
             let worker = Worker::new(
                 sh,
@@ -327,6 +333,7 @@ impl Switch {
             histograms,
             detect_histograms,
             wakes,
+            queue_depths,
         };
         Ok((switch, workers_built))
     }
@@ -417,6 +424,16 @@ impl Switch {
     /// old).
     pub fn hold_histogram(&self) -> Option<Histogram<u64>> {
         merged(&self.histograms)
+    }
+
+    /// The depths (bytes) packets found entering port `id`'s egress queue (with what the reorder
+    /// stage held for the port), as last published (at most 100 ms old; complete once stopped).
+    pub fn queue_depth_histogram(&self, id: PortId) -> Option<Histogram<u64>> {
+        self.queue_depths
+            .get(usize::from(id))?
+            .lock()
+            .ok()
+            .map(|h| h.clone())
     }
 
     /// The histogram (ns) of path-order loss detection times (gap opened to declared lost) of
@@ -563,6 +580,7 @@ impl Switch {
             histograms: Vec::new(),
             detect_histograms: Vec::new(),
             wakes: self.wakes.clone(),
+            queue_depths: self.queue_depths.clone(),
         }
         .stats();
         Stopped {

@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show state: ports, uplinks, routes, neighbors, streams, counters, hosts.
+    /// Show state: ports, uplinks, routes, neighbors, streams, counters, hosts, queues.
     Show {
         /// What to show.
         what: String,

@@ -69,6 +69,38 @@ pub struct SwitchSection {
     pub flowlet_gap_us: u64,
     /// Seed of the random policies.
     pub seed: u64,
+    /// ECN marking of every port's egress queue (a `[[port]]` may set its own); absent: no
+    /// marking.
+    pub ecn: Option<EcnSetting>,
+}
+
+/// An `ecn` setting: thresholds, or a word.
+///
+/// ```toml
+/// ecn = { kmin_kb = 100, kmax_kb = 400, pmax = 0.2 }   # WRED-style thresholds (1 KB = 1000 bytes)
+/// ecn = "for_rate"                                    # 100/400 KB, 0.2 scaled by the port's rate_gbps
+/// ecn = "off"                                         # this port marks nothing
+/// ```
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum EcnSetting {
+    /// `off` or `for_rate`.
+    Word(String),
+    /// Explicit thresholds.
+    Thresholds(EcnThresholds),
+}
+
+/// Marking thresholds on a queue's depth.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EcnThresholds {
+    /// Depth where marking starts, KB (1000 bytes).
+    pub kmin_kb: f64,
+    /// Depth where the probability reaches `pmax`, KB; above it every ECN-capable packet is
+    /// marked.
+    pub kmax_kb: f64,
+    /// Marking probability at `kmax_kb` (0 to 1).
+    pub pmax: f64,
 }
 
 impl Default for SwitchSection {
@@ -85,6 +117,7 @@ impl Default for SwitchSection {
             spray_policy: Choice::new("round_robin"),
             flowlet_gap_us: 50,
             seed: 1,
+            ecn: None,
         }
     }
 }
@@ -180,6 +213,8 @@ pub struct PortSection {
     /// What a declared loss releases towards the hosts of this downlink (overrides
     /// `[reorder]`): `nak_first` or `release_run`.
     pub loss_recovery: Option<Choice<LossRecovery>>,
+    /// ECN marking of this port's egress queue (overrides `[switch]`; `"off"`: none).
+    pub ecn: Option<EcnSetting>,
 }
 
 fn default_backend() -> Choice<BackendKind> {

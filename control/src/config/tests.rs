@@ -249,3 +249,41 @@ fn switch_section_and_syntax_errors() {
         "port"
     );
 }
+
+#[test]
+fn ecn_comes_from_the_port_else_the_switch_and_bad_settings_name_their_field() {
+    let text = DEFAULT_CONFIG.replace(
+        "[switch]\n",
+        "[switch]\necn = { kmin_kb = 100, kmax_kb = 400, pmax = 0.2 }\n",
+    ) + "[[port]]\nname = \"x\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\nrate_gbps = 25\necn = \"for_rate\"\n\
+         [[port]]\nname = \"y\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:0a\"\necn = \"off\"\n";
+    let v = Config::parse(&text, "t").unwrap().validate().unwrap();
+    let ecn = |i: usize| v.tables.ports[i].ecn;
+    let conweave = sprayswitch::egress::EcnProfile {
+        kmin_bytes: 100_000,
+        kmax_bytes: 400_000,
+        pmax: 0.2,
+    };
+    assert_eq!(ecn(0), Some(conweave), "the switch's");
+    assert_eq!(
+        ecn(6).map(|e| (e.kmin_bytes, e.kmax_bytes)),
+        Some((25_000, 100_000))
+    );
+    assert_eq!(ecn(7), None);
+    assert_eq!(
+        Config::default_config().validate().unwrap().tables.ports[0].ecn,
+        None
+    );
+
+    let e = with_port("ecn = \"for_rate\"");
+    assert_eq!(e.field, "port[6].ecn");
+    assert!(e.reason.contains("rate_gbps"), "{e}");
+    let e = with_port("ecn = \"sometimes\"");
+    assert!(e.reason.contains("'off', 'for_rate'"), "{e}");
+    let e = with_port("ecn = { kmin_kb = 400, kmax_kb = 100, pmax = 0.2 }");
+    assert!(e.reason.contains("kmax"), "{e}");
+    let e = with_port("ecn = { kmin_kb = 1, kmax_kb = 10, pmax = 2 }");
+    assert!(e.reason.contains("pmax"), "{e}");
+    let e = with_port("ecn = { kmin_kb = -1, kmax_kb = 10, pmax = 0.5 }");
+    assert_eq!(e.field, "port[6].ecn.kmin_kb");
+}

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use sprayswitch::egress::EcnProfile;
 use sprayswitch::engine::{
     ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
     UplinkGroup,
@@ -17,8 +18,8 @@ use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
 use super::choice::{BackendKind, XdpModeChoice};
 use super::{
-    err, parse_mac, Backend, Config, ConfigError, GroupSection, NeighborSection, PortSection,
-    RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
+    err, parse_mac, Backend, Config, ConfigError, EcnSetting, GroupSection, NeighborSection,
+    PortSection, RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
 };
 
 impl Config {
@@ -32,7 +33,7 @@ impl Config {
         if self.ports.is_empty() {
             return err("port", "no ports configured");
         }
-        let ports = validate_ports(&self.ports, s.workers)?;
+        let ports = validate_ports(&self.ports, s.workers, s.ecn.as_ref())?;
         let mut t = Tables::new(ports.infos);
         t.policy = policy;
         t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
@@ -114,7 +115,59 @@ struct Ports<'a> {
     assigned: Vec<usize>,
 }
 
-fn validate_ports(ports: &[PortSection], workers: usize) -> Result<Ports<'_>, ConfigError> {
+/// The marking profile of a port: its own `ecn` setting, else the switch's (`None`: no
+/// marking). `for_rate` needs the port's rate.
+fn ecn_profile(
+    own: Option<&EcnSetting>,
+    switch: Option<&EcnSetting>,
+    rate_bps: Option<u64>,
+    field: &str,
+) -> Result<Option<EcnProfile>, ConfigError> {
+    let (setting, field) = match (own, switch) {
+        (Some(s), _) => (s, field.to_string()),
+        (None, Some(s)) => (s, "switch.ecn".to_string()),
+        (None, None) => return Ok(None),
+    };
+    match setting {
+        EcnSetting::Word(w) if w == "off" => Ok(None),
+        EcnSetting::Word(w) if w == "for_rate" => match rate_bps {
+            Some(r) => Ok(Some(EcnProfile::for_rate(r))),
+            None => err(field, "'for_rate' needs the port's rate_gbps"),
+        },
+        EcnSetting::Word(w) => err(
+            field,
+            format!("'{w}': use 'off', 'for_rate' or {{ kmin_kb, kmax_kb, pmax }}"),
+        ),
+        EcnSetting::Thresholds(t) => {
+            let kb = |v: f64, name: &str| {
+                if v.is_finite() && (0.0..=1e6).contains(&v) {
+                    Ok((v * 1000.0) as u64)
+                } else {
+                    err(
+                        format!("{field}.{name}"),
+                        format!("{v}: use 0 to 1000000 KB"),
+                    )
+                }
+            };
+            let p = EcnProfile {
+                kmin_bytes: kb(t.kmin_kb, "kmin_kb")?,
+                kmax_bytes: kb(t.kmax_kb, "kmax_kb")?,
+                pmax: t.pmax,
+            };
+            p.check().map_err(|reason| ConfigError {
+                field: field.clone(),
+                reason,
+            })?;
+            Ok(Some(p))
+        }
+    }
+}
+
+fn validate_ports<'a>(
+    ports: &'a [PortSection],
+    workers: usize,
+    switch_ecn: Option<&EcnSetting>,
+) -> Result<Ports<'a>, ConfigError> {
     let mut out = Ports {
         names: HashMap::new(),
         infos: Vec::new(),
@@ -143,7 +196,8 @@ fn validate_ports(ports: &[PortSection], workers: usize) -> Result<Ports<'_>, Co
                 format!("duplicate name '{}' (also port[{j}])", p.name),
             );
         }
-        let info = p.info(&f, &mut addrs)?;
+        let mut info = p.info(&f, &mut addrs)?;
+        info.ecn = ecn_profile(p.ecn.as_ref(), switch_ecn, info.rate_bps, &f("ecn"))?;
         if let Some(w) = p.worker {
             if w >= workers {
                 return err(
@@ -234,6 +288,7 @@ impl PortSection {
             pmtu,
             pmtu_fixed: self.pmtu.is_some(),
             rate_bps,
+            ecn: None,
             peer_mac,
             addresses: port_addrs,
             admin_up: true,

@@ -55,6 +55,14 @@ impl Control {
                 &l,
                 self.switch.port_backlog(i as u16) as u64,
             );
+            if let Some(h) = self.switch.queue_depth_histogram(i as u16) {
+                m.histogram_bytes(
+                    "sprayswitch_port_queue_depth_bytes",
+                    "Bytes queued (with what the reorder stage holds towards a host) that packets found entering a port's egress queue.",
+                    &l,
+                    &h,
+                );
+            }
         }
         for (w, ws) in self.switch.worker_stats().iter().enumerate() {
             let id = w.to_string();
@@ -139,6 +147,39 @@ impl Metrics {
             Kind::Counter => self.counter(name, r.help, l, r.value),
             Kind::Gauge | Kind::Max => self.gauge(name, r.help, l, r.value),
         }
+    }
+
+    fn histogram_bytes(
+        &mut self,
+        name: &str,
+        help: &str,
+        l: &[(&str, &str)],
+        h: &hdrhistogram::Histogram<u64>,
+    ) {
+        self.head(name, help, "histogram");
+        let mut sum = 0f64;
+        for v in h.iter_recorded() {
+            sum += v.value_iterated_to() as f64 * v.count_at_value() as f64;
+        }
+        let labels = |le: &str| {
+            let mut all: Vec<(&str, &str)> = l.to_vec();
+            all.push(("le", le));
+            Self::labels(&all)
+        };
+        for le in [
+            1_000u64, 10_000, 50_000, 100_000, 200_000, 400_000, 800_000, 1_600_000, 4_000_000,
+            16_000_000,
+        ] {
+            let n: u64 = h
+                .iter_recorded()
+                .filter(|v| v.value_iterated_to() <= le)
+                .map(|v| v.count_at_value())
+                .sum();
+            self.text += &format!("{name}_bucket{} {n}\n", labels(&le.to_string()));
+        }
+        self.text += &format!("{name}_bucket{} {}\n", labels("+Inf"), h.len());
+        self.text += &format!("{name}_sum{} {sum}\n", Self::labels(l));
+        self.text += &format!("{name}_count{} {}\n", Self::labels(l), h.len());
     }
 
     fn histogram_ns(&mut self, name: &str, help: &str, h: &hdrhistogram::Histogram<u64>) {

@@ -18,7 +18,8 @@
 //! | `{"cmd":"show","what":"neighbors"}` | static and learned neighbours |
 //! | `{"cmd":"show","what":"streams","top":N,"qp":Q}` | busiest reorder streams (optionally one QPN) |
 //! | `{"cmd":"show","what":"counters"}` | switch-wide counters, drops by reason, reorder totals |
-//! | `{"cmd":"show","what":"hosts"}` | per downlink host: its NAKs and CNPs (host trouble) next to hold timeouts and retransmissions reaching it (fabric trouble) |
+//! | `{"cmd":"show","what":"hosts"}` | per downlink host: its NAKs, CNPs and pauses (host trouble) next to hold timeouts and retransmissions reaching it (fabric trouble) |
+//! | `{"cmd":"show","what":"queues"}` | per port: egress queue bytes now, depth p50/p99/max, rate, ECN thresholds, marks, drops, pauses |
 //! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
 //! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
 //! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |
@@ -51,7 +52,7 @@ mod show;
 pub enum Request {
     /// `show WHAT`.
     Show {
-        /// ports, uplinks, routes, neighbors, streams, counters, hosts.
+        /// ports, uplinks, routes, neighbors, streams, counters, hosts, queues.
         what: String,
         /// streams: how many.
         top: Option<usize>,

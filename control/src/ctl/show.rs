@@ -164,9 +164,10 @@ impl Control {
                 o
             }
             "hosts" => Value::Array(self.hosts(&t, &s)),
+            "queues" => Value::Array(self.queues(&t, &s)),
             other => {
                 return Err(format!(
-                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters or hosts"
+                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters, hosts or queues"
             ))
             }
         })
@@ -205,12 +206,50 @@ impl Control {
                     "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
                     "host_naks": c.host_naks,
                     "host_cnps": c.host_cnps,
+                    "host_pause_frames": c.pause_frames + c.pfc_frames,
+                    "host_paused_us": c.paused_ns / 1000,
                     "retransmissions_seen": retrans,
                     "path_order_losses": path_losses,
                     "hold_timeouts": timeouts,
                     "resyncs": resyncs,
                     "streams": streams,
                     "held_now": held,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Control {
+    /// Per port: its egress queue now (bytes, with what the reorder stage holds towards a
+    /// host), the depths packets found entering it (p50, p99, max), its rate and marking
+    /// thresholds, marks, drops and pauses.
+    fn queues(&self, t: &Tables, s: &sprayswitch::switch::Stats) -> Vec<Value> {
+        t.ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let c = s.ports.get(i).cloned().unwrap_or_default();
+                let h = self.switch.queue_depth_histogram(i as u16);
+                let q = |f: f64| h.as_ref().map_or(0, |h| h.value_at_quantile(f));
+                json!({
+                    "port": p.name,
+                    "role": format!("{:?}", p.role).to_lowercase(),
+                    "rate_gbps": p.rate_bps.map(|r| r as f64 / 1e9),
+                    "ecn": p.ecn.map(|e| json!({
+                        "kmin_kb": e.kmin_bytes as f64 / 1000.0,
+                        "kmax_kb": e.kmax_bytes as f64 / 1000.0,
+                        "pmax": e.pmax,
+                    })),
+                    "queue_bytes": c.queue_bytes,
+                    "depth_p50_bytes": q(0.5),
+                    "depth_p99_bytes": q(0.99),
+                    "depth_max_bytes": h.as_ref().map_or(0, |h| h.max()),
+                    "ecn_marked": c.ecn_marked,
+                    "tx_queue_drops": c.tx_queue_drops,
+                    "pause_frames": c.pause_frames,
+                    "pfc_frames": c.pfc_frames,
+                    "paused_us": c.paused_ns / 1000,
                 })
             })
             .collect()

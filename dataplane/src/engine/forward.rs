@@ -19,6 +19,7 @@ use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
 use crate::meta::{MetaKind, RoceMeta, NO_PATH};
 use crate::port::Pkt;
+use crate::wire::pause::{PauseFrame, ETHERTYPE_MAC_CONTROL};
 use crate::wire::{
     classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,
     ICRC_LEN, ROCEV2_UDP_PORT,
@@ -36,6 +37,9 @@ pub enum Verdict {
     Reply(PortId),
     /// Taken by the switch (an ARP reply or neighbour advertisement it learned from).
     Consumed,
+    /// A PAUSE or PFC frame from the port's peer: the port's egress queue stops what it names
+    /// (the frame itself is consumed).
+    Pause(PauseFrame),
     /// Routed towards a next hop whose address is being resolved (a request went out on
     /// `port`): the worker may hold the packet until `next_hop` answers; if it does not, the
     /// packet is an `unresolved` drop.
@@ -347,6 +351,12 @@ impl Engine {
                     return Verdict::Reply(rx);
                 }
                 return Verdict::Consumed;
+            }
+            FrameClass::OtherL2 if c.eth.ether_type == ETHERTYPE_MAC_CONTROL => {
+                return match PauseFrame::parse(pkt.data().get(l3..).unwrap_or_default()) {
+                    Ok(f) => Verdict::Pause(f),
+                    Err(_) => Verdict::Drop(DropReason::BadPause),
+                };
             }
             FrameClass::OtherL2 => return Verdict::Drop(DropReason::UnsupportedEthertype),
             FrameClass::Ip(ip) => (ip, None),

@@ -66,8 +66,11 @@ pub struct PortInfo {
     /// The path MTU was configured, not derived from the MTU: do not replace it by the one
     /// learned from traffic.
     pub pmtu_fixed: bool,
-    /// Line rate in bits per second, if configured (pacing, weighted spraying).
+    /// Line rate in bits per second, if configured: the egress queue holds the port to it; it
+    /// weighs spraying and times pause quanta.
     pub rate_bps: Option<u64>,
+    /// ECN marking of the port's egress queue (`None`: it marks nothing).
+    pub ecn: Option<crate::egress::EcnProfile>,
     /// Next-hop MAC of an uplink (the switch at the other end of the fabric path).
     pub peer_mac: Option<[u8; 6]>,
     /// The switch's addresses on this port (also its connected prefixes).
@@ -308,5 +311,6 @@ drop_reasons! {
     LocalUnsupported, "local_unsupported", "Addressed to the switch but not something it answers (TCP to the switch, ...).";
     BadIpChecksum, "bad_ip_checksum", "IPv4 header checksum wrong.";
     TxQueueFull, "tx_queue_full", "The egress transmit queue stayed full.";
+    BadPause, "bad_pause", "A MAC Control frame that is no well-formed PAUSE or PFC frame (wrong length, unknown opcode).";
     NotRoutable, "not_routable", "Link-local or multicast traffic that is not for the switch.";
 }

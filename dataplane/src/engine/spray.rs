@@ -475,6 +475,7 @@ mod tests {
                 pmtu: Pmtu::DEFAULT,
                 pmtu_fixed: false,
                 rate_bps: None,
+                ecn: None,
                 peer_mac: Some([2, 0, 0, 0, 2, i as u8]),
                 addresses: vec![],
                 admin_up: true,

@@ -104,9 +104,12 @@ pub struct ReorderCore<T> {
     pub(super) active: Vec<u32>,
     pub(super) pairing: Pairing,
     pub(super) held_bytes: usize,
+    /// Bytes held per downlink (indexed by the port streams were created for).
+    pub(super) port_held: Vec<u64>,
     pub(super) evict_hand: usize,
-    /// What streams created from now on get (their downlink's settings).
+    /// What streams created from now on get (their downlink's settings), and that downlink.
     pub(super) next_port: PortReorder,
+    pub(super) next_port_id: u16,
     /// Fabric paths there are, and those down now (a bit per path: they do not block a
     /// path-order decision).
     pub(super) paths: usize,
@@ -153,8 +156,10 @@ impl<T> ReorderCore<T> {
             active: Vec::with_capacity(cfg.max_rings + 64),
             pairing: Pairing::new(cfg.max_streams),
             held_bytes: 0,
+            port_held: vec![0],
             evict_hand: 0,
             next_port: PortReorder::default(),
+            next_port_id: 0,
             paths: 0,
             paths_down: 0,
             last: None,
@@ -181,11 +186,22 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// The settings streams created from now on get (their downlink's own hold timeout and
-    /// loss recovery). The stage sets them before every call that may create a stream.
+    /// The downlink streams created from now on belong to (`id`: the bytes they hold count
+    /// towards its queue) and its settings (its own hold timeout and loss recovery). The stage
+    /// sets them before every call that may create a stream.
     #[inline]
-    pub fn set_port_for_new_streams(&mut self, port: PortReorder) {
+    pub fn set_port_for_new_streams(&mut self, id: u16, port: PortReorder) {
         self.next_port = port;
+        self.next_port_id = id;
+        if self.port_held.len() <= usize::from(id) {
+            self.port_held.resize(usize::from(id) + 1, 0);
+        }
+    }
+
+    /// Bytes held now for downlink `id`.
+    #[inline]
+    pub fn held_bytes_for(&self, id: u16) -> u64 {
+        self.port_held.get(usize::from(id)).copied().unwrap_or(0)
     }
 
     /// Hold times (ns) of packets released since the last call, for the owner's histogram.
@@ -310,6 +326,7 @@ impl<T> ReorderCore<T> {
                 .hold_timeout_ns
                 .unwrap_or(self.cfg.hold_timeout_ns),
             recovery: self.next_port.recovery,
+            port: self.next_port_id,
             paths: Default::default(),
             in_active: false,
             peer_seen: false,

@@ -15,8 +15,8 @@
 //!   local requester asked for;
 //! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
 //! - [`totals`]: the counters, declared once;
-//! - [`stage`]: [`ReorderStage`], the core over real packets, with pacing towards each
-//!   downlink.
+//! - [`stage`]: [`ReorderStage`], the core over real packets (what it releases is paced by
+//!   each downlink's egress queue, [`crate::egress`]).
 
 pub mod core;
 pub mod pairing;
@@ -69,6 +69,11 @@ pub trait DownlinkStage: Send {
 
     /// Packets held right now.
     fn held(&self) -> usize;
+
+    /// Bytes held right now for downlink `port` (they count towards its queue's depth).
+    fn held_bytes_for(&self, _port: PortId) -> u64 {
+        0
+    }
 
     /// Totals for the counters.
     fn totals(&self) -> ReorderTotals {

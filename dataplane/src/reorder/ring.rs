@@ -39,6 +39,26 @@ impl<T> ReorderCore<T> {
         self.totals.passthrough += 1;
     }
 
+    /// Counts `len` bytes more held, switch-wide and for `stream`'s downlink.
+    #[inline]
+    fn hold_bytes(&mut self, stream: u32, len: u32) {
+        self.held_bytes += len as usize;
+        let port = usize::from(self.streams[stream as usize].port);
+        if let Some(b) = self.port_held.get_mut(port) {
+            *b += u64::from(len);
+        }
+    }
+
+    /// Counts `len` bytes no longer held.
+    #[inline]
+    fn unhold_bytes(&mut self, stream: u32, len: u32) {
+        self.held_bytes -= len as usize;
+        let port = usize::from(self.streams[stream as usize].port);
+        if let Some(b) = self.port_held.get_mut(port) {
+            *b = b.saturating_sub(u64::from(len));
+        }
+    }
+
     /// Puts `item` in its slot. The caller checked [`Self::can_hold`].
     pub(super) fn put(
         &mut self,
@@ -79,7 +99,7 @@ impl<T> ReorderCore<T> {
             arrived: now,
         });
         self.bitmaps[idx / 64] |= 1 << (idx % 64);
-        self.held_bytes += len as usize;
+        self.hold_bytes(stream, len);
         self.totals.held_total += 1;
         self.totals.held_now += 1;
         self.totals.max_depth = self.totals.max_depth.max(depth);
@@ -109,7 +129,7 @@ impl<T> ReorderCore<T> {
         let idx = self.slot_index(ring, psn);
         let slot = self.slots[idx].take()?;
         self.bitmaps[idx / 64] &= !(1 << (idx % 64));
-        self.held_bytes -= slot.len as usize;
+        self.unhold_bytes(stream, slot.len);
         self.totals.held_now -= 1;
         let s = &mut self.streams[stream as usize];
         s.held -= 1;
@@ -127,7 +147,7 @@ impl<T> ReorderCore<T> {
 
     /// Counts an ACK taken off a response stream's waiting list.
     pub(super) fn ack_taken(&mut self, stream: u32, a: &WaitingAck<T>, now: u64) {
-        self.held_bytes -= a.len as usize;
+        self.unhold_bytes(stream, a.len);
         self.totals.held_now -= 1;
         let s = &mut self.streams[stream as usize];
         s.held -= 1;
@@ -148,7 +168,7 @@ impl<T> ReorderCore<T> {
         s.stats.held = u64::from(s.held);
         s.stats.max_depth = s.stats.max_depth.max(u64::from(s.held));
         let depth = u64::from(s.held);
-        self.held_bytes += len as usize;
+        self.hold_bytes(stream, len);
         self.totals.held_total += 1;
         self.totals.held_now += 1;
         self.totals.acks_held += 1;
@@ -234,7 +254,7 @@ impl<T> ReorderCore<T> {
         let slot = s.far.remove(at)?;
         s.held -= 1;
         s.stats.held = u64::from(s.held);
-        self.held_bytes -= slot.len as usize;
+        self.unhold_bytes(stream, slot.len);
         self.totals.held_now -= 1;
         if self.hold_ns.len() < 65_536 {
             self.hold_ns.push(now.saturating_sub(slot.arrived));
@@ -277,7 +297,7 @@ impl<T> ReorderCore<T> {
             s.stats.held = u64::from(s.held);
             s.stats.max_depth = s.stats.max_depth.max(u64::from(s.held));
             let depth = u64::from(s.held);
-            self.held_bytes += slot.len as usize;
+            self.hold_bytes(stream, slot.len);
             self.totals.held_total += 1;
             self.totals.held_now += 1;
             self.totals.max_depth = self.totals.max_depth.max(depth);
@@ -326,7 +346,7 @@ impl<T> ReorderCore<T> {
                 let st = &mut self.streams[stream as usize];
                 st.held -= 1;
                 st.stats.held = u64::from(st.held);
-                self.held_bytes -= slot.len as usize;
+                self.unhold_bytes(stream, slot.len);
                 self.totals.held_now -= 1;
                 if self.hold_ns.len() < 65_536 {
                     self.hold_ns.push(now.saturating_sub(slot.arrived));

@@ -1,8 +1,7 @@
 //! The reorder stage for real packets: a [`ReorderCore`] over `(egress port, Pkt)`, fed by the
-//! worker with the RoCE facts the engine extracted ([`RoceMeta`]), plus pacing of what it
-//! releases towards a downlink with a configured rate, and the hold-time histogram.
+//! worker with the RoCE facts the engine extracted ([`RoceMeta`]), with the hold-time and
+//! detection-time histograms.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
@@ -17,31 +16,10 @@ use crate::engine::Tables;
 use crate::ids::PortId;
 use crate::port::Pkt;
 
-/// Token-bucket pacing of one downlink.
-#[derive(Debug)]
-struct Pacer {
-    rate_bps: u64,
-    tokens: f64,
-    burst: f64,
-    last_ns: u64,
-    queue: VecDeque<Pkt>,
-}
-
-const PACER_QUEUE: usize = 4096;
-
-impl Pacer {
-    fn refill(&mut self, now: u64) {
-        let dt = now.saturating_sub(self.last_ns) as f64;
-        self.last_ns = now;
-        self.tokens = (self.tokens + dt * self.rate_bps as f64 / 8e9).min(self.burst);
-    }
-}
-
-/// Reordering, pacing and statistics of one worker's downlinks.
+/// Reordering and statistics of one worker's downlinks.
 pub struct ReorderStage {
     core: ReorderCore<(PortId, Pkt)>,
     released: Vec<(PortId, Pkt)>,
-    pacers: Vec<Option<Pacer>>,
     ports: Vec<PortReorder>,
     hold_times: Vec<u64>,
     hist: Histogram<u64>,
@@ -49,8 +27,6 @@ pub struct ReorderStage {
     detect_hist: Histogram<u64>,
     detect_published: Arc<Mutex<Histogram<u64>>>,
     last_publish: u64,
-    /// Packets dropped at a full pacing queue.
-    pub pacing_drops: u64,
     /// The path MTU a local responder showed last (local, remote, remote QPN, bytes): every
     /// READ RESPONSE it sends shows it again.
     last_pmtu: Option<(u128, u128, u32, u16)>,
@@ -69,19 +45,6 @@ impl ReorderStage {
         ReorderStage {
             core: ReorderCore::new(cfg),
             released: Vec::with_capacity(cfg.window as usize * 2),
-            pacers: tables
-                .ports
-                .iter()
-                .map(|p| {
-                    p.rate_bps.map(|r| Pacer {
-                        rate_bps: r,
-                        tokens: 64.0 * 1024.0,
-                        burst: 64.0 * 1024.0,
-                        last_ns: 0,
-                        queue: VecDeque::with_capacity(PACER_QUEUE),
-                    })
-                })
-                .collect(),
             ports: (0..tables.ports.len())
                 .map(|i| per_port.get(i).copied().unwrap_or_default())
                 .collect(),
@@ -91,7 +54,6 @@ impl ReorderStage {
             detect_hist: hist.clone(),
             hist,
             last_publish: 0,
-            pacing_drops: 0,
             last_pmtu: None,
         }
     }
@@ -133,6 +95,7 @@ impl ReorderStage {
     /// Streams created from now on belong to `port`: they get its settings.
     fn for_port(&mut self, port: PortId) {
         self.core.set_port_for_new_streams(
+            port,
             self.ports
                 .get(usize::from(port))
                 .copied()
@@ -140,49 +103,10 @@ impl ReorderStage {
         );
     }
 
-    /// Sends on what the core released, through each rated downlink's pacer. A packet goes out
-    /// at once only when nothing waits before it; a full pacing queue drops (counted), so that
-    /// pacing never sends a packet ahead of one queued earlier.
-    fn emit(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        for (port, pkt) in self.released.drain(..) {
-            match self
-                .pacers
-                .get_mut(usize::from(port))
-                .and_then(Option::as_mut)
-            {
-                Some(p) => {
-                    p.refill(now);
-                    if p.queue.is_empty() && p.tokens >= pkt.len() as f64 {
-                        p.tokens -= pkt.len() as f64;
-                        out.push((port, pkt));
-                    } else if p.queue.len() < PACER_QUEUE {
-                        p.queue.push_back(pkt);
-                    } else {
-                        self.pacing_drops += 1;
-                    }
-                }
-                None => out.push((port, pkt)),
-            }
-        }
-    }
-
-    fn pace(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        for (i, p) in self.pacers.iter_mut().enumerate() {
-            let Some(p) = p else { continue };
-            if p.queue.is_empty() {
-                continue;
-            }
-            p.refill(now);
-            while let Some(front) = p.queue.front() {
-                if p.tokens < front.len() as f64 {
-                    break;
-                }
-                p.tokens -= front.len() as f64;
-                if let Some(pkt) = p.queue.pop_front() {
-                    out.push((i as PortId, pkt));
-                }
-            }
-        }
+    /// Sends on what the core released (the egress queue of each port holds it to the port's
+    /// rate).
+    fn emit(&mut self, _now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        out.append(&mut self.released);
     }
 }
 
@@ -321,7 +245,6 @@ impl DownlinkStage for ReorderStage {
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         self.core.poll(now, &mut self.released);
         self.emit(now, out);
-        self.pace(now, out);
         self.core.take_hold_times(&mut self.hold_times);
         for t in self.hold_times.drain(..) {
             let _ = self.hist.record(t.max(1));
@@ -343,18 +266,15 @@ impl DownlinkStage for ReorderStage {
 
     fn held(&self) -> usize {
         self.core.held()
-            + self
-                .pacers
-                .iter()
-                .flatten()
-                .map(|p| p.queue.len())
-                .sum::<usize>()
+    }
+
+    fn held_bytes_for(&self, port: PortId) -> u64 {
+        self.core.held_bytes_for(port)
     }
 
     fn totals(&self) -> ReorderTotals {
         let mut t = self.core.totals;
         t.held_now = self.held() as u64;
-        t.pacing_drops = self.pacing_drops;
         t
     }
 
@@ -462,45 +382,28 @@ mod tests {
     }
 
     #[test]
-    fn releases_towards_a_rated_downlink_are_paced() {
-        let mut t = tor_tables(2, 0, SprayPolicy::Ecmp);
-        // 8 Gbit/s: one byte per nanosecond; the bucket starts with 64 KiB.
-        t.ports[0].rate_bps = Some(8_000_000_000);
+    fn bytes_held_count_towards_their_own_downlink() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
         let cfg = ReorderConfig {
             learn_ns: 0,
             ..ReorderConfig::default()
         };
         let mut s = ReorderStage::new(cfg, &t, &[]);
         let mut out = Vec::new();
-        // PSN 0 starts the stream; 100 packets of 1000 bytes are held behind PSN 1, then all go
-        // at once at t = 1000.
-        s.insert(0, pkt(1000), &meta(1, 0, 1000), 1000, &mut out);
-        assert_eq!(out.len(), 1);
-        out.clear();
-        for p in 2..=101 {
-            s.insert(0, pkt(1000), &meta(1, p, 1000), 1000, &mut out);
+        // PSN 0 starts each stream; 10 packets of 1000 bytes wait behind PSN 1 towards port 1.
+        s.insert(1, pkt(1000), &meta(1, 0, 1000), 0, &mut out);
+        s.insert(0, pkt(500), &meta(2, 0, 500), 0, &mut out);
+        for p in 2..12 {
+            s.insert(1, pkt(1000), &meta(1, p, 1000), 0, &mut out);
         }
-        assert!(out.is_empty());
-        s.insert(0, pkt(1000), &meta(1, 1, 1000), 1000, &mut out);
-        // The bucket (65,536 bytes, 1,000 spent) lets 64 go now; the rest wait for tokens.
-        assert_eq!(out.len(), 64);
-        assert_eq!(s.held(), 37);
-        out.clear();
-        s.poll(1000 + 10_000, &mut out);
-        assert_eq!(
-            out.len(),
-            10,
-            "10 us at 1 byte/ns: 10 packets of 1000 bytes"
-        );
-        out.clear();
-        s.poll(1000 + 1_000_000, &mut out);
-        assert_eq!(out.len(), 27);
-        assert_eq!(s.held(), 0);
-        // A downlink without a rate is not paced.
-        for p in 0..100 {
-            s.insert(1, pkt(1000), &meta(2, p, 1000), 2_000_000, &mut out);
-        }
-        assert_eq!(out.len(), 127);
+        s.insert(0, pkt(500), &meta(2, 2, 500), 0, &mut out);
+        assert_eq!((s.held_bytes_for(1), s.held_bytes_for(0)), (10_000, 500));
+        assert_eq!(s.held_bytes_for(7), 0, "a port with no streams");
+        s.insert(1, pkt(1000), &meta(1, 1, 1000), 0, &mut out);
+        assert_eq!((s.held_bytes_for(1), s.held_bytes_for(0)), (0, 500));
+        s.poll(10_000_000_000, &mut out);
+        assert_eq!(s.held_bytes_for(0), 0, "released by the timeout");
+        assert_eq!(out.len(), 14);
     }
 
     #[test]
@@ -520,40 +423,6 @@ mod tests {
         s.poll(2_000_000, &mut out);
         assert_eq!(out.len(), 2, "port 1's stream after the switch's 1 ms");
         assert_eq!(s.totals().timeouts, 2);
-    }
-
-    #[test]
-    fn a_full_pacing_queue_drops_rather_than_sending_ahead() {
-        let mut t = tor_tables(1, 0, SprayPolicy::Ecmp);
-        // 8 Mbit/s: the bucket's 64 KiB go at once, then one 1000-byte packet per ms.
-        t.ports[0].rate_bps = Some(8_000_000);
-        let cfg = ReorderConfig {
-            learn_ns: 0,
-            ..ReorderConfig::default()
-        };
-        let mut s = ReorderStage::new(cfg, &t, &[]);
-        let mut out = Vec::new();
-        let n = 65 + PACER_QUEUE as u32 + 10;
-        for p in 0..n {
-            let mut k = pkt(1000);
-            k.data_mut()[..4].copy_from_slice(&p.to_be_bytes());
-            s.insert(0, k, &meta(1, p, 1000), 1_000, &mut out);
-        }
-        assert_eq!(out.len(), 65, "the bucket's worth");
-        assert_eq!(
-            s.totals().pacing_drops,
-            u64::from(n) - 65 - PACER_QUEUE as u64
-        );
-        // What was queued leaves in order; nothing after it jumped the queue.
-        for t in 1..=100u64 {
-            s.poll(1_000 + t * 100_000_000, &mut out);
-        }
-        let order: Vec<u32> = out
-            .iter()
-            .map(|(_, p)| u32::from_be_bytes([p.data()[0], p.data()[1], p.data()[2], p.data()[3]]))
-            .collect();
-        assert_eq!(order, (0..65 + PACER_QUEUE as u32).collect::<Vec<_>>());
-        assert_eq!(s.held(), 0);
     }
 
     #[test]

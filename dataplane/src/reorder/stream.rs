@@ -187,6 +187,8 @@ pub(super) struct Stream<T> {
     pub(super) timeout: u64,
     /// What a declared loss releases (its downlink's choice).
     pub(super) recovery: LossRecovery,
+    /// Its downlink (what it holds counts towards that port's queue).
+    pub(super) port: u16,
     /// The fabric paths it arrived on (path-order loss detection).
     pub(super) paths: PathTrack,
     /// Listed in `active` (its timers need checking).

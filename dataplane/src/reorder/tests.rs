@@ -1423,7 +1423,7 @@ impl H {
     fn with_paths(recovery: LossRecovery) -> H {
         let (c, p) = path_cfg(recovery);
         let mut h = H::new(c);
-        h.core.set_port_for_new_streams(p);
+        h.core.set_port_for_new_streams(0, p);
         let mut none = Vec::new();
         h.core.set_paths(4, 0, 0, &mut none);
         h

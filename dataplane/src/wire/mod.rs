@@ -18,11 +18,13 @@ pub mod bth;
 pub mod classify;
 pub mod cm;
 pub mod cnp;
+pub mod ecn;
 pub mod ext;
 pub mod frame;
 pub mod icrc;
 pub mod mac;
 pub mod opcode;
+pub mod pause;
 pub mod psn;
 pub mod reth;
 
@@ -40,6 +42,7 @@ pub use ext::{
 pub use frame::{ExtRepr, IpRepr, RoceFrameRepr};
 pub use mac::{format_mac, parse_mac};
 pub use opcode::{Direction, ExtLayout, Opcode, Segment, Transport};
+pub use pause::{PauseError, PauseFrame};
 pub use psn::{Pmtu, Psn};
 pub use reth::{Reth, RethRepr};
 

@@ -1,19 +1,32 @@
 //! Transmit queues: where a decided packet goes (this worker's port, its reorder stage, or
-//! another worker), and the per-port buffers flushed in bursts.
+//! another worker), and each port's [`EgressQueue`] (rate, ECN marks, pauses), flushed to the
+//! port in bursts.
 
 use super::{Handoff, Worker};
-use crate::engine::{DropReason, PortId};
+use crate::egress::{EgressConfig, EgressQueue};
+use crate::engine::{DropReason, PortId, Tables};
 use crate::meta::RoceMeta;
 use crate::port::{Pkt, Port};
 
-/// A port this worker owns, with its transmit buffer.
+/// A port this worker owns, with its egress queue.
 pub(super) struct OwnedPort {
     pub(super) id: PortId,
     pub(super) port: Box<dyn Port>,
-    pub(super) txq: Vec<Pkt>,
-    /// Bytes in `txq`.
-    pub(super) txq_bytes: u64,
+    pub(super) q: EgressQueue,
+    /// When the oldest packet of `q.ready` came.
     pub(super) oldest_ns: u64,
+}
+
+/// What port `id`'s egress queue does under `tables`.
+pub(super) fn egress_config(tables: &Tables, id: PortId) -> EgressConfig {
+    tables
+        .ports
+        .get(usize::from(id))
+        .map(|p| EgressConfig {
+            rate_bps: p.rate_bps,
+            ecn: p.ecn,
+        })
+        .unwrap_or_default()
 }
 
 impl Worker {
@@ -55,29 +68,30 @@ impl Worker {
         }
     }
 
-    /// Queues `pkt` on this worker's port `ports[i]`.
+    /// Queues `pkt` on this worker's port `ports[i]`: its egress queue marks it on the depth it
+    /// finds (with what the reorder stage holds for the port) and holds it to the port's rate.
     #[inline]
     pub(super) fn enqueue_at(&mut self, i: usize, pkt: Pkt, now: u64) {
         let Some(op) = self.ports.get_mut(i) else {
             self.sh.counters.count_drop(DropReason::NoRoute, 1);
             return;
         };
-        if op.txq.len() >= self.cfg.tx_queue_limit {
+        if self.tapping {
+            self.sh.taps.tap(op.id, &pkt, now);
+        }
+        let was_empty = op.q.ready.is_empty();
+        let held = self.reorder.held_bytes_for(op.id);
+        if op.q.enqueue(pkt, now, held).is_err() {
             self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
             self.sh.port_counters[usize::from(op.id)]
                 .tx_queue_drops
                 .add(1);
             return;
         }
-        if op.txq.is_empty() {
+        if was_empty {
             op.oldest_ns = now;
         }
-        if self.tapping {
-            self.sh.taps.tap(op.id, &pkt, now);
-        }
-        op.txq_bytes += pkt.len() as u64;
-        op.txq.push(pkt);
-        if op.txq.len() >= self.cfg.burst {
+        if op.q.ready.len() >= self.cfg.burst {
             self.flush(i, now, true);
         }
     }
@@ -86,19 +100,21 @@ impl Worker {
         let burst = self.cfg.burst;
         let flush_ns = self.cfg.flush_ns;
         let op = &mut self.ports[i];
-        if op.txq.is_empty() {
+        let was_empty = op.q.ready.is_empty();
+        op.q.service(now);
+        if op.q.ready.is_empty() {
             return false;
         }
-        let due = force || op.txq.len() >= burst || now.saturating_sub(op.oldest_ns) >= flush_ns;
+        if was_empty {
+            op.oldest_ns = now;
+        }
+        let before = op.q.ready.len();
+        let due = force || before >= burst || now.saturating_sub(op.oldest_ns) >= flush_ns;
         if !due {
             return false;
         }
-        let before = op.txq.len();
-        let sent = op.port.tx_burst(now, &mut op.txq);
-        // What stays is usually nothing: sum it rather than what went.
-        let bytes_after: u64 = op.txq.iter().map(|p| p.len() as u64).sum();
-        let bytes = op.txq_bytes.saturating_sub(bytes_after);
-        op.txq_bytes = bytes_after;
+        let sent = op.port.tx_burst(now, &mut op.q.ready);
+        let bytes = op.q.sent();
         let pc = &self.sh.port_counters[usize::from(op.id)];
         pc.tx_pkts.add(sent as u64);
         pc.tx_bytes.add(bytes);
@@ -107,7 +123,7 @@ impl Worker {
         if sent < before {
             pc.tx_busy.add(1);
         }
-        if !op.txq.is_empty() {
+        if !op.q.ready.is_empty() {
             op.oldest_ns = now;
         }
         sent > 0

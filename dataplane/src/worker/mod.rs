@@ -33,6 +33,7 @@ use std::sync::Arc;
 use crossbeam::channel::{Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
+use crate::egress::EgressQueue;
 use crate::engine::spray::PortStatus;
 use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
 use crate::port::{LinkState, Pkt, Port, DEFAULT_BUF};
@@ -122,6 +123,8 @@ pub struct WorkerShared {
     /// work for a worker other than on its ports (hand-offs, tables, questions, stop) notifies
     /// it, so an idle worker can wait in `poll(2)` instead of waking on a timer.
     pub wakes: Arc<[Wake]>,
+    /// Per port: where its owner publishes its egress queue's depth histogram.
+    pub queue_depths: Arc<[std::sync::Mutex<hdrhistogram::Histogram<u64>>]>,
 }
 
 /// What a worker returns when it stops: its ports (so that captures can be flushed and
@@ -162,6 +165,8 @@ pub struct Worker {
     tapping: bool,
     /// The fabric paths ([`Tables::paths`]): their link state goes to the reorder stage.
     paths: Vec<PortId>,
+    /// When the egress queues' depth histograms were last published.
+    last_queue_publish: u64,
 }
 
 impl Worker {
@@ -176,7 +181,7 @@ impl Worker {
     ) -> Worker {
         let n = tables.ports.len();
         let mut slot = vec![usize::MAX; n];
-        let cap = cfg.tx_queue_limit.max(cfg.burst) + cfg.burst;
+        let cap = cfg.tx_queue_limit.max(cfg.burst);
         let ports: Vec<OwnedPort> = ports
             .into_iter()
             .enumerate()
@@ -187,8 +192,11 @@ impl Worker {
                 OwnedPort {
                     id,
                     port,
-                    txq: Vec::with_capacity(cap),
-                    txq_bytes: 0,
+                    q: EgressQueue::new(
+                        egress::egress_config(&tables, id),
+                        cap,
+                        seed ^ (u64::from(id) << 32),
+                    ),
                     oldest_ns: 0,
                 }
             })
@@ -217,6 +225,7 @@ impl Worker {
             handed: 0,
             tapping: false,
             paths,
+            last_queue_publish: 0,
         }
     }
 
@@ -253,6 +262,9 @@ impl Worker {
             stop: Arc::new(AtomicBool::new(false)),
             queries: srx,
             wakes: vec![Wake::new()].into(),
+            queue_depths: (0..n)
+                .map(|_| std::sync::Mutex::new(crate::egress::depth_histogram()))
+                .collect(),
         };
         let ports = ports
             .into_iter()
@@ -345,7 +357,7 @@ impl Worker {
         if self.handed != 0 {
             self.wake_handed();
         }
-        self.publish_ports();
+        self.publish_ports(now);
         work
     }
 
@@ -360,6 +372,9 @@ impl Worker {
         if let Some(t) = newest {
             self.engine.on_tables(&t);
             self.paths = t.paths();
+            for op in &mut self.ports {
+                op.q.configure(egress::egress_config(&t, op.id));
+            }
             if let (Some(ns), true) = (
                 t.hold_timeout_ns,
                 t.hold_timeout_ns != self.tables.hold_timeout_ns,
@@ -482,17 +497,52 @@ impl Worker {
         work
     }
 
-    /// Step 5: port state and backlog for the spray policy and the control thread.
-    fn publish_ports(&self) {
+    /// Step 5: port state and backlog for the spray policy and the control thread; the egress
+    /// queues' counters, and their depth histograms every 100 ms (never blocking: a
+    /// publication is skipped while a reader holds the lock).
+    fn publish_ports(&mut self, now: u64) {
         for op in &self.ports {
             let st = &self.sh.status[usize::from(op.id)];
             st.set_up(op.port.link_state() == LinkState::Up);
-            st.set_backlog(op.port.tx_backlog() + op.txq.len());
+            st.set_backlog(op.port.tx_backlog() + op.q.len());
             st.set_rx_done(op.port.rx_finished());
-            self.sh.port_counters[usize::from(op.id)]
-                .backend_drops
-                .set(op.port.dropped());
+            let pc = &self.sh.port_counters[usize::from(op.id)];
+            pc.backend_drops.set(op.port.dropped());
+            let c = op.q.counts;
+            pc.ecn_marked.set(c.ecn_marked);
+            pc.pause_frames.set(c.pause_frames);
+            pc.pfc_frames.set(c.pfc_frames);
+            pc.paused_ns.set(c.paused_ns);
+            pc.queue_bytes
+                .set(op.q.bytes() + self.reorder.held_bytes_for(op.id));
         }
+        if now.saturating_sub(self.last_queue_publish) >= 100_000_000 {
+            self.last_queue_publish = now;
+            self.publish_depths(false);
+        }
+    }
+
+    /// Publishes the egress queues' depth histograms (`wait`: also when a reader holds one).
+    fn publish_depths(&self, wait: bool) {
+        for op in &self.ports {
+            if let Some(h) = self.sh.queue_depths.get(usize::from(op.id)) {
+                let locked = if wait {
+                    h.lock().ok()
+                } else {
+                    h.try_lock().ok()
+                };
+                if let Some(mut h) = locked {
+                    h.clone_from(&op.q.depth_hist);
+                }
+            }
+        }
+    }
+
+    /// The depths (bytes) packets found entering port `id`'s egress queue, if this worker owns
+    /// it (for loops that drive workers themselves).
+    pub fn queue_depth_histogram(&self, id: PortId) -> Option<&hdrhistogram::Histogram<u64>> {
+        let i = *self.slot.get(usize::from(id))?;
+        self.ports.get(i).map(|p| &p.q.depth_hist)
     }
 
     /// Sends a decided packet on its way (or holds it for its next hop, or counts its drop).
@@ -506,6 +556,14 @@ impl Worker {
                 self.route_to(p, pkt, None, now);
             }
             Verdict::Consumed => self.sh.counters.consumed.add(1),
+            Verdict::Pause(frame) => {
+                self.sh.counters.consumed.add(1);
+                if let Some(&i) = self.slot.get(usize::from(pkt.rx_port)) {
+                    if let Some(op) = self.ports.get_mut(i) {
+                        op.q.handle_pause(&frame, now);
+                    }
+                }
+            }
             Verdict::Resolving { port, next_hop } => self.park(port, next_hop, pkt, now),
             Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
         }
@@ -533,7 +591,7 @@ impl Worker {
                 self.flush(i, now, true);
             }
             let left: usize =
-                self.ports.iter().map(|p| p.txq.len()).sum::<usize>() + self.reorder.held();
+                self.ports.iter().map(|p| p.q.len()).sum::<usize>() + self.reorder.held();
             if left == 0 || now > deadline {
                 break;
             }
@@ -544,7 +602,9 @@ impl Worker {
             .counters
             .count_drop(DropReason::Unresolved, self.parked.len() as u64);
         self.parked.clear();
-        let unsent: usize = self.ports.iter().map(|p| p.txq.len()).sum::<usize>()
+        self.publish_ports(now_ns());
+        self.publish_depths(true);
+        let unsent: usize = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
             + self.waiting
             + self.reorder.held();
         let mut ports = Vec::with_capacity(self.ports.len());

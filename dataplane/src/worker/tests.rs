@@ -169,3 +169,139 @@ fn an_idle_wait_lasts_until_a_delayed_packet_is_due() {
     assert_eq!(w.prepare_wait(), Some(None));
     w.end_wait();
 }
+
+/// A ToR with two hosts (d0, d1) whose port d1 has `rate_bps` and `ecn`, and the hosts' ends.
+fn two_hosts(
+    rate_bps: Option<u64>,
+    ecn: Option<crate::egress::EcnProfile>,
+) -> (Worker, Arc<CachePadded<WorkerCounters>>, MemPort, MemPort) {
+    let mut tables = tor_tables(2, 0, SprayPolicy::RoundRobin);
+    tables.ports[1].rate_bps = rate_bps;
+    tables.ports[1].ecn = ecn;
+    let (h0, d0) = mem::link("h0", "d0", 8192);
+    let (h1, d1) = mem::link("h1", "d1", 8192);
+    let (w, c) = Worker::standalone(
+        tables,
+        vec![Box::new(d0), Box::new(d1)],
+        WorkerConfig::default(),
+        Box::new(Passthrough),
+    );
+    (w, c, h0, h1)
+}
+
+fn send_to_h1(h0: &mut MemPort, psns: std::ops::Range<u32>, payload: usize) {
+    let to = "10.0.1.2".parse().unwrap();
+    let mut burst: Vec<Pkt> = psns
+        .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, payload)))
+        .collect();
+    while !burst.is_empty() {
+        h0.tx_burst(0, &mut burst);
+    }
+}
+
+fn drain(port: &mut MemPort) -> Vec<Pkt> {
+    let mut got = Vec::new();
+    while port.rx_burst(0, &mut got, 256) > 0 {}
+    got
+}
+
+fn psn(p: &Pkt) -> u32 {
+    crate::wire::classify(p.data(), crate::wire::Pmtu::DEFAULT)
+        .unwrap()
+        .roce()
+        .unwrap()
+        .bth
+        .psn
+        .value()
+}
+
+#[test]
+fn a_rated_downlink_gets_no_more_than_its_rate_and_everything_in_order() {
+    // 8 Gbit/s: a byte per ns; the bucket starts with 64 KiB.
+    let (mut w, _, mut h0, mut h1) = two_hosts(Some(8_000_000_000), None);
+    send_to_h1(&mut h0, 0..500, 1000);
+    let mut got = Vec::new();
+    let mut now = 1_000;
+    while got.len() < 500 && now < 10_000_000 {
+        while w.iterate(now) {}
+        let new = drain(&mut h1);
+        let bytes: usize = got.iter().chain(&new).map(|p: &Pkt| p.len()).sum();
+        assert!(
+            bytes as u64 <= 65_536 + (now - 1_000) + 1100,
+            "{bytes} bytes by {now} ns"
+        );
+        got.extend(new);
+        now += 5_000;
+    }
+    assert_eq!(
+        got.iter().map(psn).collect::<Vec<_>>(),
+        (0..500).collect::<Vec<_>>()
+    );
+    let bytes: u64 = got.iter().map(|p| p.len() as u64).sum();
+    assert!(now >= bytes - 65_536, "took {now} ns for {bytes} bytes");
+}
+
+#[test]
+fn the_egress_queue_marks_on_its_depth_through_the_worker() {
+    let ecn = crate::egress::EcnProfile {
+        kmin_bytes: 0,
+        kmax_bytes: 0,
+        pmax: 1.0,
+    };
+    let (mut w, _, mut h0, mut h1) = two_hosts(None, Some(ecn));
+    send_to_h1(&mut h0, 0..10, 100);
+    while w.iterate(1_000) {}
+    let ce: Vec<bool> = drain(&mut h1)
+        .iter()
+        .map(|p| crate::wire::ecn::codepoint(p.data()) == Some(crate::wire::ecn::Codepoint::Ce))
+        .collect();
+    assert_eq!(ce.len(), 10);
+    assert!(!ce[0], "the first found the queue empty");
+    assert!(
+        ce[1..].iter().all(|&c| c),
+        "the rest found it above kmax: {ce:?}"
+    );
+}
+
+#[test]
+fn a_pause_from_the_host_stops_its_port_for_the_quanta_and_bad_ones_are_counted() {
+    let (mut w, c, mut h0, mut h1) = two_hosts(Some(8_000_000_000), None);
+    // 1000 quanta at 8 Gbit/s: 64 us.
+    let pause = crate::wire::PauseFrame::Pause { quanta: 1000 }.to_frame([2, 0, 0, 0, 0, 9]);
+    h1.tx_burst(0, &mut vec![Pkt::from_slice(&pause)]);
+    w.iterate(1_000);
+    send_to_h1(&mut h0, 0..20, 100);
+    w.iterate(2_000);
+    w.iterate(60_000);
+    assert!(drain(&mut h1).is_empty(), "paused");
+    assert!(w.iterate(65_001));
+    let got = drain(&mut h1);
+    assert_eq!(
+        got.iter().map(psn).collect::<Vec<_>>(),
+        (0..20).collect::<Vec<_>>()
+    );
+    // A PFC frame for priority 3 (RoCE's DSCP 26 maps to it; these frames have DSCP 0, so
+    // priority 0) does not stop them.
+    let mut quanta = [0u16; 8];
+    quanta[3] = 0xffff;
+    let pfc = crate::wire::PauseFrame::Pfc {
+        enable: 1 << 3,
+        quanta,
+    }
+    .to_frame([2, 0, 0, 0, 0, 9]);
+    h1.tx_burst(0, &mut vec![Pkt::from_slice(&pfc)]);
+    w.iterate(100_000);
+    send_to_h1(&mut h0, 20..30, 100);
+    while w.iterate(101_000) {}
+    assert_eq!(drain(&mut h1).len(), 10);
+    // An unknown opcode and a short frame: counted, ignored.
+    let mut gate = pause;
+    gate[15] = 2;
+    h1.tx_burst(
+        0,
+        &mut vec![Pkt::from_slice(&gate), Pkt::from_slice(&pause[..16])],
+    );
+    w.iterate(200_000);
+    assert_eq!(c.drops[DropReason::BadPause as usize].get(), 2);
+    assert_eq!(c.consumed.get(), 2, "the two good frames");
+}

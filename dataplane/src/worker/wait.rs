@@ -83,7 +83,13 @@ impl Worker {
         }
         let mut next: Option<Duration> = None;
         for p in &self.ports {
-            let d = if !p.txq.is_empty() {
+            let d = if !p.q.ready.is_empty() {
+                short
+            } else if let Some(at) = p.q.next_event_ns(now) {
+                // Held to the port's rate or by a pause: until it may move.
+                Duration::from_nanos(at.saturating_sub(now))
+            } else if !p.q.is_empty() {
+                // Paused without a known end.
                 short
             } else if p.port.tx_backlog() > 0 {
                 p.port

@@ -1,0 +1,321 @@
+//! A port's egress queue: what the switch holds for one port before the port takes it, with
+//! the port's rate, ECN marking on the queue's depth, and the pauses its peer asked for.
+//!
+//! ```text
+//!  enqueue ─► mark CE? (depth = queued bytes + what the caller holds for the port elsewhere)
+//!         ─► waiting (FIFO) ─► [paused: per priority, while PAUSE/PFC stops it]
+//!                          ─► ready (tokens taken) ─► the port's tx_burst
+//! ```
+//!
+//! - **Rate.** A port with a rate sends through a token bucket ([`shaper`]); packets the bucket
+//!   cannot take yet wait, in order.
+//! - **ECN.** An ECN-capable packet entering the queue is marked CE with the probability its
+//!   depth gives ([`ecn::EcnProfile`]); the depth counts, in bytes, everything queued here plus
+//!   what the caller says it holds for the port elsewhere (the reorder stage, towards a host).
+//!   Depths are recorded in a histogram.
+//! - **Pause.** A PAUSE frame from the peer stops every priority for its quanta, a PFC frame the
+//!   priorities it names ([`crate::wire::ecn::priority`] classifies a packet); packets of a
+//!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
+//!   timed at the port's rate, or [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already
+//!   handed to the port (at most one burst) still go.
+//! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
+//!   is dropped (the caller counts it).
+//!
+//! Pure logic over the caller's clock: nothing here reads a clock or allocates once the queues
+//! have grown to their working size.
+
+pub mod ecn;
+pub mod shaper;
+
+use std::collections::VecDeque;
+
+use hdrhistogram::Histogram;
+
+use crate::port::Pkt;
+use crate::rng::Rng;
+use crate::wire::ecn::{mark_ce, priority, Mark};
+use crate::wire::pause::{quanta_ns, PauseFrame};
+pub use ecn::EcnProfile;
+pub use shaper::Shaper;
+
+/// The speed pause quanta are timed at on a port without a configured rate.
+pub const DEFAULT_PAUSE_RATE_BPS: u64 = 100_000_000_000;
+
+/// How a port's egress queue behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EgressConfig {
+    /// The port's rate (`None`: as fast as the port takes packets).
+    pub rate_bps: Option<u64>,
+    /// ECN marking (`None`: never marks).
+    pub ecn: Option<EcnProfile>,
+}
+
+/// What one queue counted (plain integers; the worker publishes them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EgressCounts {
+    /// Packets marked CE.
+    pub ecn_marked: u64,
+    /// PAUSE frames received.
+    pub pause_frames: u64,
+    /// PFC frames received.
+    pub pfc_frames: u64,
+    /// Time any priority was (or, until the current pause ends, will be) paused, ns.
+    pub paused_ns: u64,
+}
+
+/// One port's egress queue.
+pub struct EgressQueue {
+    /// Packets whose tokens are taken: the port's next `tx_burst`. The caller transmits from
+    /// it and calls [`EgressQueue::sent`] with what the port took.
+    pub ready: Vec<Pkt>,
+    ready_bytes: u64,
+    waiting: VecDeque<Pkt>,
+    waiting_bytes: u64,
+    /// Per priority: packets that met a pause of it, in order.
+    paused: [VecDeque<Pkt>; 8],
+    paused_bytes: u64,
+    paused_pkts: usize,
+    /// Per priority: paused until (ns).
+    pause_until: [u64; 8],
+    /// The latest of `pause_until`.
+    pause_end: u64,
+    shaper: Option<Shaper>,
+    pause_rate_bps: u64,
+    ecn: Option<EcnProfile>,
+    rng: Rng,
+    limit: usize,
+    /// What it counted.
+    pub counts: EgressCounts,
+    /// Depth (bytes, with what the caller holds elsewhere) seen by each packet entering.
+    pub depth_hist: Histogram<u64>,
+}
+
+/// A new empty histogram of queue depths (1 byte to 4 GiB, two significant digits).
+pub fn depth_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1 << 32, 2).expect("valid histogram bounds")
+}
+
+impl EgressQueue {
+    /// An empty queue of at most `limit` packets.
+    pub fn new(cfg: EgressConfig, limit: usize, seed: u64) -> EgressQueue {
+        let mut q = EgressQueue {
+            ready: Vec::with_capacity(limit.max(1)),
+            ready_bytes: 0,
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
+            paused: Default::default(),
+            paused_bytes: 0,
+            paused_pkts: 0,
+            pause_until: [0; 8],
+            pause_end: 0,
+            shaper: None,
+            pause_rate_bps: DEFAULT_PAUSE_RATE_BPS,
+            ecn: None,
+            rng: Rng::new(seed),
+            limit: limit.max(1),
+            counts: EgressCounts::default(),
+            depth_hist: depth_histogram(),
+        };
+        q.configure(cfg);
+        q
+    }
+
+    /// Applies new settings (a configuration reload); what is queued stays queued.
+    pub fn configure(&mut self, cfg: EgressConfig) {
+        if self.shaper.as_ref().map(Shaper::rate_bps) != cfg.rate_bps {
+            self.shaper = cfg.rate_bps.map(Shaper::new);
+            if self.shaper.is_some() && self.waiting.capacity() == 0 {
+                self.waiting.reserve(self.limit);
+            }
+        }
+        self.pause_rate_bps = cfg.rate_bps.unwrap_or(DEFAULT_PAUSE_RATE_BPS);
+        self.ecn = cfg.ecn;
+    }
+
+    /// Packets queued (ready, waiting and paused).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.ready.len() + self.waiting.len() + self.paused_pkts
+    }
+
+    /// Nothing queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes queued.
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.ready_bytes + self.waiting_bytes + self.paused_bytes
+    }
+
+    /// Queues `pkt`, marking it on the depth it finds (`held_elsewhere`: bytes the caller holds
+    /// for this port outside this queue). `Err(pkt)`: the queue is full; the caller counts the
+    /// drop.
+    ///
+    /// # Errors
+    /// The packet, when the queue already holds its limit.
+    #[inline]
+    pub fn enqueue(&mut self, mut pkt: Pkt, now: u64, held_elsewhere: u64) -> Result<(), Pkt> {
+        if self.len() >= self.limit {
+            return Err(pkt);
+        }
+        let depth = self.bytes() + held_elsewhere;
+        let _ = self.depth_hist.record(depth.max(1));
+        if let Some(e) = &self.ecn {
+            if depth > e.kmin_bytes && self.rng.chance(e.probability(depth)) {
+                if let Mark::Marked = mark_ce(pkt.data_mut()) {
+                    self.counts.ecn_marked += 1;
+                }
+            }
+        }
+        let len = pkt.len();
+        let straight = self.waiting.is_empty()
+            && self.paused_pkts == 0
+            && now >= self.pause_end
+            && self.shaper.as_mut().is_none_or(|s| {
+                s.refill(now);
+                s.take(len)
+            });
+        if straight {
+            self.ready_bytes += len as u64;
+            self.ready.push(pkt);
+        } else {
+            self.waiting_bytes += len as u64;
+            self.waiting.push_back(pkt);
+        }
+        Ok(())
+    }
+
+    /// Moves what the rate and the pauses allow at `now` from waiting to ready, in order per
+    /// priority.
+    pub fn service(&mut self, now: u64) {
+        if self.waiting.is_empty() && self.paused_pkts == 0 {
+            return;
+        }
+        if let Some(s) = self.shaper.as_mut() {
+            s.refill(now);
+        }
+        let pausing = now < self.pause_end || self.paused_pkts > 0;
+        if self.paused_pkts > 0 {
+            for p in 0..8 {
+                if now < self.pause_until[p] {
+                    continue;
+                }
+                while let Some(front) = self.paused[p].front() {
+                    let len = front.len();
+                    if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
+                        return;
+                    }
+                    if let Some(pkt) = self.paused[p].pop_front() {
+                        self.paused_bytes -= len as u64;
+                        self.paused_pkts -= 1;
+                        self.ready_bytes += len as u64;
+                        self.ready.push(pkt);
+                    }
+                }
+            }
+        }
+        while let Some(front) = self.waiting.front() {
+            let len = front.len();
+            if pausing {
+                let p = usize::from(priority(front.data()) & 7);
+                if now < self.pause_until[p] || !self.paused[p].is_empty() {
+                    if let Some(pkt) = self.waiting.pop_front() {
+                        self.waiting_bytes -= len as u64;
+                        self.paused_bytes += len as u64;
+                        self.paused_pkts += 1;
+                        self.paused[p].push_back(pkt);
+                    }
+                    continue;
+                }
+            }
+            if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
+                break;
+            }
+            if let Some(pkt) = self.waiting.pop_front() {
+                self.waiting_bytes -= len as u64;
+                self.ready_bytes += len as u64;
+                self.ready.push(pkt);
+            }
+        }
+    }
+
+    /// The port took packets from the front of `ready`: `bytes_left` is what `ready` still
+    /// holds. Returns the bytes that went.
+    pub fn sent(&mut self) -> u64 {
+        let left: u64 = self.ready.iter().map(|p| p.len() as u64).sum();
+        let gone = self.ready_bytes.saturating_sub(left);
+        self.ready_bytes = left;
+        gone
+    }
+
+    /// When waiting packets can next move (`None`: nothing waits, or only on a pause with no
+    /// end the queue knows of). A time at or before `now`: at once.
+    pub fn next_event_ns(&self, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut at = |t: u64| next = Some(next.map_or(t, |n| n.min(t)));
+        if self.paused_pkts > 0 {
+            for p in 0..8 {
+                if let Some(front) = self.paused[p].front() {
+                    let end = self.pause_until[p].max(now);
+                    at(self
+                        .shaper
+                        .as_ref()
+                        .map_or(end, |s| s.ready_at(front.len()).max(end)));
+                }
+            }
+        }
+        if let Some(front) = self.waiting.front() {
+            at(self
+                .shaper
+                .as_ref()
+                .map_or(now, |s| s.ready_at(front.len())));
+        }
+        next
+    }
+
+    /// Takes a PAUSE or PFC frame the peer sent at `now`.
+    pub fn handle_pause(&mut self, frame: &PauseFrame, now: u64) {
+        match frame {
+            PauseFrame::Pause { .. } => self.counts.pause_frames += 1,
+            PauseFrame::Pfc { .. } => self.counts.pfc_frames += 1,
+        }
+        // The paused time counted so far includes the rest of the current pause: take back
+        // what has not elapsed, then count the pause as it now stands.
+        if self.pause_end > now {
+            self.counts.paused_ns -= self.pause_end - now;
+        }
+        for p in 0..8u8 {
+            if let Some(q) = frame.quanta_of(p) {
+                self.pause_until[usize::from(p)] = now + quanta_ns(q, self.pause_rate_bps);
+            }
+        }
+        self.pause_end = self.pause_until.iter().copied().max().unwrap_or(0);
+        if self.pause_end > now {
+            self.counts.paused_ns += self.pause_end - now;
+        }
+    }
+
+    /// True while some priority is paused.
+    pub fn paused(&self, now: u64) -> bool {
+        now < self.pause_end
+    }
+
+    /// Takes every packet out (shutdown), in queue order.
+    pub fn drain_all(&mut self) -> impl Iterator<Item = Pkt> + '_ {
+        self.ready_bytes = 0;
+        self.waiting_bytes = 0;
+        self.paused_bytes = 0;
+        self.paused_pkts = 0;
+        let paused = self.paused.iter_mut().flat_map(|q| q.drain(..));
+        self.ready
+            .drain(..)
+            .chain(self.waiting.drain(..))
+            .chain(paused)
+    }
+}
+
+#[cfg(test)]
+mod tests;
