@@ -2,17 +2,20 @@
 //! the port's rate, ECN marking on the queue's depth, and the pauses its peer asked for.
 //!
 //! ```text
-//!  enqueue ─► mark CE? (depth = queued bytes + what the caller holds for the port elsewhere)
-//!         ─► waiting (FIFO) ─► [paused: per priority, while PAUSE/PFC stops it]
-//!                          ─► ready (tokens taken) ─► the port's tx_burst
+//!  enqueue ─► waiting (FIFO) ─► [paused: per priority, while PAUSE/PFC stops it]
+//!                           ─► mark CE? (depth = queued bytes + what the caller holds for
+//!                              the port elsewhere) ─► ready (tokens taken) ─► tx_burst
 //! ```
 //!
 //! - **Rate.** A port with a rate sends through a token bucket ([`shaper`]); packets the bucket
 //!   cannot take yet wait, in order.
-//! - **ECN.** An ECN-capable packet entering the queue is marked CE with the probability its
-//!   depth gives ([`ecn::EcnProfile`]); the depth counts, in bytes, everything queued here plus
-//!   what the caller says it holds for the port elsewhere (the reorder stage, towards a host).
-//!   Depths are recorded in a histogram.
+//! - **ECN.** An ECN-capable packet leaving the queue for the port is marked CE with the
+//!   probability the depth gives ([`ecn::EcnProfile`]); the depth counts, in bytes, everything
+//!   queued here plus what the caller says it holds for the port elsewhere (the reorder stage,
+//!   towards a host). Marking on dequeue, as the HPCC/ConWeave switch model and most RoCE
+//!   switch ASICs do, tells the sender about the queue as it is now rather than as it was a
+//!   queueing delay ago (marking on enqueue let DCQCN senders over-react for as long as the
+//!   queue took to drain). The depths packets find entering are recorded in a histogram.
 //! - **Pause.** A PAUSE frame from the peer stops every priority for its quanta, a PFC frame the
 //!   priorities it names ([`crate::wire::ecn::priority`] classifies a packet); packets of a
 //!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
@@ -150,26 +153,19 @@ impl EgressQueue {
         self.ready_bytes + self.waiting_bytes + self.paused_bytes
     }
 
-    /// Queues `pkt`, marking it on the depth it finds (`held_elsewhere`: bytes the caller holds
-    /// for this port outside this queue). `Err(pkt)`: the queue is full; the caller counts the
+    /// Queues `pkt` (`held_elsewhere`: bytes the caller holds for this port outside this
+    /// queue, counted in the depth). `Err(pkt)`: the queue is full; the caller counts the
     /// drop.
     ///
     /// # Errors
     /// The packet, when the queue already holds its limit.
     #[inline]
-    pub fn enqueue(&mut self, mut pkt: Pkt, now: u64, held_elsewhere: u64) -> Result<(), Pkt> {
+    pub fn enqueue(&mut self, pkt: Pkt, now: u64, held_elsewhere: u64) -> Result<(), Pkt> {
         if self.len() >= self.limit {
             return Err(pkt);
         }
         let depth = self.bytes() + held_elsewhere;
         let _ = self.depth_hist.record(depth.max(1));
-        if let Some(e) = &self.ecn {
-            if depth > e.kmin_bytes && self.rng.chance(e.probability(depth)) {
-                if let Mark::Marked = mark_ce(pkt.data_mut()) {
-                    self.counts.ecn_marked += 1;
-                }
-            }
-        }
         let len = pkt.len();
         let straight = self.waiting.is_empty()
             && self.paused_pkts == 0
@@ -179,8 +175,7 @@ impl EgressQueue {
                 s.take(len)
             });
         if straight {
-            self.ready_bytes += len as u64;
-            self.ready.push(pkt);
+            self.hand_over(pkt, depth);
         } else {
             self.waiting_bytes += len as u64;
             self.waiting.push_back(pkt);
@@ -188,9 +183,24 @@ impl EgressQueue {
         Ok(())
     }
 
+    /// Hands `pkt` to the port, marking it on `depth`.
+    #[inline]
+    fn hand_over(&mut self, mut pkt: Pkt, depth: u64) {
+        if let Some(e) = &self.ecn {
+            if depth > e.kmin_bytes && self.rng.chance(e.probability(depth)) {
+                if let Mark::Marked = mark_ce(pkt.data_mut()) {
+                    self.counts.ecn_marked += 1;
+                }
+            }
+        }
+        self.ready_bytes += pkt.len() as u64;
+        self.ready.push(pkt);
+    }
+
     /// Moves what the rate and the pauses allow at `now` from waiting to ready, in order per
-    /// priority.
-    pub fn service(&mut self, now: u64) {
+    /// priority, marking each on the depth it leaves behind (`held_elsewhere` as for
+    /// [`EgressQueue::enqueue`]).
+    pub fn service(&mut self, now: u64, held_elsewhere: u64) {
         if self.waiting.is_empty() && self.paused_pkts == 0 {
             return;
         }
@@ -211,8 +221,8 @@ impl EgressQueue {
                     if let Some(pkt) = self.paused[p].pop_front() {
                         self.paused_bytes -= len as u64;
                         self.paused_pkts -= 1;
-                        self.ready_bytes += len as u64;
-                        self.ready.push(pkt);
+                        let depth = self.bytes() + held_elsewhere;
+                        self.hand_over(pkt, depth);
                     }
                 }
             }
@@ -236,8 +246,8 @@ impl EgressQueue {
             }
             if let Some(pkt) = self.waiting.pop_front() {
                 self.waiting_bytes -= len as u64;
-                self.ready_bytes += len as u64;
-                self.ready.push(pkt);
+                let depth = self.bytes() + held_elsewhere;
+                self.hand_over(pkt, depth);
             }
         }
     }

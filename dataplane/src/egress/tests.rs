@@ -95,7 +95,7 @@ fn a_shaped_queue_sends_its_rate_in_order() {
     let mut out = Vec::new();
     let mut now = 0;
     while out.len() < 1000 {
-        q.service(now);
+        q.service(now, 0);
         out.append(&mut q.ready);
         q.sent();
         let next = q.next_event_ns(now);
@@ -194,12 +194,12 @@ fn a_pause_stops_every_priority_for_its_quanta_and_zero_resumes() {
         q.enqueue(frame(i << 5, 100, u32::from(i), false), 2_000, 0)
             .unwrap();
     }
-    q.service(3_000);
+    q.service(3_000, 0);
     assert!(q.ready.is_empty());
     assert_eq!(q.next_event_ns(3_000), Some(6_120));
-    q.service(6_119);
+    q.service(6_119, 0);
     assert!(q.ready.is_empty());
-    q.service(6_120);
+    q.service(6_120, 0);
     assert_eq!(q.ready.len(), 4);
     assert_eq!(q.counts.paused_ns, 5_120);
     // A second pause cut short by quanta 0 counts only the time it lasted.
@@ -226,16 +226,16 @@ fn pfc_stops_only_the_priorities_it_names_and_keeps_their_order() {
         let dscp = if i % 2 == 0 { 26 } else { 0 };
         q.enqueue(frame(dscp << 2, 100, i, false), 100, 0).unwrap();
     }
-    q.service(200);
+    q.service(200, 0);
     let got: Vec<u32> = q.ready.drain(..).map(|p| psn_of(&p)).collect();
     assert_eq!(got, vec![1, 3, 5, 7, 9], "priority 0 passes");
     q.sent();
     // More priority-3 packets arrive while the first ones wait: they queue behind them.
     q.enqueue(frame(26 << 2, 100, 10, false), 5_000, 0).unwrap();
-    q.service(5_000);
+    q.service(5_000, 0);
     assert!(q.ready.is_empty());
     assert_eq!(q.len(), 6);
-    q.service(10_240);
+    q.service(10_240, 0);
     let got: Vec<u32> = q.ready.drain(..).map(|p| psn_of(&p)).collect();
     assert_eq!(got, vec![0, 2, 4, 6, 8, 10]);
     assert_eq!(q.counts.pfc_frames, 1);
@@ -250,7 +250,7 @@ fn a_paused_queue_holds_up_to_its_bound_and_refuses_the_rest() {
         if q.enqueue(frame(ECT0, 100, i, false), 10, 0).is_err() {
             refused += 1;
         }
-        q.service(10);
+        q.service(10, 0);
     }
     assert_eq!((q.len(), refused), (16, 4));
     let psns: Vec<u32> = q.drain_all().map(|p| psn_of(&p)).collect();

@@ -68,8 +68,8 @@ impl Worker {
         }
     }
 
-    /// Queues `pkt` on this worker's port `ports[i]`: its egress queue marks it on the depth it
-    /// finds (with what the reorder stage holds for the port) and holds it to the port's rate.
+    /// Queues `pkt` on this worker's port `ports[i]`: its egress queue holds it to the port's
+    /// rate and marks it on the depth (with what the reorder stage holds for the port).
     #[inline]
     pub(super) fn enqueue_at(&mut self, i: usize, pkt: Pkt, now: u64) {
         let Some(op) = self.ports.get_mut(i) else {
@@ -101,7 +101,10 @@ impl Worker {
         let flush_ns = self.cfg.flush_ns;
         let op = &mut self.ports[i];
         let was_empty = op.q.ready.is_empty();
-        op.q.service(now);
+        if !op.q.is_empty() {
+            let held = self.reorder.held_bytes_for(op.id);
+            op.q.service(now, held);
+        }
         if op.q.ready.is_empty() {
             return false;
         }

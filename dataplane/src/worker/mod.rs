@@ -538,6 +538,13 @@ impl Worker {
         }
     }
 
+    /// Forgets the depths recorded so far (a run measuring only after its warm-up).
+    pub fn reset_queue_depths(&mut self) {
+        for op in &mut self.ports {
+            op.q.depth_hist.reset();
+        }
+    }
+
     /// The depths (bytes) packets found entering port `id`'s egress queue, if this worker owns
     /// it (for loops that drive workers themselves).
     pub fn queue_depth_histogram(&self, id: PortId) -> Option<&hdrhistogram::Histogram<u64>> {

@@ -3,5 +3,6 @@
 
 pub mod demo;
 pub mod fabric;
+pub mod incast;
 pub mod real;
 pub mod topo;

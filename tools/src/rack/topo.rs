@@ -77,6 +77,17 @@ pub struct RackPairSpec {
     pub loss_detection: sprayswitch::engine::LossDetection,
     /// What a declared loss releases towards the hosts.
     pub loss_recovery: sprayswitch::reorder::LossRecovery,
+    /// Rate of every ToR port towards a host (`None`: as fast as the host takes packets).
+    pub host_rate_bps: Option<u64>,
+    /// Rate of every ToR uplink (`None`: as fast as the fabric link takes packets).
+    pub uplink_rate_bps: Option<u64>,
+    /// ECN marking of every ToR port (`None`: no marking).
+    pub ecn: Option<sprayswitch::egress::EcnProfile>,
+    /// Packets each ToR port's egress queue holds (`None`: the configuration's default).
+    pub tx_queue_limit: Option<usize>,
+    /// Longest a packet waits in a transmit buffer before a flush (`None`: the configuration's
+    /// default; virtual-time runs at 100 Gbit/s use 0).
+    pub flush_ns: Option<u64>,
 }
 
 impl Default for RackPairSpec {
@@ -98,6 +109,11 @@ impl Default for RackPairSpec {
             mtu: 1500,
             loss_detection: Default::default(),
             loss_recovery: Default::default(),
+            host_rate_bps: None,
+            uplink_rate_bps: None,
+            ecn: None,
+            tx_queue_limit: None,
+            flush_ns: None,
         }
     }
 }
@@ -435,6 +451,19 @@ impl Built {
             }
             for p in &mut v.port_reorder {
                 p.recovery = spec.loss_recovery;
+            }
+            for p in &mut v.tables.ports {
+                p.rate_bps = match p.role {
+                    sprayswitch::engine::Role::Downlink => spec.host_rate_bps,
+                    sprayswitch::engine::Role::Uplink => spec.uplink_rate_bps,
+                };
+                p.ecn = spec.ecn;
+            }
+            if let Some(l) = spec.tx_queue_limit {
+                v.run.worker.tx_queue_limit = l;
+            }
+            if let Some(f) = spec.flush_ns {
+                v.run.worker.flush_ns = f;
             }
             tors.push((v, ports));
         }

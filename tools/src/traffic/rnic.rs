@@ -12,6 +12,9 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use sprayswitch::port::{Pkt, Port};
+use sprayswitch::wire::ecn::{codepoint, Codepoint};
+
+use crate::traffic::dcqcn::{DcqcnConfig, NotificationPoint, ReactionPoint};
 use sprayswitch::wire::{
     classify, AethRepr, BthRepr, ExtRepr, IpRepr, NakCode, Opcode, Pmtu, Psn, RethRepr,
     RoceFrameRepr, Syndrome,
@@ -55,6 +58,26 @@ impl Endpoint {
             ..ExtRepr::default()
         };
         gsi.frame(Opcode::UdSendOnly, Psn::new(0), false, ext, &mad)
+    }
+
+    /// A CNP to the peer's QP (DestQP: the QP to slow down), as RoCE NICs send it: BECN set,
+    /// 16 reserved bytes, DSCP 48 and not ECN-capable.
+    pub fn cnp_frame(&self) -> Pkt {
+        let Some(ip) = IpRepr::between(self.ip, self.peer_ip) else {
+            return Pkt::with_capacity(0);
+        };
+        let bth = BthRepr {
+            becn: true,
+            ..BthRepr::new(Opcode::Cnp, self.peer_qpn, Psn::new(0))
+        };
+        let f = RoceFrameRepr {
+            udp_src_port: self.sport,
+            tos: 48 << 2,
+            ..RoceFrameRepr::new(self.mac, self.gw_mac, ip, bth)
+        }
+        .to_vec()
+        .unwrap_or_default();
+        Pkt::from_slice(&f)
     }
 
     fn frame(&self, opcode: Opcode, psn: Psn, ack_req: bool, ext: ExtRepr, payload: &[u8]) -> Pkt {
@@ -120,6 +143,8 @@ pub struct RequesterStats {
     pub timeouts: u64,
     /// Work requests completed.
     pub completed: u64,
+    /// CNPs received.
+    pub cnps: u64,
 }
 
 /// An RC requester.
@@ -144,7 +169,9 @@ pub struct Requester {
     resend: VecDeque<Psn>,
     now: u64,
     rate_bps: Option<u64>,
-    /// Earliest time the next packet may leave under `rate_bps`.
+    /// DCQCN's reaction point, when the QP runs it: its rate bounds `rate_bps`.
+    dcqcn: Option<ReactionPoint>,
+    /// Earliest time the next packet may leave under the rate.
     next_send_ns: u64,
     /// Completion time (ns from first transmission) of every finished work request.
     pub completion_ns: Vec<u64>,
@@ -191,6 +218,7 @@ impl Requester {
             resend: VecDeque::new(),
             now: 0,
             rate_bps: None,
+            dcqcn: None,
             next_send_ns: 0,
             completion_ns: Vec::new(),
             bytes_done: 0,
@@ -207,6 +235,25 @@ impl Requester {
     /// outstanding). `None`: as fast as the window allows.
     pub fn set_rate(&mut self, bps: Option<u64>) {
         self.rate_bps = bps;
+    }
+
+    /// Runs DCQCN (`None`: no congestion control): the QP starts at the profile's line rate
+    /// and slows down on CNPs.
+    pub fn set_dcqcn(&mut self, cfg: Option<DcqcnConfig>) {
+        self.dcqcn = cfg.map(ReactionPoint::new);
+    }
+
+    /// The DCQCN reaction point, when the QP runs it.
+    pub fn dcqcn(&self) -> Option<&ReactionPoint> {
+        self.dcqcn.as_ref()
+    }
+
+    /// The rate the QP sends at now (`None`: as fast as the window allows).
+    pub fn send_rate(&self) -> Option<u64> {
+        match (self.rate_bps, &self.dcqcn) {
+            (Some(r), Some(d)) => Some(r.min(d.rate_bps())),
+            (r, d) => r.or(d.as_ref().map(ReactionPoint::rate_bps)),
+        }
     }
 
     /// Queues work.
@@ -276,6 +323,9 @@ impl Requester {
     /// Sends what the window (and the rate, if set) allows; retransmits after a timeout.
     pub fn poll(&mut self, now: u64, port: &mut dyn Port) {
         self.now = now;
+        if let Some(rp) = self.dcqcn.as_mut() {
+            rp.poll(now);
+        }
         if self.last_progress == 0 {
             self.last_progress = now;
         }
@@ -328,7 +378,7 @@ impl Requester {
         }
         // (Re)send from the cursor.
         while self.cursor < self.out.len() && self.tx.len() < 32 {
-            if self.rate_bps.is_some() && now < self.next_send_ns {
+            if self.send_rate().is_some() && now < self.next_send_ns {
                 break;
             }
             let o = self.out[self.cursor];
@@ -407,9 +457,13 @@ impl Requester {
     }
 
     fn count_send(&mut self, psn: Psn) {
-        if let (Some(bps), Some(p)) = (self.rate_bps, self.tx.last()) {
-            let wire_ns = (p.len() as u128 * 8 * 1_000_000_000 / u128::from(bps.max(1))) as u64;
+        let len = self.tx.last().map_or(0, Pkt::len);
+        if let Some(bps) = self.send_rate() {
+            let wire_ns = (len as u128 * 8 * 1_000_000_000 / u128::from(bps.max(1))) as u64;
             self.next_send_ns = self.next_send_ns.max(self.now) + wire_ns;
+        }
+        if let Some(rp) = self.dcqcn.as_mut() {
+            rp.on_sent(len, self.now);
         }
         self.stats.packets_sent += 1;
         if psn.is_before(self.high) {
@@ -428,6 +482,13 @@ impl Requester {
         let Some(r) = c.roce() else { return };
         let psn = r.bth.psn;
         let op = r.bth.opcode;
+        if op == Opcode::Cnp {
+            self.stats.cnps += 1;
+            if let Some(rp) = self.dcqcn.as_mut() {
+                rp.on_cnp(now);
+            }
+            return;
+        }
         if op.is_read_response() {
             let Some(i) = self
                 .out
@@ -516,6 +577,10 @@ pub struct ResponderStats {
     pub acks: u64,
     /// READ response packets sent.
     pub read_responses: u64,
+    /// Request packets that arrived marked CE.
+    pub ce_marked: u64,
+    /// CNPs sent.
+    pub cnps_sent: u64,
 }
 
 /// How a responder treats packets beyond the expected PSN.
@@ -549,6 +614,8 @@ pub struct Responder {
     ooo: std::collections::BTreeMap<u32, Stored>,
     tx: Vec<Pkt>,
     payload: Vec<u8>,
+    /// DCQCN's notification point, when the QP runs it.
+    np: Option<NotificationPoint>,
     /// Counters.
     pub stats: ResponderStats,
 }
@@ -568,6 +635,7 @@ impl Responder {
             ooo: std::collections::BTreeMap::new(),
             tx: Vec::with_capacity(64),
             payload: vec![0x7E; pmtu.bytes() as usize],
+            np: None,
             stats: ResponderStats::default(),
         }
     }
@@ -609,6 +677,11 @@ impl Responder {
         }
     }
 
+    /// Answers CE-marked requests with CNPs, at most one per `interval_ns` (`None`: never).
+    pub fn set_cnp_interval(&mut self, interval_ns: Option<u64>) {
+        self.np = interval_ns.map(NotificationPoint::new);
+    }
+
     /// Sets how packets beyond the expected PSN are treated.
     pub fn set_mode(&mut self, mode: ReceiverMode) {
         self.mode = mode;
@@ -645,6 +718,13 @@ impl Responder {
             return;
         };
         let Some(r) = c.roce() else { return };
+        if codepoint(frame) == Some(Codepoint::Ce) {
+            self.stats.ce_marked += 1;
+            if self.np.as_mut().is_some_and(|np| np.on_ce(now)) {
+                self.stats.cnps_sent += 1;
+                self.tx.push(self.ep.cnp_frame());
+            }
+        }
         let psn = r.bth.psn;
         let op = r.bth.opcode;
         let st = Stored {
@@ -817,5 +897,66 @@ mod tests {
         let (req, resp) = one_reorder(ReceiverMode::Ideal);
         assert_eq!((resp.naks, req.retransmitted, resp.duplicates), (0, 0, 0));
         assert_eq!(req.completed, 4);
+    }
+
+    #[test]
+    fn a_ce_mark_comes_back_as_a_cnp_that_slows_the_requester() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        let line = 100_000_000_000;
+        let mut req = Requester::new(ea, Psn::new(10), Pmtu::DEFAULT, 64, u64::MAX / 4);
+        req.set_dcqcn(Some(DcqcnConfig::conweave(line)));
+        let mut resp = Responder::new(eb, Psn::new(10), Pmtu::DEFAULT, 1);
+        resp.set_cnp_interval(Some(50_000));
+        for _ in 0..3 {
+            req.post(Work::Write(1024));
+        }
+        for t in [1, 1_000, 2_000] {
+            req.poll(t, &mut req_port);
+        }
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 64);
+        assert_eq!(sent.len(), 3, "paced at line rate");
+        for p in &mut sent {
+            assert_eq!(
+                codepoint(p.data()),
+                Some(Codepoint::Ect0),
+                "sent ECN-capable"
+            );
+            assert_eq!(
+                sprayswitch::wire::ecn::mark_ce(p.data_mut()),
+                sprayswitch::wire::ecn::Mark::Marked
+            );
+        }
+        for p in &sent {
+            resp.handle(p.data(), 3_000, &mut resp_port);
+        }
+        assert_eq!(
+            (resp.stats.ce_marked, resp.stats.cnps_sent),
+            (3, 1),
+            "one per 50 us"
+        );
+        let mut back = Vec::new();
+        wire_b.rx_burst(0, &mut back, 64);
+        let cnps: Vec<_> = back
+            .iter()
+            .filter_map(|p| {
+                let c = classify(p.data(), Pmtu::DEFAULT).ok()?;
+                let r = c.roce()?;
+                (r.bth.opcode == Opcode::Cnp).then_some((r.bth.dest_qp, codepoint(p.data())))
+            })
+            .collect();
+        assert_eq!(cnps, vec![(0x11, Some(Codepoint::NotEct))]);
+        for p in &back {
+            req.handle(p.data(), 4_000);
+        }
+        assert_eq!(req.stats.cnps, 1);
+        req.poll(4_000 + 4_000, &mut req_port);
+        assert!(
+            req.send_rate().unwrap() < line * 6 / 10,
+            "{:?}",
+            req.send_rate()
+        );
     }
 }
