@@ -9,7 +9,12 @@
 //!   downlink to downlink, with the RoCE facts for the reorder stage (pass-through here);
 //! - `routed_spray`: routed towards a 4-uplink group, sprayed round robin;
 //! - `routed_spray_full`: the same with the engine's fast path off (every packet classified
-//!   through etherparse and routed through the FIB), for comparison.
+//!   through etherparse and routed through the FIB), for comparison;
+//! - `routed_spray_ecn`: `routed_spray` with ECN marking on every port at the ConWeave
+//!   thresholds (Kmin 100 KB): the queues stay short, so this is the check every packet pays;
+//! - `routed_spray_marking`: marking at Kmin = Kmax = 0, Pmax 1: every packet that finds
+//!   another queued before it is marked CE (the IPv4 checksum updated): the whole cost of a
+//!   mark. Both print their cost over `routed_spray`, the median of the per-round differences.
 //!
 //! Every variant pays the same harness cost (the generator refills 42 header bytes per packet
 //! and moves buffers in and out of the rings). This shared machine drifts by 10-40% over
@@ -21,6 +26,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+use sprayswitch::egress::EcnProfile;
 use sprayswitch::engine::{SprayPolicy, Tables};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
@@ -140,6 +146,29 @@ fn variants(payload: usize) -> Vec<Variant<'static>> {
             ),
         ));
     }
+    let conweave = EcnProfile {
+        kmin_bytes: 100_000,
+        kmax_bytes: 400_000,
+        pmax: 0.2,
+    };
+    let always = EcnProfile {
+        kmin_bytes: 0,
+        kmax_bytes: 0,
+        pmax: 1.0,
+    };
+    for (name, ecn) in [
+        ("routed_spray_ecn", conweave),
+        ("routed_spray_marking", always),
+    ] {
+        let mut t = tor_tables(2, 4, SprayPolicy::RoundRobin);
+        for p in &mut t.ports {
+            p.ecn = Some(ecn);
+        }
+        out.push((
+            name,
+            worker_variant(t, Ipv4Addr::new(10, 9, 1, 2), payload, true),
+        ));
+    }
     out
 }
 
@@ -236,6 +265,17 @@ fn main() {
                 rf,
                 format!("{:.1}-{:.1}", v[0], v[v.len() - 1])
             );
+        }
+        if let Some(base) = vs.iter().position(|(n, _)| *n == "routed_spray") {
+            for (i, (name, _)) in vs.iter().enumerate() {
+                if name.starts_with("routed_spray_ecn") || *name == "routed_spray_marking" {
+                    let mut d: Vec<f64> = ns[i].iter().zip(&ns[base]).map(|(a, b)| a - b).collect();
+                    println!(
+                        "{name}: {:+.1} ns/pkt over routed_spray (median of per-round differences)",
+                        median(&mut d)
+                    );
+                }
+            }
         }
     }
 }

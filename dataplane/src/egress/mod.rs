@@ -66,6 +66,43 @@ pub struct EgressCounts {
     pub paused_ns: u64,
 }
 
+/// An [`EcnProfile`] in integers, for the per-packet decision: mark when a 32-bit random
+/// number `r` satisfies `r * span < pmax32 * (depth - kmin)` (`span = kmax - kmin`,
+/// `pmax32 = pmax * 2^32`), which is `r / 2^32 < pmax * (depth - kmin) / span` without a
+/// division; above Kmax every ECN-capable packet.
+#[derive(Debug, Clone, Copy)]
+struct Marker {
+    kmin: u64,
+    kmax: u64,
+    span: u64,
+    pmax32: u64,
+}
+
+impl Marker {
+    fn new(p: EcnProfile) -> Marker {
+        Marker {
+            kmin: p.kmin_bytes,
+            kmax: p.kmax_bytes,
+            span: (p.kmax_bytes - p.kmin_bytes.min(p.kmax_bytes)).max(1),
+            pmax32: (p.pmax.clamp(0.0, 1.0) * 4_294_967_296.0) as u64,
+        }
+    }
+
+    /// True when a packet leaving `depth` bytes behind is to be marked.
+    #[inline]
+    fn decide(&self, depth: u64, rng: &mut Rng) -> bool {
+        if depth <= self.kmin {
+            return false;
+        }
+        if depth > self.kmax {
+            return true;
+        }
+        let r = rng.next_u64() >> 32;
+        // depth - kmin <= span < 2^32 (1e6 KB at most) and pmax32 <= 2^32: no overflow.
+        r * self.span < self.pmax32 * (depth - self.kmin)
+    }
+}
+
 /// One port's egress queue.
 pub struct EgressQueue {
     /// Packets whose tokens are taken: the port's next `tx_burst`. The caller transmits from
@@ -84,7 +121,7 @@ pub struct EgressQueue {
     pause_end: u64,
     shaper: Option<Shaper>,
     pause_rate_bps: u64,
-    ecn: Option<EcnProfile>,
+    ecn: Option<Marker>,
     rng: Rng,
     limit: usize,
     /// What it counted.
@@ -132,7 +169,7 @@ impl EgressQueue {
             }
         }
         self.pause_rate_bps = cfg.rate_bps.unwrap_or(DEFAULT_PAUSE_RATE_BPS);
-        self.ecn = cfg.ecn;
+        self.ecn = cfg.ecn.map(Marker::new);
     }
 
     /// Packets queued (ready, waiting and paused).
@@ -186,8 +223,8 @@ impl EgressQueue {
     /// Hands `pkt` to the port, marking it on `depth`.
     #[inline]
     fn hand_over(&mut self, mut pkt: Pkt, depth: u64) {
-        if let Some(e) = &self.ecn {
-            if depth > e.kmin_bytes && self.rng.chance(e.probability(depth)) {
+        if let Some(m) = &self.ecn {
+            if m.decide(depth, &mut self.rng) {
                 if let Mark::Marked = mark_ce(pkt.data_mut()) {
                     self.counts.ecn_marked += 1;
                 }

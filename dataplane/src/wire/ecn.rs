@@ -100,7 +100,30 @@ pub fn codepoint(frame: &[u8]) -> Option<Codepoint> {
 }
 
 /// Marks an ECN-capable IPv4 or IPv6 frame CE in place, updating the IPv4 header checksum.
+/// Untagged IPv4 takes a short path (the RoCEv2 case); the rest goes through the general one.
+#[inline]
 pub fn mark_ce(frame: &mut [u8]) -> Mark {
+    if let Some(h) = frame.get_mut(12..34) {
+        if h[0] == 0x08 && h[1] == 0x00 && h[2] >> 4 == 4 {
+            let tos = h[3];
+            return match tos & 3 {
+                3 => Mark::AlreadyCe,
+                0 => Mark::NotEct,
+                _ => {
+                    let old = u16::from_be_bytes([h[2], tos]);
+                    h[3] = tos | 3;
+                    let new = u16::from_be_bytes([h[2], h[3]]);
+                    let sum = u16::from_be_bytes([h[12], h[13]]);
+                    h[12..14].copy_from_slice(&checksum_update(sum, old, new).to_be_bytes());
+                    Mark::Marked
+                }
+            };
+        }
+    }
+    mark_general(frame)
+}
+
+fn mark_general(frame: &mut [u8]) -> Mark {
     let Some(l3) = locate(frame) else {
         return Mark::NotIp;
     };
