@@ -14,7 +14,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use sprayswitch::port::Port;
 use sprayswitch::wire::Pmtu;
-use sprayswitch_tools::traffic::gen::{run_requester, run_responder, GenOpts, Local, Op};
+use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
+use sprayswitch_tools::traffic::gen::{
+    run_requester, run_responder, GenOpts, Local, Op, ResponderOpts,
+};
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -109,6 +112,13 @@ enum Role {
         /// First UDP source port (QP i uses base + i).
         #[arg(long, default_value_t = 49152)]
         sport_base: u16,
+        /// Run DCQCN on every QP with this profile: conweave, connectx or paper (see
+        /// `traffic::dcqcn`); each QP starts at --line-rate-gbps and slows down on CNPs.
+        #[arg(long)]
+        dcqcn: Option<String>,
+        /// The NIC's line rate for DCQCN, Gbit/s.
+        #[arg(long, default_value_t = 10.0)]
+        line_rate_gbps: f64,
     },
     /// Serve every QP that connects, until SIGINT/SIGTERM or idle.
     Responder {
@@ -121,6 +131,10 @@ enum Role {
         /// Exit after this many seconds without traffic, once a QP connected.
         #[arg(long, default_value_t = 2.0)]
         idle_exit: f64,
+        /// DCQCN's notification point: at most one CNP per QP per this many microseconds for
+        /// CE-marked requests (0: send none).
+        #[arg(long, default_value_t = 50)]
+        cnp_interval_us: u64,
     },
 }
 
@@ -164,7 +178,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             timeout_ms,
             deadline,
             sport_base,
+            dcqcn,
+            line_rate_gbps,
         } => {
+            anyhow::ensure!(
+                line_rate_gbps.is_finite() && line_rate_gbps > 0.0,
+                "--line-rate-gbps {line_rate_gbps}: give a rate above 0"
+            );
+            let dcqcn = dcqcn
+                .map(|p| DcqcnConfig::named(&p, (line_rate_gbps * 1e9) as u64))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--dcqcn: {e}"))?;
             let o = GenOpts {
                 qps,
                 op: match op {
@@ -181,16 +205,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 timeout: Duration::from_millis(timeout_ms),
                 deadline: Duration::from_secs_f64(deadline),
                 sport_base,
+                dcqcn,
             };
             let r = run_requester(port.as_mut(), &local, peer, &o)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "{}/{} messages in {:.3} s: goodput {:.1} Mbit/s; completion us p50 {:.0} p90 {:.0} p99 {:.0} p99.9 {:.0} max {:.0}; NAKs {}, retransmitted {}, timeouts {}, sent/needed {:.3}",
+                    "{}/{} messages in {:.3} s: goodput {:.1} Mbit/s; completion us p50 {:.0} p90 {:.0} p99 {:.0} p99.9 {:.0} max {:.0}; NAKs {}, retransmitted {}, timeouts {}, sent/needed {:.3}; CNPs {}, rate cuts {}",
                     r.completed, r.posted, r.seconds, r.goodput_bps / 1e6,
                     r.completion_us[0], r.completion_us[1], r.completion_us[2], r.completion_us[3], r.completion_us[4],
-                    r.naks, r.retransmitted, r.timeouts, r.sent_ratio
+                    r.naks, r.retransmitted, r.timeouts, r.sent_ratio, r.cnps, r.rate_cuts
                 );
             }
             anyhow::ensure!(
@@ -204,6 +229,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             mode,
             ack_every,
             idle_exit,
+            cnp_interval_us,
         } => {
             let stop = Arc::new(AtomicBool::new(false));
             for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -215,21 +241,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ModeArg::Ideal => ReceiverMode::Ideal,
             };
             log::info!("responder on {ifn} ({ip}, gateway {gateway})");
-            let r = run_responder(
-                port.as_mut(),
-                &local,
+            let ro = ResponderOpts {
                 mode,
                 ack_every,
                 pmtu,
-                &stop,
-                Duration::from_secs_f64(idle_exit),
-            )?;
+                idle_exit: Duration::from_secs_f64(idle_exit),
+                cnp_interval_ns: (cnp_interval_us > 0).then(|| cnp_interval_us * 1000),
+            };
+            let r = run_responder(port.as_mut(), &local, &ro, &stop)?;
             if cli.json {
                 println!("{}", serde_json::to_string(&r)?);
             } else {
                 println!(
-                    "{} QPs: {} requests accepted, {} out of sequence, {} duplicates, {} NAKs sent",
-                    r.qps, r.accepted, r.out_of_sequence, r.duplicates, r.naks
+                    "{} QPs: {} requests accepted, {} out of sequence, {} duplicates, {} NAKs sent, {} marked CE, {} CNPs sent",
+                    r.qps, r.accepted, r.out_of_sequence, r.duplicates, r.naks, r.ce_marked, r.cnps_sent
                 );
             }
         }

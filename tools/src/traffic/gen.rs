@@ -18,6 +18,7 @@ use sprayswitch::wire::classify::L4Summary;
 use sprayswitch::wire::cm::{self, CmMessage};
 use sprayswitch::wire::{classify, Pmtu, Psn};
 
+use crate::traffic::dcqcn::DcqcnConfig;
 use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
 
 /// This host on its interface.
@@ -67,6 +68,24 @@ pub struct GenOpts {
     pub deadline: Duration,
     /// First UDP source port (QP i uses base + i).
     pub sport_base: u16,
+    /// DCQCN on every QP (`None`: none; `rate_bps` still bounds the rate).
+    pub dcqcn: Option<DcqcnConfig>,
+}
+
+/// How the responder behaves.
+#[derive(Debug, Clone)]
+pub struct ResponderOpts {
+    /// RNIC behaviour towards packets beyond the expected PSN.
+    pub mode: ReceiverMode,
+    /// One ACK per this many requests (and at message ends).
+    pub ack_every: u32,
+    /// Path MTU.
+    pub pmtu: Pmtu,
+    /// Exit once a QP connected and nothing arrived for this long.
+    pub idle_exit: Duration,
+    /// DCQCN's notification point: a CNP for a CE-marked request at most once per this many
+    /// ns per QP (`None`: no CNPs).
+    pub cnp_interval_ns: Option<u64>,
 }
 
 /// The requester's report.
@@ -90,6 +109,12 @@ pub struct GenReport {
     pub timeouts: u64,
     /// Packets sent / packets the messages needed.
     pub sent_ratio: f64,
+    /// CNPs received.
+    pub cnps: u64,
+    /// DCQCN rate cuts.
+    pub rate_cuts: u64,
+    /// The lowest rate a QP sent at when the run ended, bits/s (`None`: no DCQCN, no rate).
+    pub min_rate_bps: Option<u64>,
 }
 
 /// The responder's report.
@@ -105,6 +130,10 @@ pub struct ResponderReport {
     pub duplicates: u64,
     /// NAKs sent.
     pub naks: u64,
+    /// Requests that arrived marked CE.
+    pub ce_marked: u64,
+    /// CNPs sent.
+    pub cnps_sent: u64,
 }
 
 fn send(port: &mut dyn Port, pkt: Pkt) -> anyhow::Result<()> {
@@ -254,6 +283,7 @@ pub fn run_requester(
                         req.set_retransmit(Retransmit::Selective);
                     }
                     req.set_rate(o.rate_bps);
+                    req.set_dcqcn(o.dcqcn);
                     for _ in 0..o.messages {
                         req.post(match o.op {
                             Op::Write => Work::Write(o.size),
@@ -313,23 +343,27 @@ pub fn run_requester(
         retransmitted: reqs.iter().map(|(_, r)| r.stats.retransmitted).sum(),
         timeouts: reqs.iter().map(|(_, r)| r.stats.timeouts).sum(),
         sent_ratio: sent as f64 / needed.max(1) as f64,
+        cnps: reqs.iter().map(|(_, r)| r.stats.cnps).sum(),
+        rate_cuts: reqs
+            .iter()
+            .filter_map(|(_, r)| r.dcqcn().map(|d| d.stats.cuts))
+            .sum(),
+        min_rate_bps: reqs.iter().filter_map(|(_, r)| r.send_rate()).min(),
     })
 }
 
-/// Answers CM REQs and serves every QP that connects, as an RNIC in `mode`, until `stop` is set
-/// or, once a QP connected, nothing arrived for `idle_exit`.
+/// Answers CM REQs and serves every QP that connects, as an RNIC in `o.mode`, until `stop` is
+/// set or, once a QP connected, nothing arrived for `o.idle_exit`.
 ///
 /// # Errors
 /// When the gateway does not answer ARP.
 pub fn run_responder(
     port: &mut dyn Port,
     local: &Local,
-    mode: ReceiverMode,
-    ack_every: u32,
-    pmtu: Pmtu,
+    o: &ResponderOpts,
     stop: &AtomicBool,
-    idle_exit: Duration,
 ) -> anyhow::Result<ResponderReport> {
+    let (mode, ack_every, pmtu, idle_exit) = (o.mode, o.ack_every, o.pmtu, o.idle_exit);
     let gw_mac = resolve(port, local, local.gateway, Duration::from_secs(5))
         .with_context(|| format!("resolving the gateway {}", local.gateway))?;
     // (requester comm id, requester address) -> index; QPN 0x800 + index.
@@ -386,6 +420,7 @@ pub fn run_responder(
                         };
                         let mut resp = Responder::new(ep, starting_psn, pmtu, ack_every);
                         resp.set_mode(mode);
+                        resp.set_cnp_interval(o.cnp_interval_ns);
                         resps.push(resp);
                         peers.len() - 1
                     }
@@ -425,6 +460,8 @@ pub fn run_responder(
         r.out_of_sequence += x.stats.out_of_sequence;
         r.duplicates += x.stats.duplicates;
         r.naks += x.stats.naks;
+        r.ce_marked += x.stats.ce_marked;
+        r.cnps_sent += x.stats.cnps_sent;
     }
     Ok(r)
 }
@@ -435,7 +472,8 @@ mod tests {
     use sprayswitch::port::mem;
 
     /// Moves frames `from` -> `to`, answering ARP requests back on `from` as the gateway.
-    fn pass(from: &mut mem::MemPort, to: &mut mem::MemPort, gw_mac: [u8; 6]) {
+    /// `mark`: mark ECN-capable frames CE on the way, as a congested switch would.
+    fn pass(from: &mut mem::MemPort, to: &mut mem::MemPort, gw_mac: [u8; 6], mark: bool) {
         let mut rx = Vec::new();
         from.rx_burst(0, &mut rx, 64);
         let mut out = Vec::new();
@@ -458,6 +496,9 @@ mod tests {
                 f[38..42].copy_from_slice(&sip);
                 back.push(p);
             } else {
+                if mark {
+                    sprayswitch::wire::ecn::mark_ce(f);
+                }
                 out.push(p);
             }
         }
@@ -470,16 +511,22 @@ mod tests {
     }
 
     /// A gateway between two hosts' links.
-    fn gateway(a: &mut mem::MemPort, b: &mut mem::MemPort, gw_mac: [u8; 6], stop: &AtomicBool) {
+    fn gateway(
+        a: &mut mem::MemPort,
+        b: &mut mem::MemPort,
+        gw_mac: [u8; 6],
+        stop: &AtomicBool,
+        mark: bool,
+    ) {
         while !stop.load(Ordering::Relaxed) {
-            pass(a, b, gw_mac);
-            pass(b, a, gw_mac);
+            pass(a, b, gw_mac, mark);
+            pass(b, a, gw_mac, false);
             std::thread::sleep(Duration::from_micros(50));
         }
     }
 
-    #[test]
-    fn requester_and_responder_connect_and_finish() {
+    /// 3 QPs of 20 WRITEs of 8 KiB through a gateway that marks every request CE when `mark`.
+    fn connect_and_run(dcqcn: Option<DcqcnConfig>, mark: bool) -> (GenReport, ResponderReport) {
         let (mut ha, mut ga) = mem::link("ha", "ga", 4096);
         let (mut hb, mut gb) = mem::link("hb", "gb", 4096);
         let stop = AtomicBool::new(false);
@@ -506,25 +553,30 @@ mod tests {
             timeout: Duration::from_millis(67),
             deadline: Duration::from_secs(20),
             sport_base: 50000,
+            dcqcn,
         };
-        let (rep, resp) = std::thread::scope(|s| {
-            s.spawn(|| gateway(&mut ga, &mut gb, gw, &stop));
+        std::thread::scope(|s| {
+            s.spawn(|| gateway(&mut ga, &mut gb, gw, &stop, mark));
             let resp = s.spawn(|| {
-                run_responder(
-                    &mut hb,
-                    &lb,
-                    ReceiverMode::Gbn,
-                    8,
-                    Pmtu::DEFAULT,
-                    &stop,
-                    Duration::from_millis(500),
-                )
+                let ro = ResponderOpts {
+                    mode: ReceiverMode::Gbn,
+                    ack_every: 8,
+                    pmtu: Pmtu::DEFAULT,
+                    idle_exit: Duration::from_millis(500),
+                    cnp_interval_ns: Some(50_000),
+                };
+                run_responder(&mut hb, &lb, &ro, &stop)
             });
             let rep = run_requester(&mut ha, &la, lb.ip, &o).unwrap();
             let resp = resp.join().unwrap().unwrap();
             stop.store(true, Ordering::Relaxed);
             (rep, resp)
-        });
+        })
+    }
+
+    #[test]
+    fn requester_and_responder_connect_and_finish() {
+        let (rep, resp) = connect_and_run(None, false);
         assert_eq!(rep.completed, 60);
         assert_eq!(rep.posted, 60);
         assert_eq!(rep.naks, 0);
@@ -532,5 +584,17 @@ mod tests {
         assert_eq!(resp.qps, 3);
         assert_eq!(resp.accepted, 60 * 8);
         assert_eq!(resp.out_of_sequence, 0);
+    }
+
+    #[test]
+    fn marked_requests_come_back_as_cnps_that_slow_dcqcn_requesters_down() {
+        let line = 10_000_000_000;
+        let (rep, resp) = connect_and_run(Some(DcqcnConfig::conweave(line)), true);
+        assert_eq!(rep.completed, 60, "everything completes at the lower rate");
+        assert_eq!(resp.ce_marked, 60 * 8);
+        assert!(resp.cnps_sent >= 3, "{resp:?}");
+        assert_eq!(rep.cnps, resp.cnps_sent);
+        assert!(rep.rate_cuts > 0, "{rep:?}");
+        assert!(rep.min_rate_bps.is_some_and(|r| r < line), "{rep:?}");
     }
 }
