@@ -284,6 +284,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         "streams",
         "counters",
         "hosts",
+        "queues",
     ] {
         let (ok, out, err) = ctl(&sock, &["show", what]);
         assert!(ok, "show {what}: {err}");
@@ -291,6 +292,23 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         let data = ctl_json(&sock, &["show", what]);
         assert!(data.is_array() || data.is_object(), "{what}: {data}");
     }
+    let queues = ctl_json(&sock, &["show", "queues"]);
+    assert_eq!(queues.as_array().unwrap().len(), 6, "{queues}");
+    for field in [
+        "queue_bytes",
+        "depth_p50_bytes",
+        "depth_p99_bytes",
+        "depth_max_bytes",
+        "ecn_marked",
+        "tx_queue_drops",
+        "pause_frames",
+        "pfc_frames",
+        "paused_us",
+    ] {
+        assert!(queues[0][field].is_u64(), "show queues lacks {field}: {queues}");
+    }
+    let hosts = ctl_json(&sock, &["show", "hosts"]);
+    assert!(hosts[0]["host_paused_us"].is_u64(), "{hosts}");
     let ports = ctl_json(&sock, &["show", "ports"]);
     assert_eq!(ports.as_array().unwrap().len(), 6);
     assert_eq!(ports[2]["name"], "u0");
@@ -418,6 +436,12 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         .any(|(n, _)| n.starts_with("sprayswitch_host_nak_packets_total{port=\"h1\"}")));
     assert!(
         text.contains("sprayswitch_reorder_hold_seconds_bucket{le=\"+Inf\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "sprayswitch_port_queue_depth_bytes_bucket{port=\"u0\",role=\"uplink\",le=\"+Inf\"}"
+        ),
         "{text}"
     );
     every_counter_is_in_the_json_and_the_metrics(&sock, &text);
