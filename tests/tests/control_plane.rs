@@ -305,7 +305,10 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         "pfc_frames",
         "paused_us",
     ] {
-        assert!(queues[0][field].is_u64(), "show queues lacks {field}: {queues}");
+        assert!(
+            queues[0][field].is_u64(),
+            "show queues lacks {field}: {queues}"
+        );
     }
     let hosts = ctl_json(&sock, &["show", "hosts"]);
     assert!(hosts[0]["host_paused_us"].is_u64(), "{hosts}");

@@ -174,7 +174,7 @@ fn incast() -> ExitCode {
     }
     println!(
         "\nincast: 8 senders in rack A -> 1 host in rack B; every port 100 Gbit/s, 4 paths of 1 us; \
-         virtual time, 10 ms; DCQCN (ConWeave profile); ECN Kmin 100 KB, Kmax 400 KB, Pmax 0.2; \
+         virtual time, 20 ms (the first 2 not counted); DCQCN (ConWeave profile); ECN Kmin 100 KB, Kmax 400 KB, Pmax 0.2; \
          q = the receiver's ToR port (with what its reorder stage holds)"
     );
     print!("{}", incast::table(&rows));

@@ -9,8 +9,8 @@
 //! What it reports is what the congestion work has to show: goodput at the receiver, the depth
 //! of the receiver's ToR port (p50, p99, max, in bytes, with what the reorder stage holds for
 //! it), CE marks, CNPs, drops anywhere, retransmissions, and the time the host kept its port
-//! paused. Goodput and depths are measured after a warm-up (the first millisecond: every
-//! sender starts at line rate at once, and DCQCN takes that long to settle).
+//! paused. Goodput and depths are measured after a warm-up (the first 2 ms: every sender starts
+//! at line rate at once, DCQCN cuts them all to its minimum rate and takes that long to settle).
 
 use std::net::IpAddr;
 
@@ -59,8 +59,8 @@ pub struct IncastOpts {
 }
 
 impl IncastOpts {
-    /// 8:1 incast at 100 Gbit/s over four paths of 1 us, 10 ms, ConWeave's ECN thresholds
-    /// and DCQCN profile.
+    /// 8:1 incast at 100 Gbit/s over four paths of 1 us, 20 ms measured after the first 2,
+    /// ConWeave's ECN thresholds and DCQCN profile.
     pub fn default_100g() -> IncastOpts {
         let rate = 100_000_000_000;
         IncastOpts {
@@ -69,8 +69,8 @@ impl IncastOpts {
             port_rate_bps: rate,
             paths: 4,
             path_delay_ns: 1_000,
-            duration_ns: 10_000_000,
-            warmup_ns: 1_000_000,
+            duration_ns: 20_000_000,
+            warmup_ns: 2_000_000,
             step_ns: 100,
             message: 64 * 1024,
             ecn: Some(EcnProfile {
@@ -304,7 +304,7 @@ pub fn run(o: &IncastOpts) -> anyhow::Result<IncastOutcome> {
 
 /// The incast runs the demo shows: with ECN marking and DCQCN, without marking (DCQCN senders
 /// that hear nothing), and with marking while the receiving host pauses its port for 20 us
-/// every 200 us from 2 to 8 ms (it takes 90% of the port then).
+/// every 200 us from 4 to 16 ms (it takes 90% of the port then).
 pub fn scenarios() -> Vec<IncastOpts> {
     let base = IncastOpts::default_100g();
     vec![
@@ -317,8 +317,8 @@ pub fn scenarios() -> Vec<IncastOpts> {
         IncastOpts {
             name: "ecn, host pauses 10%".into(),
             pause: Some(PausePattern {
-                from_ns: 2_000_000,
-                to_ns: 8_000_000,
+                from_ns: 4_000_000,
+                to_ns: 16_000_000,
                 every_ns: 200_000,
                 length_ns: 20_000,
             }),
