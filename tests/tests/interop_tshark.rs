@@ -234,13 +234,13 @@ fn marked_frames_of_real_stacks_keep_their_icrc_and_header_checksum() {
     for name in ["rxe-rc-ops.pcap", "rxe-reorder-nak-ipv6.pcap"] {
         for f in read_capture(&data(name)) {
             // 1 byte held elsewhere: above Kmax, so every ECN-capable frame is marked.
-            q.enqueue(Pkt::from_slice(&f), 0, 1).unwrap();
+            assert!(q.enqueue(Pkt::from_slice(&f), 0, 1));
             let p = q.ready.pop().unwrap();
             q.sent();
             assert_eq!(p.data(), &f[..], "not ECN-capable: untouched");
             let Some(e) = ect0(&f) else { continue };
             assert_eq!(codepoint(&e), Some(Codepoint::Ect0));
-            q.enqueue(Pkt::from_slice(&e), 0, 1).unwrap();
+            assert!(q.enqueue(Pkt::from_slice(&e), 0, 1));
             let p = q.ready.pop().unwrap();
             q.sent();
             assert_eq!(codepoint(p.data()), Some(Codepoint::Ce));

@@ -27,17 +27,17 @@
 //! Pure logic over the caller's clock: nothing here reads a clock or allocates once the queues
 //! have grown to their working size.
 
+pub mod depth;
 pub mod ecn;
 pub mod shaper;
 
 use std::collections::VecDeque;
 
-use hdrhistogram::Histogram;
-
 use crate::port::Pkt;
 use crate::rng::Rng;
 use crate::wire::ecn::{mark_ce, priority, Mark};
 use crate::wire::pause::{quanta_ns, PauseFrame};
+pub use depth::{depth_histogram, DepthCounts};
 pub use ecn::EcnProfile;
 pub use shaper::Shaper;
 
@@ -127,12 +127,7 @@ pub struct EgressQueue {
     /// What it counted.
     pub counts: EgressCounts,
     /// Depth (bytes, with what the caller holds elsewhere) seen by each packet entering.
-    pub depth_hist: Histogram<u64>,
-}
-
-/// A new empty histogram of queue depths (1 byte to 4 GiB, two significant digits).
-pub fn depth_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 1 << 32, 2).expect("valid histogram bounds")
+    pub depths: DepthCounts,
 }
 
 impl EgressQueue {
@@ -154,7 +149,7 @@ impl EgressQueue {
             rng: Rng::new(seed),
             limit: limit.max(1),
             counts: EgressCounts::default(),
-            depth_hist: depth_histogram(),
+            depths: DepthCounts::default(),
         };
         q.configure(cfg);
         q
@@ -191,18 +186,15 @@ impl EgressQueue {
     }
 
     /// Queues `pkt` (`held_elsewhere`: bytes the caller holds for this port outside this
-    /// queue, counted in the depth). `Err(pkt)`: the queue is full; the caller counts the
-    /// drop.
-    ///
-    /// # Errors
-    /// The packet, when the queue already holds its limit.
+    /// queue, counted in the depth). False when the queue already holds its limit: the packet
+    /// is dropped and the caller counts it.
     #[inline]
-    pub fn enqueue(&mut self, pkt: Pkt, now: u64, held_elsewhere: u64) -> Result<(), Pkt> {
+    pub fn enqueue(&mut self, mut pkt: Pkt, now: u64, held_elsewhere: u64) -> bool {
         if self.len() >= self.limit {
-            return Err(pkt);
+            return false;
         }
         let depth = self.bytes() + held_elsewhere;
-        let _ = self.depth_hist.record(depth.max(1));
+        self.depths.record(depth);
         let len = pkt.len();
         let straight = self.waiting.is_empty()
             && self.paused_pkts == 0
@@ -212,17 +204,21 @@ impl EgressQueue {
                 s.take(len)
             });
         if straight {
-            self.hand_over(pkt, depth);
+            // Marked where it lies, then moved once (each move of a packet through the stack
+            // cost a store-forwarding stall in the forward bench's profile).
+            self.mark(&mut pkt, depth);
+            self.ready_bytes += len as u64;
+            self.ready.push(pkt);
         } else {
             self.waiting_bytes += len as u64;
             self.waiting.push_back(pkt);
         }
-        Ok(())
+        true
     }
 
-    /// Hands `pkt` to the port, marking it on `depth`.
+    /// Marks `pkt` CE, if ECN-capable, with the probability `depth` gives.
     #[inline]
-    fn hand_over(&mut self, mut pkt: Pkt, depth: u64) {
+    fn mark(&mut self, pkt: &mut Pkt, depth: u64) {
         if let Some(m) = &self.ecn {
             if m.decide(depth, &mut self.rng) {
                 if let Mark::Marked = mark_ce(pkt.data_mut()) {
@@ -230,8 +226,6 @@ impl EgressQueue {
                 }
             }
         }
-        self.ready_bytes += pkt.len() as u64;
-        self.ready.push(pkt);
     }
 
     /// Moves what the rate and the pauses allow at `now` from waiting to ready, in order per
@@ -255,11 +249,13 @@ impl EgressQueue {
                     if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
                         return;
                     }
-                    if let Some(pkt) = self.paused[p].pop_front() {
+                    if let Some(mut pkt) = self.paused[p].pop_front() {
                         self.paused_bytes -= len as u64;
                         self.paused_pkts -= 1;
                         let depth = self.bytes() + held_elsewhere;
-                        self.hand_over(pkt, depth);
+                        self.mark(&mut pkt, depth);
+                        self.ready_bytes += len as u64;
+                        self.ready.push(pkt);
                     }
                 }
             }
@@ -281,10 +277,12 @@ impl EgressQueue {
             if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
                 break;
             }
-            if let Some(pkt) = self.waiting.pop_front() {
+            if let Some(mut pkt) = self.waiting.pop_front() {
                 self.waiting_bytes -= len as u64;
                 let depth = self.bytes() + held_elsewhere;
-                self.hand_over(pkt, depth);
+                self.mark(&mut pkt, depth);
+                self.ready_bytes += len as u64;
+                self.ready.push(pkt);
             }
         }
     }

@@ -15,6 +15,9 @@ pub(super) struct OwnedPort {
     pub(super) q: EgressQueue,
     /// When the oldest packet of `q.ready` came.
     pub(super) oldest_ns: u64,
+    /// Bytes the reorder stage held for the port at its last flush (the depth an arriving
+    /// packet adds to: read once per iteration, not per packet).
+    pub(super) held: u64,
 }
 
 /// What port `id`'s egress queue does under `tables`.
@@ -80,8 +83,7 @@ impl Worker {
             self.sh.taps.tap(op.id, &pkt, now);
         }
         let was_empty = op.q.ready.is_empty();
-        let held = self.reorder.held_bytes_for(op.id);
-        if op.q.enqueue(pkt, now, held).is_err() {
+        if !op.q.enqueue(pkt, now, op.held) {
             self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
             self.sh.port_counters[usize::from(op.id)]
                 .tx_queue_drops
@@ -101,9 +103,9 @@ impl Worker {
         let flush_ns = self.cfg.flush_ns;
         let op = &mut self.ports[i];
         let was_empty = op.q.ready.is_empty();
+        op.held = self.reorder.held_bytes_for(op.id);
         if !op.q.is_empty() {
-            let held = self.reorder.held_bytes_for(op.id);
-            op.q.service(now, held);
+            op.q.service(now, op.held);
         }
         if op.q.ready.is_empty() {
             return false;

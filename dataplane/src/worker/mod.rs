@@ -198,6 +198,7 @@ impl Worker {
                         seed ^ (u64::from(id) << 32),
                     ),
                     oldest_ns: 0,
+                    held: 0,
                 }
             })
             .collect();
@@ -513,8 +514,7 @@ impl Worker {
             pc.pause_frames.set(c.pause_frames);
             pc.pfc_frames.set(c.pfc_frames);
             pc.paused_ns.set(c.paused_ns);
-            pc.queue_bytes
-                .set(op.q.bytes() + self.reorder.held_bytes_for(op.id));
+            pc.queue_bytes.set(op.q.bytes() + op.held);
         }
         if now.saturating_sub(self.last_queue_publish) >= 100_000_000 {
             self.last_queue_publish = now;
@@ -532,7 +532,7 @@ impl Worker {
                     h.try_lock().ok()
                 };
                 if let Some(mut h) = locked {
-                    h.clone_from(&op.q.depth_hist);
+                    op.q.depths.fill(&mut h);
                 }
             }
         }
@@ -541,15 +541,15 @@ impl Worker {
     /// Forgets the depths recorded so far (a run measuring only after its warm-up).
     pub fn reset_queue_depths(&mut self) {
         for op in &mut self.ports {
-            op.q.depth_hist.reset();
+            op.q.depths.reset();
         }
     }
 
     /// The depths (bytes) packets found entering port `id`'s egress queue, if this worker owns
     /// it (for loops that drive workers themselves).
-    pub fn queue_depth_histogram(&self, id: PortId) -> Option<&hdrhistogram::Histogram<u64>> {
+    pub fn queue_depth_histogram(&self, id: PortId) -> Option<hdrhistogram::Histogram<u64>> {
         let i = *self.slot.get(usize::from(id))?;
-        self.ports.get(i).map(|p| &p.q.depth_hist)
+        self.ports.get(i).map(|p| p.q.depths.histogram())
     }
 
     /// Sends a decided packet on its way (or holds it for its next hop, or counts its drop).

@@ -258,8 +258,7 @@ pub fn run(o: &IncastOpts) -> anyhow::Result<IncastOutcome> {
     let goodput_bps = bytes as f64 * 8e9 / (o.duration_ns - o.warmup_ns.min(o.duration_ns)) as f64;
     let hist = rp.workers[1]
         .first()
-        .and_then(|w| w.queue_depth_histogram(RECEIVER as u16))
-        .cloned();
+        .and_then(|w| w.queue_depth_histogram(RECEIVER as u16));
     let q = |f: f64| hist.as_ref().map_or(0, |h| h.value_at_quantile(f));
     let fabric_drops: u64 = rp
         .path_stats
