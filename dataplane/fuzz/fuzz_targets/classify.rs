@@ -1,9 +1,12 @@
 //! Fuzzes the whole parse path: classification of arbitrary frames under every path MTU, the
-//! ICRC check, and re-reading every extension header the opcode claims. Nothing may panic.
+//! ICRC check, and re-reading every extension header the opcode claims; the MAC Control parser
+//! (PAUSE, PFC) and ECN marking over the same bytes. Nothing may panic; a mark changes at most
+//! the two ECN bits and the IPv4 checksum, and a second mark changes nothing.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sprayswitch::wire::{classify, ExtRepr, Pmtu};
+use sprayswitch::wire::ecn::{mark_ce, priority, Mark};
+use sprayswitch::wire::{classify, ExtRepr, PauseFrame, Pmtu};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, frame)) = data.split_first() else {
@@ -22,5 +25,17 @@ fuzz_target!(|data: &[u8]| {
                 "classify accepted a frame whose headers do not parse"
             );
         }
+    }
+    let _ = PauseFrame::parse(frame.get(14..).unwrap_or(&[]));
+    let _ = priority(frame);
+    let mut marked = frame.to_vec();
+    if mark_ce(&mut marked) == Mark::Marked {
+        let changed = marked.iter().zip(frame).filter(|(a, b)| a != b).count();
+        assert!(changed <= 3, "a mark changed {changed} bytes");
+        let again = marked.clone();
+        assert_eq!(mark_ce(&mut marked), Mark::AlreadyCe);
+        assert_eq!(marked, again);
+    } else {
+        assert_eq!(&marked[..], frame, "no mark, no change");
     }
 });
