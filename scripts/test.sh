@@ -71,6 +71,11 @@ SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
 step "reorder stress: 4 workers, 10 million packets (release build)"
 cargo test --release -p sprayswitch-tests --test reorder_stress
 
+step "fabric simulator: 10 ms of AliStorage flows at 50% load on the embedded leaf-spine"
+# Spray + reorder must beat ECMP on average and p99 FCT slowdown (--check).
+cargo run --release -q -p sprayswitch-tools --bin sprayswitch-sim -- \
+  --duration-ms 10 --schemes ecmp,spray+reorder --quiet --check
+
 if [ "$(id -u)" = 0 ]; then
   step "Soft-RoCE guests (perftest) through sprayswitch: ecmp, spray, spray + reorder, direct"
   cargo build --release --bins

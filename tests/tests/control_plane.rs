@@ -401,11 +401,19 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     std::fs::write(
         &good,
         config_text("[[route]]\nprefix = \"10.3.0.0/16\"\ngroup = \"fabric\"\n")
-            .replace("spray_policy = \"round_robin\"", "spray_policy = \"ecmp\""),
+            .replace("spray_policy = \"round_robin\"", "spray_policy = \"ecmp\"")
+            .replace(
+                "burst = 32\n",
+                "burst = 32\necn = { kmin_kb = 50, kmax_kb = 200, pmax = 0.1 }\n",
+            ),
     )
     .unwrap();
+    assert_eq!(ctl_json(&sock, &["show", "queues"])[0]["ecn"], Value::Null);
     let r = ctl_json(&sock, &["reload", good.to_str().unwrap()]);
     assert!(r["applied"].as_str().unwrap().ends_with("good.toml"), "{r}");
+    // Marking thresholds change in place.
+    let queues = ctl_json(&sock, &["show", "queues"]);
+    assert_eq!(queues[0]["ecn"]["kmax_kb"], 200.0, "{queues}");
     let routes = ctl_json(&sock, &["show", "routes"]);
     assert!(routes
         .as_array()

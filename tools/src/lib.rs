@@ -11,6 +11,8 @@
 //! - [`rack`]: where they run: in-process rack pairs ([`rack::topo`]), the fabric emulator
 //!   (`sprayfabric`), a rack pair with its hosts on real interfaces (`sprayrackd`), the demo
 //!   (`sprayswitch-demo`).
+//! - [`sim`]: a leaf-spine fabric of real sprayswitch instances in virtual time, hosts
+//!   running the RNIC models, flows from size distributions (`sprayswitch-sim`).
 //! - [`rxerack`]: the analysis of `scripts/rxe-rack.sh`'s Soft-RoCE runs (`rxerack`).
 //! - [`vethbench`]: the port backends on veth pairs in namespaces, against the kernel bridge.
 //! - [`percentile`]: the one quantile helper of every report.
@@ -19,5 +21,6 @@ pub mod capture;
 pub mod percentile;
 pub mod rack;
 pub mod rxerack;
+pub mod sim;
 pub mod traffic;
 pub mod vethbench;

@@ -19,8 +19,11 @@
 //! - **Pause.** A PAUSE frame from the peer stops every priority for its quanta, a PFC frame the
 //!   priorities it names ([`crate::wire::ecn::priority`] classifies a packet); packets of a
 //!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
-//!   timed at the port's rate, or [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already
-//!   handed to the port (at most one burst) still go.
+//!   timed at the port's configured rate (its link speed when it is shaped to its link;
+//!   a port shaped below its link pauses longer than the frame asks), or
+//!   [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already handed to the port (at most one
+//!   burst: `ready` never holds more) still go. A packet is marked on the depth of its own
+//!   priority: another priority's paused packets do not count.
 //! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
 //!   is dropped (the caller counts it).
 //!
@@ -111,10 +114,14 @@ pub struct EgressQueue {
     ready_bytes: u64,
     waiting: VecDeque<Pkt>,
     waiting_bytes: u64,
-    /// Per priority: packets that met a pause of it, in order.
+    /// Per priority: packets that met a pause of it, in order, and their bytes.
     paused: [VecDeque<Pkt>; 8],
+    paused_bytes_of: [u64; 8],
     paused_bytes: u64,
     paused_pkts: usize,
+    /// Most packets `ready` holds: what the port takes in one burst. Beyond it packets wait,
+    /// so that a pause stops them and their marks are decided when they leave.
+    burst: usize,
     /// Per priority: paused until (ns).
     pause_until: [u64; 8],
     /// The latest of `pause_until`.
@@ -134,13 +141,16 @@ impl EgressQueue {
     /// An empty queue of at most `limit` packets.
     pub fn new(cfg: EgressConfig, limit: usize, seed: u64) -> EgressQueue {
         let mut q = EgressQueue {
-            ready: Vec::with_capacity(limit.max(1)),
+            ready: Vec::with_capacity(64),
             ready_bytes: 0,
-            waiting: VecDeque::new(),
+            // What a port that pushes back keeps: allocated once, not on the packet path.
+            waiting: VecDeque::with_capacity(limit.max(1)),
             waiting_bytes: 0,
             paused: Default::default(),
+            paused_bytes_of: [0; 8],
             paused_bytes: 0,
             paused_pkts: 0,
+            burst: 32,
             pause_until: [0; 8],
             pause_end: 0,
             shaper: None,
@@ -159,12 +169,17 @@ impl EgressQueue {
     pub fn configure(&mut self, cfg: EgressConfig) {
         if self.shaper.as_ref().map(Shaper::rate_bps) != cfg.rate_bps {
             self.shaper = cfg.rate_bps.map(Shaper::new);
-            if self.shaper.is_some() && self.waiting.capacity() == 0 {
-                self.waiting.reserve(self.limit);
-            }
         }
         self.pause_rate_bps = cfg.rate_bps.unwrap_or(DEFAULT_PAUSE_RATE_BPS);
         self.ecn = cfg.ecn.map(Marker::new);
+    }
+
+    /// Sets the most packets handed to the port at once (the worker's burst; default 32).
+    pub fn set_burst(&mut self, burst: usize) {
+        self.burst = burst.max(1);
+        if self.ready.capacity() < self.burst {
+            self.ready.reserve(self.burst);
+        }
     }
 
     /// Packets queued (ready, waiting and paused).
@@ -196,7 +211,8 @@ impl EgressQueue {
         let depth = self.bytes() + held_elsewhere;
         self.depths.record(depth);
         let len = pkt.len();
-        let straight = self.waiting.is_empty()
+        let straight = self.ready.len() < self.burst
+            && self.waiting.is_empty()
             && self.paused_pkts == 0
             && now >= self.pause_end
             && self.shaper.as_mut().is_none_or(|s| {
@@ -246,13 +262,16 @@ impl EgressQueue {
                 }
                 while let Some(front) = self.paused[p].front() {
                     let len = front.len();
-                    if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
+                    if self.ready.len() >= self.burst
+                        || !self.shaper.as_mut().is_none_or(|s| s.take(len))
+                    {
                         return;
                     }
                     if let Some(mut pkt) = self.paused[p].pop_front() {
                         self.paused_bytes -= len as u64;
+                        self.paused_bytes_of[p] -= len as u64;
                         self.paused_pkts -= 1;
-                        let depth = self.bytes() + held_elsewhere;
+                        let depth = self.depth_of(p, held_elsewhere);
                         self.mark(&mut pkt, depth);
                         self.ready_bytes += len as u64;
                         self.ready.push(pkt);
@@ -262,24 +281,30 @@ impl EgressQueue {
         }
         while let Some(front) = self.waiting.front() {
             let len = front.len();
+            let mut prio = None;
             if pausing {
                 let p = usize::from(priority(front.data()) & 7);
                 if now < self.pause_until[p] || !self.paused[p].is_empty() {
                     if let Some(pkt) = self.waiting.pop_front() {
                         self.waiting_bytes -= len as u64;
                         self.paused_bytes += len as u64;
+                        self.paused_bytes_of[p] += len as u64;
                         self.paused_pkts += 1;
                         self.paused[p].push_back(pkt);
                     }
                     continue;
                 }
+                prio = Some(p);
             }
-            if !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
+            if self.ready.len() >= self.burst || !self.shaper.as_mut().is_none_or(|s| s.take(len)) {
                 break;
             }
             if let Some(mut pkt) = self.waiting.pop_front() {
                 self.waiting_bytes -= len as u64;
-                let depth = self.bytes() + held_elsewhere;
+                let depth = match prio {
+                    Some(p) => self.depth_of(p, held_elsewhere),
+                    None => self.bytes() + held_elsewhere,
+                };
                 self.mark(&mut pkt, depth);
                 self.ready_bytes += len as u64;
                 self.ready.push(pkt);
@@ -287,8 +312,15 @@ impl EgressQueue {
         }
     }
 
-    /// The port took packets from the front of `ready`: `bytes_left` is what `ready` still
-    /// holds. Returns the bytes that went.
+    /// The depth a packet of priority `p` leaves behind: what is queued, less what other
+    /// priorities' pauses hold (a paused class does not congest the others), plus
+    /// `held_elsewhere`.
+    #[inline]
+    fn depth_of(&self, p: usize, held_elsewhere: u64) -> u64 {
+        self.ready_bytes + self.waiting_bytes + self.paused_bytes_of[p] + held_elsewhere
+    }
+
+    /// The port took packets from the front of `ready`. Returns the bytes that went.
     pub fn sent(&mut self) -> u64 {
         let left: u64 = self.ready.iter().map(|p| p.len() as u64).sum();
         let gone = self.ready_bytes.saturating_sub(left);
@@ -330,7 +362,7 @@ impl EgressQueue {
         // The paused time counted so far includes the rest of the current pause: take back
         // what has not elapsed, then count the pause as it now stands.
         if self.pause_end > now {
-            self.counts.paused_ns -= self.pause_end - now;
+            self.counts.paused_ns = self.counts.paused_ns.saturating_sub(self.pause_end - now);
         }
         for p in 0..8u8 {
             if let Some(q) = frame.quanta_of(p) {

@@ -132,12 +132,13 @@ impl PauseFrame {
     }
 }
 
-/// Nanoseconds that `quanta` pause quanta last at `rate_bps` (one quantum is 512 bit times).
+/// Nanoseconds that `quanta` pause quanta last at `rate_bps` (one quantum is 512 bit times),
+/// rounded up: a pause never ends early.
 pub fn quanta_ns(quanta: u16, rate_bps: u64) -> u64 {
     if rate_bps == 0 {
         return 0;
     }
-    (u128::from(quanta) * 512 * 1_000_000_000 / u128::from(rate_bps)) as u64
+    (u128::from(quanta) * 512 * 1_000_000_000).div_ceil(u128::from(rate_bps)) as u64
 }
 
 #[cfg(test)]
@@ -199,8 +200,8 @@ mod tests {
 
     #[test]
     fn a_quantum_is_512_bit_times() {
-        assert_eq!(quanta_ns(1, 100_000_000_000), 5);
-        assert_eq!(quanta_ns(0xffff, 100_000_000_000), 335_539);
+        assert_eq!(quanta_ns(1, 100_000_000_000), 6, "5.12 ns, rounded up");
+        assert_eq!(quanta_ns(0xffff, 100_000_000_000), 335_540);
         assert_eq!(quanta_ns(1000, 1_000_000_000), 512_000);
         assert_eq!(quanta_ns(7, 0), 0);
     }

@@ -79,16 +79,20 @@ impl Worker {
             self.sh.counters.count_drop(DropReason::NoRoute, 1);
             return;
         };
-        if self.tapping {
-            self.sh.taps.tap(op.id, &pkt, now);
-        }
         let was_empty = op.q.ready.is_empty();
+        let before = op.q.ready.len();
         if !op.q.enqueue(pkt, now, op.held) {
             self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
             self.sh.port_counters[usize::from(op.id)]
                 .tx_queue_drops
                 .add(1);
             return;
+        }
+        // A capture shows a packet as it leaves: once handed to the port, marks decided.
+        if self.tapping && op.q.ready.len() > before {
+            if let Some(p) = op.q.ready.last() {
+                self.sh.taps.tap(op.id, p, now);
+            }
         }
         if was_empty {
             op.oldest_ns = now;
@@ -105,7 +109,13 @@ impl Worker {
         let was_empty = op.q.ready.is_empty();
         op.held = self.reorder.held_bytes_for(op.id);
         if !op.q.is_empty() {
+            let before = op.q.ready.len();
             op.q.service(now, op.held);
+            if self.tapping {
+                for p in &op.q.ready[before..] {
+                    self.sh.taps.tap(op.id, p, now);
+                }
+            }
         }
         if op.q.ready.is_empty() {
             return false;

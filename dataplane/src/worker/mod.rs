@@ -189,14 +189,16 @@ impl Worker {
                 if let Some(s) = slot.get_mut(usize::from(id)) {
                     *s = i;
                 }
+                let mut q = EgressQueue::new(
+                    egress::egress_config(&tables, id),
+                    cap,
+                    seed ^ (u64::from(id) << 32),
+                );
+                q.set_burst(cfg.burst);
                 OwnedPort {
                     id,
                     port,
-                    q: EgressQueue::new(
-                        egress::egress_config(&tables, id),
-                        cap,
-                        seed ^ (u64::from(id) << 32),
-                    ),
+                    q,
                     oldest_ns: 0,
                     held: 0,
                 }

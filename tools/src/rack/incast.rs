@@ -15,7 +15,7 @@
 use std::net::IpAddr;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::engine::{DropReason, SprayPolicy};
+use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::{Pkt, Port};
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
@@ -121,7 +121,7 @@ pub struct IncastOutcome {
     pub marked_all: u64,
     /// CNPs the receiver sent.
     pub cnps: u64,
-    /// Packets dropped anywhere (ToR queues and the fabric).
+    /// Packets dropped anywhere (by the ToRs, for any reason, and by the fabric).
     pub drops: u64,
     /// Packets the senders sent again.
     pub retransmitted: u64,
@@ -291,9 +291,7 @@ pub fn run(o: &IncastOpts) -> anyhow::Result<IncastOutcome> {
         marked_host_port: host_port.ecn_marked,
         marked_all,
         cnps: receivers.iter().map(|(_, r)| r.stats.cnps_sent).sum(),
-        drops: sa.stats.dropped(DropReason::TxQueueFull)
-            + sb.stats.dropped(DropReason::TxQueueFull)
-            + fabric_drops,
+        drops: sa.stats.drops_total() + sb.stats.drops_total() + fabric_drops,
         retransmitted: senders.iter().map(|s| s.stats.retransmitted).sum(),
         naks: receivers.iter().map(|(_, r)| r.stats.naks).sum(),
         paused_ns: host_port.paused_ns,

@@ -110,7 +110,7 @@ impl DcqcnConfig {
             fast_recovery_stages: 1,
             ai_rate_bps: 5_000_000,
             hai_rate_bps: 50_000_000,
-            min_rate_bps: 1_000_000,
+            min_rate_bps: 1_000_000.min(line_rate_bps),
             clamp_target: false,
             cnp_interval_ns: 4_000,
         }
@@ -215,7 +215,7 @@ impl ReactionPoint {
 
     /// `len` bytes went out at `now` (the byte counter).
     pub fn on_sent(&mut self, len: usize, now: u64) {
-        let Some(b) = self.cfg.byte_counter else {
+        let Some(b) = self.cfg.byte_counter.map(|b| b.max(1)) else {
             return;
         };
         if !self.active {
@@ -239,6 +239,9 @@ impl ReactionPoint {
             if next > now {
                 break;
             }
+            // Due at the same time: alpha first, then the increase, then the decrease check,
+            // as ns-3 runs them (the check is scheduled after the alpha update, and the
+            // increase timer, scheduled at the cut, before the check of the same instant).
             if next == self.next_alpha {
                 self.alpha = if self.cnp_for_alpha {
                     (1.0 - self.cfg.g) * self.alpha + self.cfg.g
@@ -247,15 +250,15 @@ impl ReactionPoint {
                 };
                 self.cnp_for_alpha = false;
                 self.next_alpha += self.cfg.alpha_interval_ns.max(1);
-            } else if next == self.next_check {
+            } else if next == self.next_increase {
+                self.next_increase = next + self.cfg.increase_timer_ns.max(1);
+                self.increase(next);
+                self.timer_stage += 1;
+            } else {
                 self.next_check += self.cfg.decrease_interval_ns.max(1);
                 if self.cnp_for_cut {
                     self.cut(next);
                 }
-            } else {
-                self.next_increase = next + self.cfg.increase_timer_ns.max(1);
-                self.increase(next);
-                self.timer_stage += 1;
             }
         }
     }
@@ -336,7 +339,8 @@ mod tests {
 
     #[test]
     fn nothing_changes_before_the_first_cnp() {
-        let mut rp = ReactionPoint::new(DcqcnConfig::conweave(G100));
+        // connectx: it has a byte counter, which must not count before a CNP either.
+        let mut rp = ReactionPoint::new(DcqcnConfig::connectx(G100));
         rp.poll(10_000_000);
         rp.on_sent(10_000_000, 10_000_000);
         assert_eq!(rp.rate_bps(), G100);

@@ -187,6 +187,9 @@ fn segments(work: Work, pmtu: Pmtu) -> u32 {
     }
 }
 
+/// How far behind its schedule a paced sender may be and still catch up (see `count_send`).
+const PACING_SLACK_NS: u64 = 1_000;
+
 /// How a requester retransmits after a NAK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retransmit {
@@ -460,7 +463,12 @@ impl Requester {
         let len = self.tx.last().map_or(0, Pkt::len);
         if let Some(bps) = self.send_rate() {
             let wire_ns = (len as u128 * 8 * 1_000_000_000 / u128::from(bps.max(1))) as u64;
-            self.next_send_ns = self.next_send_ns.max(self.now) + wire_ns;
+            // A sender polled late (a coarse clock, a busy loop) may catch up on up to
+            // `PACING_SLACK_NS` of its rate, so that polling granularity does not lower it.
+            let from = self
+                .next_send_ns
+                .max(self.now.saturating_sub(PACING_SLACK_NS));
+            self.next_send_ns = from + wire_ns;
         }
         if let Some(rp) = self.dcqcn.as_mut() {
             rp.on_sent(len, self.now);

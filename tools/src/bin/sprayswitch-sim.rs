@@ -1,0 +1,237 @@
+//! `sprayswitch-sim`: what spraying does to flow completion times in a leaf-spine fabric, with
+//! the real switch code in virtual time (see `sprayswitch_tools::sim`). Every scheme runs the
+//! same flows; the table gives FCT slowdown (average and p99, overall, for the smallest 5% of
+//! flows and the largest 5%), drops, NAKs, retransmissions and uplink imbalance.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use sprayswitch_tools::sim::topo::{Scheme, Topology};
+use sprayswitch_tools::sim::workload::{poisson, Pattern, SizeCdf};
+use sprayswitch_tools::sim::{report, run, SimOpts};
+use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
+use sprayswitch_tools::traffic::rnic::ReceiverMode;
+
+#[derive(Parser)]
+#[command(
+    name = "sprayswitch-sim",
+    version,
+    about = "Flow completion times in a simulated leaf-spine of real sprayswitch ToRs"
+)]
+struct Cli {
+    /// Topology file (TOML: leaves, spines, hosts_per_leaf, rates, delay, buffers, ECN);
+    /// default: ConWeave's leaf-spine, 8 x 8, 16 hosts per leaf, 100 Gbit/s.
+    #[arg(long)]
+    topology: Option<PathBuf>,
+    /// Flow sizes: an embedded distribution (alistorage2019, websearch, hadoop) or a CDF file
+    /// (`<bytes> <cumulative percent>` per line).
+    #[arg(long, default_value = "alistorage2019")]
+    workload: String,
+    /// Load on the ToR uplinks, 0 to 1.
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    /// Simulated time flows arrive in, ms.
+    #[arg(long, default_value_t = 10.0)]
+    duration_ms: f64,
+    /// After the last arrival, how long flows may still run, ms.
+    #[arg(long, default_value_t = 20.0)]
+    drain_ms: f64,
+    /// Destinations: uniform (other racks) or incast (every host to host 0).
+    #[arg(long, default_value = "uniform")]
+    pattern: String,
+    /// Schemes to compare on the same flows.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ecmp,flowlet,spray,spray+reorder"
+    )]
+    schemes: Vec<String>,
+    /// Host RNICs: gbn, sr.
+    #[arg(long, value_delimiter = ',', default_value = "gbn")]
+    receivers: Vec<String>,
+    /// DCQCN profile at the hosts (conweave, connectx, paper) or none.
+    #[arg(long, default_value = "conweave")]
+    dcqcn: String,
+    /// Virtual time per step, ns.
+    #[arg(long, default_value_t = 100)]
+    step_ns: u64,
+    /// Seed of the flows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write every flow of every run as CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write the slowdown per size bin (20 bins of 5% of the flows) as CSV here.
+    #[arg(long)]
+    bins_csv: Option<PathBuf>,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+    /// Exit with an error unless spray + reorder beats ECMP on average and p99 slowdown for
+    /// every receiver (both must be among the schemes).
+    #[arg(long)]
+    check: bool,
+}
+
+fn main() -> ExitCode {
+    match real_main(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sprayswitch-sim: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<()> {
+    let topology = match &cli.topology {
+        Some(p) => Topology::parse(
+            &std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
+        )
+        .with_context(|| format!("{}", p.display()))?,
+        None => Topology::default_topology(),
+    };
+    let cdf = match SizeCdf::embedded(&cli.workload) {
+        Ok(c) => c,
+        Err(_) => {
+            let p = PathBuf::from(&cli.workload);
+            let text = std::fs::read_to_string(&p).with_context(|| {
+                format!("workload '{}': not embedded, not a file", cli.workload)
+            })?;
+            SizeCdf::parse(&cli.workload, &text).map_err(|e| anyhow::anyhow!(e))?
+        }
+    };
+    anyhow::ensure!(
+        cli.load > 0.0 && cli.load <= 1.0,
+        "--load {}: from above 0 to 1",
+        cli.load
+    );
+    anyhow::ensure!(
+        cli.duration_ms > 0.0 && cli.drain_ms >= 0.0,
+        "--duration-ms above 0, --drain-ms at least 0"
+    );
+    let pattern = match cli.pattern.as_str() {
+        "uniform" => Pattern::Uniform,
+        "incast" => Pattern::Incast,
+        other => anyhow::bail!("--pattern {other}: use uniform or incast"),
+    };
+    let schemes = cli
+        .schemes
+        .iter()
+        .map(|s| Scheme::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let receivers = cli
+        .receivers
+        .iter()
+        .map(|r| match r.as_str() {
+            "gbn" => Ok(ReceiverMode::Gbn),
+            "sr" => Ok(ReceiverMode::Sr),
+            other => Err(anyhow::anyhow!("--receivers {other}: use gbn or sr")),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let dcqcn = match cli.dcqcn.as_str() {
+        "none" => None,
+        p => Some(DcqcnConfig::named(p, topology.host_bps()).map_err(|e| anyhow::anyhow!(e))?),
+    };
+    let duration_ns = (cli.duration_ms * 1e6) as u64;
+    let flows = poisson(
+        &cdf,
+        topology.leaves,
+        topology.hosts_per_leaf,
+        topology.spines,
+        topology.fabric_bps(),
+        cli.load,
+        duration_ns,
+        pattern,
+        cli.seed,
+    );
+    println!(
+        "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns; \
+         {} at {:.0}% load on the uplinks, {} flows in {} ms (mean {:.0} B); DCQCN {}; step {} ns",
+        topology.leaves,
+        topology.spines,
+        topology.hosts_per_leaf,
+        topology.host_rate_gbps,
+        topology.fabric_rate_gbps,
+        topology.link_delay_ns,
+        cdf.name,
+        cli.load * 100.0,
+        flows.len(),
+        cli.duration_ms,
+        cdf.mean(),
+        cli.dcqcn,
+        cli.step_ns
+    );
+    let mut runs = Vec::new();
+    for r in &receivers {
+        for s in &schemes {
+            let o = SimOpts {
+                topology: topology.clone(),
+                scheme: *s,
+                receiver: *r,
+                dcqcn,
+                step_ns: cli.step_ns,
+                drain_ns: (cli.drain_ms * 1e6) as u64,
+                progress: !cli.quiet,
+            };
+            let out = run(&o, &flows)?;
+            eprintln!(
+                "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
+                s.name(),
+                sprayswitch_tools::rack::demo::receiver_name(*r),
+                out.wall_s,
+                out.simulated_ns as f64 / 1e6,
+                out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
+            );
+            runs.push(out);
+        }
+    }
+    print!("{}", report::table(&runs));
+    println!("(slowdown = FCT / FCT alone on the fabric; bin1 = smallest 5% of flows, bin20 = largest 5%)");
+    if let Some(p) = &cli.csv {
+        let text: String = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let c = report::csv(r);
+                if i == 0 {
+                    c
+                } else {
+                    c.lines().skip(1).map(|l| format!("{l}\n")).collect()
+                }
+            })
+            .collect();
+        std::fs::write(p, text).with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &cli.bins_csv {
+        std::fs::write(p, report::bins_csv(&runs)).with_context(|| format!("{}", p.display()))?;
+    }
+    if cli.check {
+        for r in &receivers {
+            let find = |s: Scheme| {
+                runs.iter()
+                    .find(|o| o.scheme == s && o.receiver == *r)
+                    .map(|o| report::slowdowns(o).0)
+                    .with_context(|| format!("--check needs {} among the schemes", s.name()))
+            };
+            let (e, sr) = (find(Scheme::Ecmp)?, find(Scheme::SprayReorder)?);
+            anyhow::ensure!(
+                sr.avg < e.avg && sr.p99 < e.p99,
+                "check failed: spray+reorder avg {:.2} p99 {:.2} against ecmp avg {:.2} p99 {:.2}",
+                sr.avg,
+                sr.p99,
+                e.avg,
+                e.p99
+            );
+            println!(
+                "check: spray+reorder {:.2}x ECMP's average slowdown, {:.2}x its p99",
+                sr.avg / e.avg,
+                sr.p99 / e.p99
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,414 @@
+//! `sprayswitch-sim`: a leaf-spine fabric in virtual time whose switches are real sprayswitch
+//! instances (the same workers, engine, sprayer, reorder stage and egress queues the binary
+//! runs, driven with the simulated clock), with hosts running the RNIC models of
+//! [`crate::traffic::rnic`] (Go-Back-N or selective repeat, DCQCN). Each flow is one RDMA WRITE
+//! on its own QP, connected with RDMA CM first (the switches learn its PSNs from it, as they do
+//! from a real application), its completion time measured from its first packet to its last
+//! ACK and compared with the ideal: the flow alone on the fabric.
+//!
+//! The clock advances in fixed steps (`step_ns`, 100 ns by default: about one 1 KB frame at
+//! 100 Gbit/s); each step every host polls its QPs and every switch runs one loop iteration.
+//! A host's NIC sends at most its line rate (a budget per step shared by its QPs, round
+//! robin). The same seed gives the same flows and the same results.
+//!
+//! The files: [`topo`] the fabric and its configurations, [`workload`] flow sizes and arrivals,
+//! [`report`] slowdowns and the table.
+
+pub mod report;
+pub mod topo;
+pub mod workload;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use sprayswitch::engine::DropReason;
+use sprayswitch::port::{LinkState, Pkt, Port};
+use sprayswitch::wire::cm::{self, CmMessage};
+use sprayswitch::wire::{classify, Pmtu, Psn};
+
+use crate::traffic::dcqcn::DcqcnConfig;
+use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
+use report::FlowResult;
+use topo::{Fabric, Scheme, Topology};
+use workload::Flow;
+
+/// One simulation run.
+#[derive(Debug, Clone)]
+pub struct SimOpts {
+    /// The fabric.
+    pub topology: Topology,
+    /// How the leaves spread RoCE.
+    pub scheme: Scheme,
+    /// The hosts' RNICs.
+    pub receiver: ReceiverMode,
+    /// DCQCN at the hosts (`None`: none).
+    pub dcqcn: Option<DcqcnConfig>,
+    /// Virtual time between steps.
+    pub step_ns: u64,
+    /// After the last arrival, how long flows may still run before the run ends (those not
+    /// done are reported unfinished).
+    pub drain_ns: u64,
+    /// Print progress to stderr.
+    pub progress: bool,
+}
+
+/// What a run gives.
+#[derive(Debug, Clone)]
+pub struct SimOutcome {
+    /// The scheme.
+    pub scheme: Scheme,
+    /// The receivers.
+    pub receiver: ReceiverMode,
+    /// Every flow, in id order.
+    pub flows: Vec<FlowResult>,
+    /// Packets dropped by the switches (full egress queues).
+    pub drops: u64,
+    /// NAKs the receivers sent.
+    pub naks: u64,
+    /// Packets the senders sent again.
+    pub retransmitted: u64,
+    /// Per leaf: the busiest uplink's bytes over the mean uplink's (1.0: even).
+    pub uplink_imbalance: Vec<f64>,
+    /// Per leaf: the most packets its reorder stage held at once in one stream.
+    pub reorder_max_depth: Vec<u64>,
+    /// Per leaf: reorder streams at the end.
+    pub reorder_streams: Vec<u64>,
+    /// Virtual time simulated (ns).
+    pub simulated_ns: u64,
+    /// Frames the switches transmitted.
+    pub switch_tx_pkts: u64,
+    /// Wall-clock seconds the run took.
+    pub wall_s: f64,
+}
+
+/// A host NIC's send budget over the link: its line rate, shared by its QPs.
+struct Nic<'a> {
+    port: &'a mut dyn Port,
+    budget: &'a mut i64,
+}
+
+impl Port for Nic<'_> {
+    fn name(&self) -> &str {
+        self.port.name()
+    }
+    fn rx_burst(&mut self, now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
+        self.port.rx_burst(now, out, max)
+    }
+    fn tx_burst(&mut self, now: u64, pkts: &mut Vec<Pkt>) -> usize {
+        let mut n = 0;
+        while n < pkts.len() && *self.budget > 0 {
+            *self.budget -= pkts[n].len() as i64;
+            n += 1;
+        }
+        if n == 0 {
+            return 0;
+        }
+        let mut rest = pkts.split_off(n);
+        let sent = self.port.tx_burst(now, pkts);
+        // What the link did not take goes back in front, in order.
+        rest.splice(0..0, pkts.drain(..));
+        *pkts = rest;
+        sent
+    }
+    fn poll(&mut self, now: u64) {
+        self.port.poll(now)
+    }
+    fn link_state(&self) -> LinkState {
+        self.port.link_state()
+    }
+    fn tx_backlog(&self) -> usize {
+        self.port.tx_backlog()
+    }
+}
+
+/// A flow under way.
+struct Live {
+    flow: Flow,
+    req: Requester,
+    /// The REP came: the WRITE is posted.
+    posted: bool,
+}
+
+/// Per host: its QPs by QPN.
+#[derive(Default)]
+struct HostQps {
+    /// Sender QPs (flow index into `live`).
+    senders: Vec<usize>,
+    /// QPN -> flow id, for what arrives for a sender.
+    sender_qpn: HashMap<u32, u32>,
+    /// QPN -> responder.
+    receivers: HashMap<u32, (u32, Responder)>,
+    /// The NIC's budget left this step (bytes; negative: owed from a packet that overran).
+    budget: i64,
+    /// Round-robin start among senders.
+    rr: usize,
+}
+
+fn sender_qpn(id: u32) -> u32 {
+    0x10 + (id & 0x7f_ffff)
+}
+
+fn receiver_qpn(id: u32) -> u32 {
+    0x80_0000 | (id & 0x7f_ffff)
+}
+
+/// Bytes on the wire of one packet around `payload` bytes (Ethernet, IPv4, UDP, BTH, ICRC).
+const HEADERS: u64 = 14 + 20 + 8 + 12 + 4;
+
+/// The ideal completion time of `bytes` alone on the fabric: the base round trip of its path
+/// (four links each way, a full frame serialised at each of the four transmitters on the way
+/// out and an ACK on the way back) plus its bytes with headers at the host's line rate.
+pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64) -> u64 {
+    let rate = t.host_bps().min(t.fabric_bps()) as f64;
+    let packets = bytes.div_ceil(pmtu).max(1);
+    let wire = (bytes + packets * HEADERS + 16) as f64;
+    let frame = (pmtu + HEADERS + 16) as f64;
+    let ack = (HEADERS + 4) as f64;
+    let base = 8.0 * t.link_delay_ns as f64 + 3.0 * frame * 8e9 / rate + 4.0 * ack * 8e9 / rate;
+    (base + wire * 8e9 / rate) as u64
+}
+
+/// Runs `flows` over a fresh fabric.
+///
+/// # Errors
+/// When the fabric cannot be built.
+pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
+    let wall = std::time::Instant::now();
+    let t = &o.topology;
+    let mut fabric = Fabric::start(t, o.scheme)?;
+    let pmtu = Pmtu::DEFAULT;
+    let nhosts = fabric.hosts.len();
+    let mut qps: Vec<HostQps> = (0..nhosts).map(|_| HostQps::default()).collect();
+    let mut live: Vec<Option<Live>> = Vec::new();
+    let mut results: Vec<FlowResult> = flows
+        .iter()
+        .map(|f| FlowResult {
+            id: f.id,
+            src: f.src,
+            dst: f.dst,
+            bytes: f.bytes,
+            start_ns: f.start_ns,
+            fct_ns: None,
+            ideal_ns: ideal_fct_ns(t, f.bytes, u64::from(pmtu.bytes())),
+        })
+        .collect();
+    let host_bytes_per_step = (t.host_bps() as f64 * o.step_ns as f64 / 8e9) as i64;
+    let last_start = flows.iter().map(|f| f.start_ns).max().unwrap_or(0);
+    let end = last_start + o.drain_ns;
+    let mut next_flow = 0usize;
+    let mut done = 0usize;
+    let mut rx: Vec<Pkt> = Vec::with_capacity(256);
+    let mut finished: Vec<usize> = Vec::new();
+    let (mut naks, mut retransmitted) = (0u64, 0u64);
+    let mut now = 0u64;
+    let mut next_progress = 0u64;
+    let addrs: Vec<([u8; 6], [u8; 6], std::net::Ipv4Addr)> = fabric
+        .hosts
+        .iter()
+        .map(|h| (h.mac, h.gw_mac, h.ip))
+        .collect();
+    let endpoint = |from: u32, to: u32, peer_qpn: u32, sport: u16| {
+        let (a, b) = (addrs[from as usize], addrs[to as usize]);
+        Endpoint {
+            mac: a.0,
+            gw_mac: a.1,
+            ip: IpAddr::V4(a.2),
+            peer_ip: IpAddr::V4(b.2),
+            peer_qpn,
+            sport,
+        }
+    };
+    let sport_of = |id: u32| 0xC000 | ((id.wrapping_mul(2_654_435_761) >> 18) as u16 & 0x3FFF);
+    while now < end && done < flows.len() {
+        if o.progress && now >= next_progress {
+            eprint!(
+                "\r{} {}: {:>5.1} of {:.1} ms, {done}/{} flows",
+                o.scheme.name(),
+                crate::rack::demo::receiver_name(o.receiver),
+                now as f64 / 1e6,
+                end as f64 / 1e6,
+                flows.len()
+            );
+            next_progress = now + end / 100 + 1;
+        }
+        // New flows: the sender's QP exists; an RDMA CM REQ announces it.
+        while next_flow < flows.len() && flows[next_flow].start_ns <= now {
+            let f = flows[next_flow];
+            next_flow += 1;
+            let ea = endpoint(f.src, f.dst, receiver_qpn(f.id), sport_of(f.id));
+            let start = Psn::new(f.id.wrapping_mul(7919) & 0xff_ffff);
+            let mut req = Requester::new(ea, start, pmtu, 1 << 20, 4_000_000);
+            req.set_dcqcn(o.dcqcn);
+            if o.receiver == ReceiverMode::Sr {
+                req.set_retransmit(Retransmit::Selective);
+            }
+            let msg = CmMessage::Req {
+                local_comm_id: f.id,
+                qpn: sender_qpn(f.id),
+                starting_psn: start,
+            };
+            let mut v = vec![ea.cm_frame(&msg)];
+            let host = &mut fabric.hosts[f.src as usize];
+            host.port.tx_burst(now, &mut v);
+            let h = &mut qps[f.src as usize];
+            h.senders.push(live.len());
+            h.sender_qpn.insert(sender_qpn(f.id), f.id);
+            live.push(Some(Live {
+                flow: f,
+                req,
+                posted: false,
+            }));
+        }
+        // Hosts: what arrived, then their QPs within the NIC's budget.
+        for hi in 0..nhosts {
+            let h = &mut qps[hi];
+            // The line rate, with up to four steps' worth saved while the QPs had nothing to
+            // send (a NIC's burst).
+            h.budget = (h.budget + host_bytes_per_step).min(4 * host_bytes_per_step);
+            let host = &mut fabric.hosts[hi];
+            host.port.poll(now);
+            host.port.rx_burst(now, &mut rx, 256);
+            for p in rx.drain(..) {
+                let Ok(c) = classify(p.data(), pmtu) else {
+                    continue;
+                };
+                let Some(r) = c.roce() else { continue };
+                let qpn = r.bth.dest_qp;
+                if qpn == 1 {
+                    let mad = p
+                        .data()
+                        .get(usize::from(r.payload_offset)..)
+                        .and_then(|m| m.get(..usize::from(r.payload_len)))
+                        .unwrap_or(&[]);
+                    match cm::parse(mad) {
+                        Ok(CmMessage::Req {
+                            local_comm_id,
+                            qpn: peer,
+                            starting_psn,
+                        }) => {
+                            let Some(f) = flows.get(local_comm_id as usize) else {
+                                continue;
+                            };
+                            let eb = endpoint(f.dst, f.src, peer, sport_of(f.id));
+                            let mut resp = Responder::new(eb, starting_psn, pmtu, 16);
+                            resp.set_mode(o.receiver);
+                            resp.set_cnp_interval(o.dcqcn.map(|d| d.cnp_interval_ns));
+                            h.receivers.insert(receiver_qpn(f.id), (f.id, resp));
+                            let rep = CmMessage::Rep {
+                                local_comm_id: receiver_qpn(f.id),
+                                remote_comm_id: local_comm_id,
+                                qpn: receiver_qpn(f.id),
+                                starting_psn: Psn::new(0),
+                            };
+                            let mut v = vec![eb.cm_frame(&rep)];
+                            host.port.tx_burst(now, &mut v);
+                        }
+                        Ok(CmMessage::Rep { remote_comm_id, .. }) => {
+                            if let Some(Some(l)) = live.get_mut(remote_comm_id as usize) {
+                                if !l.posted {
+                                    l.posted = true;
+                                    let bytes = l.flow.bytes.min(u64::from(u32::MAX)) as u32;
+                                    l.req.post(Work::Write(bytes));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                } else if let Some((_, resp)) = h.receivers.get_mut(&qpn) {
+                    let mut nic = Nic {
+                        port: host.port.as_mut(),
+                        budget: &mut h.budget,
+                    };
+                    resp.handle(p.data(), now, &mut nic);
+                } else if let Some(&id) = h.sender_qpn.get(&qpn) {
+                    // A flow's live entry sits at its id (flows start in id order).
+                    if let Some(Some(l)) = live.get_mut(id as usize) {
+                        l.req.handle(p.data(), now);
+                    }
+                }
+            }
+            let n = h.senders.len();
+            if n > 0 {
+                h.rr = (h.rr + 1) % n;
+            }
+            finished.clear();
+            for k in 0..n {
+                let i = h.senders[(h.rr + k) % n];
+                let Some(l) = live[i].as_mut() else { continue };
+                if !l.posted {
+                    continue;
+                }
+                let mut nic = Nic {
+                    port: host.port.as_mut(),
+                    budget: &mut h.budget,
+                };
+                l.req.poll(now, &mut nic);
+                if l.req.done() {
+                    finished.push(i);
+                }
+            }
+            for &i in &finished {
+                let Some(l) = live[i].take() else { continue };
+                let id = l.flow.id;
+                results[id as usize].fct_ns = l.req.completion_ns.first().copied();
+                retransmitted += l.req.stats.retransmitted;
+                let h = &mut qps[hi];
+                h.senders.retain(|&x| x != i);
+                h.sender_qpn.remove(&sender_qpn(id));
+                if let Some((_, r)) = qps[l.flow.dst as usize].receivers.remove(&receiver_qpn(id)) {
+                    naks += r.stats.naks;
+                }
+                done += 1;
+            }
+        }
+        fabric.step(now);
+        now += o.step_ns.max(1);
+    }
+    if o.progress {
+        eprintln!();
+    }
+    for h in &qps {
+        naks += h.receivers.values().map(|(_, r)| r.stats.naks).sum::<u64>();
+    }
+    retransmitted += live
+        .iter()
+        .flatten()
+        .map(|l| l.req.stats.retransmitted)
+        .sum::<u64>();
+    let mut out = SimOutcome {
+        scheme: o.scheme,
+        receiver: o.receiver,
+        flows: results,
+        drops: 0,
+        naks,
+        retransmitted,
+        uplink_imbalance: Vec::new(),
+        reorder_max_depth: Vec::new(),
+        reorder_streams: Vec::new(),
+        simulated_ns: now,
+        switch_tx_pkts: 0,
+        wall_s: 0.0,
+    };
+    let leaves = t.leaves as usize;
+    for (k, (sw, ws)) in fabric.switches.into_iter().enumerate() {
+        let s = sw
+            .stop_driven(ws.into_iter().map(|w| w.finish()).collect())
+            .stats;
+        out.drops += s.dropped(DropReason::TxQueueFull);
+        out.switch_tx_pkts += s.tx_pkts;
+        if k < leaves {
+            let up: Vec<f64> = s.ports[t.hosts_per_leaf as usize..]
+                .iter()
+                .map(|p| p.tx_bytes as f64)
+                .collect();
+            let mean = up.iter().sum::<f64>() / up.len().max(1) as f64;
+            let max = up.iter().copied().fold(0.0, f64::max);
+            out.uplink_imbalance
+                .push(if mean > 0.0 { max / mean } else { 1.0 });
+            out.reorder_max_depth.push(s.reorder.max_depth);
+            out.reorder_streams.push(s.reorder.streams);
+        }
+    }
+    out.wall_s = wall.elapsed().as_secs_f64();
+    Ok(out)
+}

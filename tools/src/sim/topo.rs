@@ -1,0 +1,390 @@
+//! The simulated fabric: a two-tier leaf-spine whose switches are real sprayswitch instances
+//! (the configuration a user would write, validated, started with their workers handed back),
+//! joined by in-memory links that delay what crosses them, with hosts on the leaves.
+//!
+//! ```text
+//!   spine 0 ... spine S-1          every spine: one port per leaf, a route to each leaf's /16
+//!     |  \      /  |                (sprayswitch with reordering off: a forwarding switch)
+//!   leaf 1 ...  leaf L             every leaf: H host ports, S uplinks in one group, spraying
+//!   | .. |      | .. |             and reordering as the scheme says
+//!   hosts       hosts              host h of leaf r: 10.r.h.2
+//! ```
+//!
+//! Rates: every switch port is held to its rate by its egress queue (host ports at
+//! `host_rate_gbps`, fabric ports at `fabric_rate_gbps`), which also marks ECN and bounds the
+//! queue (`buffer_packets`); links add `link_delay_ns` each way.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::Context;
+use serde::Deserialize;
+use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
+use sprayswitch::port::fault::{FaultConfig, FaultInjector};
+use sprayswitch::port::mem;
+use sprayswitch::port::Port;
+use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::switch::Switch;
+use sprayswitch::wire::format_mac;
+use sprayswitch::worker::{IdlePolicy, Worker};
+use sprayswitch_control::Config;
+
+/// The topology file (`--topology FILE`; the embedded default is ConWeave's leaf-spine).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Leaf switches (racks).
+    pub leaves: u32,
+    /// Spine switches (each leaf has one uplink to each).
+    pub spines: u32,
+    /// Hosts per leaf.
+    pub hosts_per_leaf: u32,
+    /// Host links, Gbit/s.
+    pub host_rate_gbps: f64,
+    /// Leaf-spine links, Gbit/s.
+    pub fabric_rate_gbps: f64,
+    /// One-way delay of every link, ns.
+    pub link_delay_ns: u64,
+    /// Packets each switch port's egress queue holds.
+    pub buffer_packets: usize,
+    /// ECN marking thresholds of every switch port, KB (1000 bytes), and Pmax.
+    pub ecn_kmin_kb: f64,
+    /// See `ecn_kmin_kb`.
+    pub ecn_kmax_kb: f64,
+    /// See `ecn_kmin_kb`.
+    pub ecn_pmax: f64,
+}
+
+/// The embedded default topology's text.
+pub const DEFAULT_TOPOLOGY: &str = include_str!("../../sim/conweave.toml");
+
+impl Topology {
+    /// Parses and checks a topology file.
+    ///
+    /// # Errors
+    /// A TOML error, or a field out of range (named).
+    pub fn parse(text: &str) -> anyhow::Result<Topology> {
+        let t: Topology = toml::from_str(text).context("topology")?;
+        anyhow::ensure!(
+            (2..=200).contains(&t.leaves),
+            "leaves {}: use 2 to 200",
+            t.leaves
+        );
+        anyhow::ensure!(
+            (1..=64).contains(&t.spines),
+            "spines {}: use 1 to 64",
+            t.spines
+        );
+        anyhow::ensure!(
+            (1..=200).contains(&t.hosts_per_leaf),
+            "hosts_per_leaf {}: use 1 to 200",
+            t.hosts_per_leaf
+        );
+        for (name, v) in [
+            ("host_rate_gbps", t.host_rate_gbps),
+            ("fabric_rate_gbps", t.fabric_rate_gbps),
+        ] {
+            anyhow::ensure!(
+                v.is_finite() && v > 0.0 && v <= 1000.0,
+                "{name} {v}: use above 0, at most 1000"
+            );
+        }
+        anyhow::ensure!(t.buffer_packets >= 16, "buffer_packets: at least 16");
+        anyhow::ensure!(
+            t.ecn_kmin_kb >= 0.0
+                && t.ecn_kmax_kb >= t.ecn_kmin_kb
+                && (0.0..=1.0).contains(&t.ecn_pmax),
+            "ecn: kmin <= kmax, pmax from 0 to 1"
+        );
+        Ok(t)
+    }
+
+    /// The embedded default.
+    pub fn default_topology() -> Topology {
+        Topology::parse(DEFAULT_TOPOLOGY).expect("the embedded topology is valid")
+    }
+
+    /// Hosts in all.
+    pub fn hosts(&self) -> u32 {
+        self.leaves * self.hosts_per_leaf
+    }
+
+    /// Host link rate, bit/s.
+    pub fn host_bps(&self) -> u64 {
+        (self.host_rate_gbps * 1e9) as u64
+    }
+
+    /// Fabric link rate, bit/s.
+    pub fn fabric_bps(&self) -> u64 {
+        (self.fabric_rate_gbps * 1e9) as u64
+    }
+}
+
+/// How the leaves carry RoCE over their uplinks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// Per-flow hashing.
+    Ecmp,
+    /// Flowlets (50 us gap).
+    Flowlet,
+    /// Per-packet round robin, no reordering at the destination leaf.
+    Spray,
+    /// Per-packet round robin with sprayswitch's reordering.
+    SprayReorder,
+}
+
+impl Scheme {
+    /// Every scheme, in table order.
+    pub const ALL: [Scheme; 4] = [
+        Scheme::Ecmp,
+        Scheme::Flowlet,
+        Scheme::Spray,
+        Scheme::SprayReorder,
+    ];
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Ecmp => "ecmp",
+            Scheme::Flowlet => "flowlet",
+            Scheme::Spray => "spray",
+            Scheme::SprayReorder => "spray+reorder",
+        }
+    }
+
+    /// By name.
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn parse(s: &str) -> Result<Scheme, String> {
+        Scheme::ALL
+            .into_iter()
+            .find(|x| x.name() == s || (s == "spray_reorder" && *x == Scheme::SprayReorder))
+            .ok_or_else(|| format!("scheme '{s}': use ecmp, flowlet, spray or spray+reorder"))
+    }
+
+    fn policy(self) -> SprayPolicy {
+        match self {
+            Scheme::Ecmp => SprayPolicy::Ecmp,
+            Scheme::Flowlet => SprayPolicy::Flowlet,
+            Scheme::Spray | Scheme::SprayReorder => SprayPolicy::RoundRobin,
+        }
+    }
+}
+
+/// A host of the simulated fabric: its NIC's end of the link to its leaf.
+pub struct SimHost {
+    /// Towards the leaf (the link's delay applied on the way out).
+    pub port: Box<dyn Port>,
+    /// MAC.
+    pub mac: [u8; 6],
+    /// Address.
+    pub ip: Ipv4Addr,
+    /// Its leaf port's MAC.
+    pub gw_mac: [u8; 6],
+}
+
+/// The running fabric.
+pub struct Fabric {
+    /// Leaves then spines, each with its workers.
+    pub switches: Vec<(Switch, Vec<Worker>)>,
+    /// Every host, leaf by leaf.
+    pub hosts: Vec<SimHost>,
+}
+
+fn leaf_mac(leaf: u32, kind: u8, i: u32) -> [u8; 6] {
+    [0x02, 0x5a, leaf as u8, kind, (i >> 8) as u8, i as u8]
+}
+
+fn spine_mac(spine: u32, leaf: u32) -> [u8; 6] {
+    [0x02, 0x5b, spine as u8, 1, (leaf >> 8) as u8, leaf as u8]
+}
+
+/// Host `h` (1-based) of leaf `r` (1-based).
+pub fn host_ip(r: u32, h: u32) -> Ipv4Addr {
+    Ipv4Addr::new(10, r as u8, h as u8, 2)
+}
+
+/// The configuration text of leaf `r` (1-based).
+fn leaf_config(t: &Topology, r: u32, scheme: Scheme) -> String {
+    let mut s = format!(
+        "[switch]\nname = \"leaf-{r}\"\nspray_policy = \"{}\"\nseed = {r}\nidle = \"spin\"\n",
+        scheme.policy().name()
+    );
+    for h in 1..=t.hosts_per_leaf {
+        s += &format!(
+            "[[port]]\nname = \"h{h}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{r}.{h}.1/24\"]\n",
+            format_mac(leaf_mac(r, 1, h))
+        );
+    }
+    let mut members = Vec::new();
+    for sp in 0..t.spines {
+        s += &format!(
+            "[[port]]\nname = \"u{sp}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
+            format_mac(leaf_mac(r, 2, sp)),
+            format_mac(spine_mac(sp, r))
+        );
+        members.push(format!("\"u{sp}\""));
+    }
+    s += &format!(
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ngroup = \"fabric\"\n",
+        members.join(", ")
+    );
+    s
+}
+
+/// The configuration text of spine `sp` (0-based).
+fn spine_config(t: &Topology, sp: u32) -> String {
+    let mut s = format!(
+        "[switch]\nname = \"spine-{sp}\"\nseed = {}\nidle = \"spin\"\n[reorder]\nenabled = false\n",
+        1000 + sp
+    );
+    for r in 1..=t.leaves {
+        s += &format!(
+            "[[port]]\nname = \"l{r}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n[[uplink_group]]\nname = \"to-l{r}\"\nports = [\"l{r}\"]\nloss_detection = \"timeout\"\n[[route]]\nprefix = \"10.{r}.0.0/16\"\ngroup = \"to-l{r}\"\n",
+            format_mac(spine_mac(sp, r)),
+            format_mac(leaf_mac(r, 2, sp))
+        );
+    }
+    s
+}
+
+fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dyn Port> {
+    Box::new(FaultInjector::new(
+        p,
+        FaultConfig {
+            delay_ns,
+            queue_limit: capacity,
+            seed,
+            ..FaultConfig::default()
+        },
+    ))
+}
+
+impl Fabric {
+    /// Builds and starts the fabric of `t` for `scheme`; `flush_ns` is the switches' transmit
+    /// flush deadline (0 in virtual time: every iteration sends what it has).
+    ///
+    /// # Errors
+    /// When a generated configuration does not validate (a bug) or a switch does not start.
+    pub fn start(t: &Topology, scheme: Scheme) -> anyhow::Result<Fabric> {
+        let cap = (t.buffer_packets * 2).max(4096);
+        let mut leaf_ports: Vec<Vec<Box<dyn Port>>> = Vec::new();
+        let mut spine_ports: Vec<Vec<Option<Box<dyn Port>>>> = (0..t.spines)
+            .map(|_| (0..t.leaves).map(|_| None).collect())
+            .collect();
+        let mut hosts = Vec::new();
+        let mut seed = 1u64;
+        let mut next_seed = || {
+            seed += 1;
+            seed
+        };
+        for r in 1..=t.leaves {
+            let mut ports: Vec<Box<dyn Port>> = Vec::new();
+            for h in 1..=t.hosts_per_leaf {
+                let (host_end, leaf_end) =
+                    mem::link(&format!("host{r}-{h}"), &format!("h{h}"), cap);
+                ports.push(delayed(leaf_end, t.link_delay_ns, cap, next_seed()));
+                hosts.push(SimHost {
+                    port: delayed(host_end, t.link_delay_ns, cap, next_seed()),
+                    mac: leaf_mac(r, 3, h),
+                    ip: host_ip(r, h),
+                    gw_mac: leaf_mac(r, 1, h),
+                });
+            }
+            for sp in 0..t.spines {
+                let (leaf_end, spine_end) = mem::link(&format!("u{sp}"), &format!("l{r}"), cap);
+                ports.push(delayed(leaf_end, t.link_delay_ns, cap, next_seed()));
+                spine_ports[sp as usize][(r - 1) as usize] =
+                    Some(delayed(spine_end, t.link_delay_ns, cap, next_seed()));
+            }
+            leaf_ports.push(ports);
+        }
+        let ecn = sprayswitch::egress::EcnProfile {
+            kmin_bytes: (t.ecn_kmin_kb * 1000.0) as u64,
+            kmax_bytes: (t.ecn_kmax_kb * 1000.0) as u64,
+            pmax: t.ecn_pmax,
+        };
+        let mut switches = Vec::new();
+        for (i, ports) in leaf_ports.into_iter().enumerate() {
+            let r = i as u32 + 1;
+            let cfg = Config::parse(&leaf_config(t, r, scheme), &format!("leaf-{r}"))?;
+            let mut v = cfg.validate().with_context(|| format!("leaf {r}"))?;
+            for (k, p) in v.tables.ports.iter_mut().enumerate() {
+                p.rate_bps = Some(if k < t.hosts_per_leaf as usize {
+                    t.host_bps()
+                } else {
+                    t.fabric_bps()
+                });
+                p.ecn = Some(ecn);
+            }
+            for h in 1..=t.hosts_per_leaf {
+                let n = Neighbor {
+                    mac: leaf_mac(r, 3, h),
+                    port: (h - 1) as u16,
+                };
+                v.tables
+                    .neighbors
+                    .insert(ip_key(IpAddr::V4(host_ip(r, h))), n);
+            }
+            v.reorder = (scheme == Scheme::SprayReorder).then(ReorderConfig::default);
+            v.run.worker.idle = IdlePolicy::Spin;
+            v.run.worker.flush_ns = 0;
+            v.run.worker.tx_queue_limit = t.buffer_packets;
+            switches.push(v.start_driven(ports)?);
+        }
+        for (sp, ports) in spine_ports.into_iter().enumerate() {
+            let cfg = Config::parse(&spine_config(t, sp as u32), &format!("spine-{sp}"))?;
+            let mut v = cfg.validate().with_context(|| format!("spine {sp}"))?;
+            for p in &mut v.tables.ports {
+                p.rate_bps = Some(t.fabric_bps());
+                p.ecn = Some(ecn);
+            }
+            v.run.worker.idle = IdlePolicy::Spin;
+            v.run.worker.flush_ns = 0;
+            v.run.worker.tx_queue_limit = t.buffer_packets;
+            let ports: Vec<Box<dyn Port>> = ports.into_iter().flatten().collect();
+            switches.push(v.start_driven(ports)?);
+        }
+        Ok(Fabric { switches, hosts })
+    }
+
+    /// One loop iteration of every switch's workers at `now`.
+    pub fn step(&mut self, now: u64) {
+        for (_, ws) in &mut self.switches {
+            for w in ws.iter_mut() {
+                w.iterate(now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_topology_is_conweaves_leaf_spine_and_its_configurations_validate() {
+        let t = Topology::default_topology();
+        assert_eq!((t.leaves, t.spines, t.hosts_per_leaf), (8, 8, 16));
+        assert_eq!(t.hosts(), 128);
+        // 2:1 oversubscription.
+        assert!(
+            (f64::from(t.hosts_per_leaf) * t.host_rate_gbps
+                / (f64::from(t.spines) * t.fabric_rate_gbps)
+                - 2.0)
+                .abs()
+                < 1e-9
+        );
+        Config::parse(&leaf_config(&t, 1, Scheme::SprayReorder), "leaf")
+            .unwrap()
+            .validate()
+            .unwrap();
+        Config::parse(&spine_config(&t, 0), "spine")
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert!(Topology::parse("leaves = 1\nspines = 1\nhosts_per_leaf = 1\nhost_rate_gbps = 1\nfabric_rate_gbps = 1\nlink_delay_ns = 1\nbuffer_packets = 100\necn_kmin_kb = 1\necn_kmax_kb = 2\necn_pmax = 0.1\n").is_err());
+        assert_eq!(Scheme::parse("spray+reorder"), Ok(Scheme::SprayReorder));
+        assert!(Scheme::parse("conga").is_err());
+    }
+}
