@@ -411,7 +411,7 @@ impl<T> ReorderCore<T> {
         if now >= self.next_evict_scan {
             // 32 streams per period: a table of 131k streams is swept in 4096 periods, well
             // within the idle time that evicts (the period is at most 1/8192 of it, 10 us).
-            self.next_evict_scan = now + (self.cfg.idle_evict_ns / 8192).min(10_000);
+            self.next_evict_scan = now.saturating_add((self.cfg.idle_evict_ns / 8192).min(10_000));
             self.evict_some(now, out, 32);
         }
     }

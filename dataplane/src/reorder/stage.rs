@@ -404,6 +404,9 @@ mod tests {
         s.poll(10_000_000_000, &mut out);
         assert_eq!(s.held_bytes_for(0), 0, "released by the timeout");
         assert_eq!(out.len(), 14);
+        // A worker that stops polls once at the end of time (twice: nothing overflows).
+        s.poll(u64::MAX, &mut out);
+        s.poll(u64::MAX, &mut out);
     }
 
     #[test]
