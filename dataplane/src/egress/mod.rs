@@ -21,9 +21,11 @@
 //!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
 //!   timed at the port's configured rate (its link speed when it is shaped to its link;
 //!   a port shaped below its link pauses longer than the frame asks), or
-//!   [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already handed to the port (at most one
-//!   burst: `ready` never holds more) still go. A packet is marked on the depth of its own
-//!   priority: another priority's paused packets do not count.
+//!   [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already handed to the port still go:
+//!   `ready` holds at most [`EgressQueue::set_burst`]'s bound, and the worker sets none (a
+//!   port that pushes back then keeps what it was handed there, marked when handed over). A
+//!   packet is marked on the depth of its own priority: another priority's paused packets do
+//!   not count.
 //! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
 //!   is dropped (the caller counts it).
 //!
@@ -150,7 +152,7 @@ impl EgressQueue {
             paused_bytes_of: [0; 8],
             paused_bytes: 0,
             paused_pkts: 0,
-            burst: 32,
+            burst: usize::MAX,
             pause_until: [0; 8],
             pause_end: 0,
             shaper: None,
@@ -174,7 +176,7 @@ impl EgressQueue {
         self.ecn = cfg.ecn.map(Marker::new);
     }
 
-    /// Sets the most packets handed to the port at once (the worker's burst; default 32).
+    /// Sets the most packets handed to the port at once (default: no bound).
     pub fn set_burst(&mut self, burst: usize) {
         self.burst = burst.max(1);
         if self.ready.capacity() < self.burst {

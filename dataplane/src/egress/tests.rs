@@ -83,6 +83,7 @@ fn a_shaped_queue_sends_its_rate_in_order() {
         ecn: None,
     };
     let mut q = EgressQueue::new(cfg, 10_000, 1);
+    q.set_burst(32);
     for i in 0..1000 {
         assert!(q.enqueue(frame(ECT0, 964, i, false), 0, 0));
     }

@@ -112,6 +112,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         cli.duration_ms > 0.0 && cli.drain_ms >= 0.0,
         "--duration-ms above 0, --drain-ms at least 0"
     );
+    anyhow::ensure!(cli.step_ns >= 1, "--step-ns at least 1");
     let pattern = match cli.pattern.as_str() {
         "uniform" => Pattern::Uniform,
         "incast" => Pattern::Incast,
@@ -218,6 +219,15 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                     .with_context(|| format!("--check needs {} among the schemes", s.name()))
             };
             let (e, sr) = (find(Scheme::Ecmp)?, find(Scheme::SprayReorder)?);
+            // Unfinished flows are left out of the slowdowns: a check must not pass on them.
+            for o in runs.iter().filter(|o| o.receiver == *r) {
+                let unfinished = o.flows.iter().filter(|f| f.fct_ns.is_none()).count();
+                anyhow::ensure!(
+                    unfinished == 0,
+                    "check failed: {unfinished} flows of {} did not finish",
+                    o.scheme.name()
+                );
+            }
             anyhow::ensure!(
                 sr.avg < e.avg && sr.p99 < e.p99,
                 "check failed: spray+reorder avg {:.2} p99 {:.2} against ecmp avg {:.2} p99 {:.2}",

@@ -21,7 +21,6 @@ pub mod workload;
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use sprayswitch::engine::DropReason;
 use sprayswitch::port::{LinkState, Pkt, Port};
 use sprayswitch::wire::cm::{self, CmMessage};
 use sprayswitch::wire::{classify, Pmtu, Psn};
@@ -61,7 +60,7 @@ pub struct SimOutcome {
     pub receiver: ReceiverMode,
     /// Every flow, in id order.
     pub flows: Vec<FlowResult>,
-    /// Packets dropped by the switches (full egress queues).
+    /// Packets the switches dropped, for any reason.
     pub drops: u64,
     /// NAKs the receivers sent.
     pub naks: u64,
@@ -127,6 +126,10 @@ struct Live {
     req: Requester,
     /// The REP came: the WRITE is posted.
     posted: bool,
+    /// When the CM REQ last went out.
+    req_at: u64,
+    /// It.
+    req_frame: Pkt,
 }
 
 /// Per host: its QPs by QPN.
@@ -155,18 +158,27 @@ fn receiver_qpn(id: u32) -> u32 {
 /// Bytes on the wire of one packet around `payload` bytes (Ethernet, IPv4, UDP, BTH, ICRC).
 const HEADERS: u64 = 14 + 20 + 8 + 12 + 4;
 
-/// The ideal completion time of `bytes` alone on the fabric: the base round trip of its path
-/// (four links each way, a full frame serialised at each of the four transmitters on the way
-/// out and an ACK on the way back) plus its bytes with headers at the host's line rate.
+/// The ideal completion time of `bytes` alone on the fabric, between hosts of two racks: its
+/// bytes with headers at the slowest link's rate, the last packet stored and forwarded again
+/// by the leaf, the spine and the far leaf (at the fabric, fabric and host rates), four links
+/// of delay each way, and the ACK's serialisation at the four transmitters on the way back.
 pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64) -> u64 {
-    let rate = t.host_bps().min(t.fabric_bps()) as f64;
+    let (host, fabric) = (t.host_bps() as f64, t.fabric_bps() as f64);
     let packets = bytes.div_ceil(pmtu).max(1);
     let wire = (bytes + packets * HEADERS + 16) as f64;
-    let frame = (pmtu + HEADERS + 16) as f64;
+    let last = (bytes - (packets - 1) * pmtu + HEADERS + if packets == 1 { 16 } else { 0 }) as f64;
     let ack = (HEADERS + 4) as f64;
-    let base = 8.0 * t.link_delay_ns as f64 + 3.0 * frame * 8e9 / rate + 4.0 * ack * 8e9 / rate;
-    (base + wire * 8e9 / rate) as u64
+    let ns = |b: f64, rate: f64| b * 8e9 / rate;
+    let base = 8.0 * t.link_delay_ns as f64
+        + ns(last, fabric) * 2.0
+        + ns(last, host)
+        + ns(ack, host) * 2.0
+        + ns(ack, fabric) * 2.0;
+    (base + ns(wire, host.min(fabric))) as u64
 }
+
+/// How long a sender waits for the REP of its RDMA CM REQ before sending it again.
+const CM_RETRY_NS: u64 = 200_000;
 
 /// Runs `flows` over a fresh fabric.
 ///
@@ -175,6 +187,31 @@ pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64) -> u64 {
 pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
     let wall = std::time::Instant::now();
     let t = &o.topology;
+    let hosts = t.hosts();
+    for (i, f) in flows.iter().enumerate() {
+        anyhow::ensure!(
+            f.id as usize == i && f.src < hosts && f.dst < hosts && f.src != f.dst,
+            "flow {i}: ids must number the flows from 0, between two distinct hosts of the {hosts}"
+        );
+        anyhow::ensure!(
+            i == 0 || flows[i - 1].start_ns <= f.start_ns,
+            "flow {i}: flows must come in start order"
+        );
+        anyhow::ensure!(
+            f.bytes >= 1 && f.bytes <= u64::from(u32::MAX),
+            "flow {i}: 1 byte to 4 GiB"
+        );
+    }
+    anyhow::ensure!(
+        flows.len() < 0x7f_fff0,
+        "{} flows: at most 8 million per run (QPNs are 24 bits)",
+        flows.len()
+    );
+    anyhow::ensure!(
+        t.host_bps() as f64 * o.step_ns.max(1) as f64 / 8e9 >= 1.0,
+        "step {} ns: too short for a host to send a byte per step",
+        o.step_ns
+    );
     let mut fabric = Fabric::start(t, o.scheme)?;
     let pmtu = Pmtu::DEFAULT;
     let nhosts = fabric.hosts.len();
@@ -247,7 +284,8 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                 qpn: sender_qpn(f.id),
                 starting_psn: start,
             };
-            let mut v = vec![ea.cm_frame(&msg)];
+            let frame = ea.cm_frame(&msg);
+            let mut v = vec![frame.clone()];
             let host = &mut fabric.hosts[f.src as usize];
             host.port.tx_burst(now, &mut v);
             let h = &mut qps[f.src as usize];
@@ -257,6 +295,8 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                 flow: f,
                 req,
                 posted: false,
+                req_at: now,
+                req_frame: frame,
             }));
         }
         // Hosts: what arrived, then their QPs within the NIC's budget.
@@ -315,11 +355,9 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                         _ => {}
                     }
                 } else if let Some((_, resp)) = h.receivers.get_mut(&qpn) {
-                    let mut nic = Nic {
-                        port: host.port.as_mut(),
-                        budget: &mut h.budget,
-                    };
-                    resp.handle(p.data(), now, &mut nic);
+                    // ACKs, NAKs and CNPs go out at once: small, and a reply held back would
+                    // wait for the QP's next packet (after the last one, the sender's timeout).
+                    resp.handle(p.data(), now, host.port.as_mut());
                 } else if let Some(&id) = h.sender_qpn.get(&qpn) {
                     // A flow's live entry sits at its id (flows start in id order).
                     if let Some(Some(l)) = live.get_mut(id as usize) {
@@ -336,6 +374,11 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                 let i = h.senders[(h.rr + k) % n];
                 let Some(l) = live[i].as_mut() else { continue };
                 if !l.posted {
+                    if now.saturating_sub(l.req_at) >= CM_RETRY_NS {
+                        l.req_at = now;
+                        let mut v = vec![l.req_frame.clone()];
+                        host.port.tx_burst(now, &mut v);
+                    }
                     continue;
                 }
                 let mut nic = Nic {
@@ -394,7 +437,7 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
         let s = sw
             .stop_driven(ws.into_iter().map(|w| w.finish()).collect())
             .stats;
-        out.drops += s.dropped(DropReason::TxQueueFull);
+        out.drops += s.drops_total();
         out.switch_tx_pkts += s.tx_pkts;
         if k < leaves {
             let up: Vec<f64> = s.ports[t.hosts_per_leaf as usize..]

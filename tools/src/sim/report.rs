@@ -61,7 +61,8 @@ fn summarise(flows: &[&FlowResult]) -> Slowdown {
     }
 }
 
-/// Overall, and per bin of 5% of the flows by size (smallest first).
+/// Overall, and per bin of 5% of the flows by size (smallest first), over the flows that
+/// finished (the table counts the others apart; `--check` fails on any).
 pub fn slowdowns(o: &SimOutcome) -> (Slowdown, Vec<Slowdown>) {
     let mut by_size: Vec<&FlowResult> = o.flows.iter().collect();
     by_size.sort_by_key(|f| (f.bytes, f.id));

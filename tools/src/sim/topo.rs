@@ -88,7 +88,16 @@ impl Topology {
                 "{name} {v}: use above 0, at most 1000"
             );
         }
-        anyhow::ensure!(t.buffer_packets >= 16, "buffer_packets: at least 16");
+        anyhow::ensure!(
+            (16..=1 << 20).contains(&t.buffer_packets),
+            "buffer_packets {}: use 16 to 1048576",
+            t.buffer_packets
+        );
+        anyhow::ensure!(
+            t.link_delay_ns <= 1_000_000_000,
+            "link_delay_ns {}: at most 1 s",
+            t.link_delay_ns
+        );
         anyhow::ensure!(
             t.ecn_kmin_kb >= 0.0
                 && t.ecn_kmax_kb >= t.ecn_kmin_kb
@@ -261,8 +270,8 @@ fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dy
 }
 
 impl Fabric {
-    /// Builds and starts the fabric of `t` for `scheme`; `flush_ns` is the switches' transmit
-    /// flush deadline (0 in virtual time: every iteration sends what it has).
+    /// Builds and starts the fabric of `t` for `scheme` (the switches flush every iteration:
+    /// in virtual time nothing waits for a deadline).
     ///
     /// # Errors
     /// When a generated configuration does not validate (a bug) or a switch does not start.

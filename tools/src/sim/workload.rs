@@ -49,8 +49,14 @@ impl SizeCdf {
             let (Ok(size), Ok(pct)) = (a.parse::<f64>(), b.parse::<f64>()) else {
                 return Err(format!("{name}:{}: '{line}' is not two numbers", i + 1));
             };
-            if !(size.is_finite() && size >= 0.0 && (0.0..=100.0).contains(&pct)) {
-                return Err(format!("{name}:{}: size or percent out of range", i + 1));
+            if !(size.is_finite()
+                && (0.0..=f64::from(u32::MAX)).contains(&size)
+                && (0.0..=100.0).contains(&pct))
+            {
+                return Err(format!(
+                    "{name}:{}: size (0 to 4 GiB) or percent (0 to 100) out of range",
+                    i + 1
+                ));
             }
             if let Some(&(s0, p0)) = points.last() {
                 if size < s0 || pct / 100.0 < p0 {
@@ -64,6 +70,11 @@ impl SizeCdf {
         }
         if points.last().is_some_and(|p| (p.1 - 1.0).abs() > 1e-9) {
             return Err(format!("{name}: the last point must be at 100%"));
+        }
+        if points.last().is_some_and(|p| p.0 < 64.0) {
+            return Err(format!(
+                "{name}: the largest size must be at least 64 bytes"
+            ));
         }
         Ok(SizeCdf {
             name: name.to_string(),
@@ -217,6 +228,11 @@ mod tests {
         assert!(SizeCdf::parse("t", "0 0\n1000 90\n").is_err());
         assert!(SizeCdf::parse("t", "0 0\nten 100\n").is_err());
         assert!(SizeCdf::parse("t", "5 100\n").is_err());
+        assert!(
+            SizeCdf::parse("t", "0 0\n0 100\n").is_err(),
+            "no flow of 0 bytes"
+        );
+        assert!(SizeCdf::parse("t", "0 0\n1e12 100\n").is_err());
     }
 
     #[test]
