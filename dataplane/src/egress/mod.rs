@@ -21,11 +21,11 @@
 //!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
 //!   timed at the port's configured rate (its link speed when it is shaped to its link;
 //!   a port shaped below its link pauses longer than the frame asks), or
-//!   [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already handed to the port still go:
-//!   `ready` holds at most [`EgressQueue::set_burst`]'s bound, and the worker sets none (a
-//!   port that pushes back then keeps what it was handed there, marked when handed over). A
-//!   packet is marked on the depth of its own priority: another priority's paused packets do
-//!   not count.
+//!   [`DEFAULT_PAUSE_RATE_BPS`] without one. Packets already handed to the port still go, up
+//!   to [`PAUSE_SLACK_PKTS`]: `ready` holds at most [`EgressQueue::set_burst`]'s bound, and the
+//!   worker sets none (a port that pushes back keeps what it was handed there, marked when
+//!   handed over), so a pause puts what is beyond one burst back to wait. A packet is marked
+//!   on the depth of its own priority: another priority's paused packets do not count.
 //! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
 //!   is dropped (the caller counts it).
 //!
@@ -45,6 +45,9 @@ use crate::wire::pause::{quanta_ns, PauseFrame};
 pub use depth::{depth_histogram, DepthCounts};
 pub use ecn::EcnProfile;
 pub use shaper::Shaper;
+
+/// Packets already handed to a port that a pause lets go (one burst of the worker's).
+pub const PAUSE_SLACK_PKTS: usize = 32;
 
 /// The speed pause quanta are timed at on a port without a configured rate.
 pub const DEFAULT_PAUSE_RATE_BPS: u64 = 100_000_000_000;
@@ -374,6 +377,17 @@ impl EgressQueue {
         self.pause_end = self.pause_until.iter().copied().max().unwrap_or(0);
         if self.pause_end > now {
             self.counts.paused_ns += self.pause_end - now;
+            // What a port that pushed back was handed beyond one burst waits again, in order,
+            // so that the pause holds all but one burst.
+            if self.ready.len() > PAUSE_SLACK_PKTS {
+                let tail = self.ready.split_off(PAUSE_SLACK_PKTS);
+                let bytes: u64 = tail.iter().map(|p| p.len() as u64).sum();
+                self.ready_bytes -= bytes;
+                self.waiting_bytes += bytes;
+                for p in tail.into_iter().rev() {
+                    self.waiting.push_front(p);
+                }
+            }
         }
     }
 

@@ -265,3 +265,29 @@ fn depths_are_recorded_with_what_is_held_elsewhere() {
     assert_eq!(h.len(), 2);
     assert!(h.max() >= (5_000 + len) * 15 / 16, "{}", h.max());
 }
+
+#[test]
+fn a_pause_takes_back_what_a_port_that_pushed_back_was_handed_beyond_one_burst() {
+    let mut q = EgressQueue::new(EgressConfig::default(), 256, 1);
+    for i in 0..100 {
+        assert!(q.enqueue(frame(ECT0, 100, i, false), 0, 0));
+    }
+    // The port took none of them: all 100 were handed over.
+    assert_eq!(q.ready.len(), 100);
+    q.handle_pause(&PauseFrame::Pause { quanta: 1000 }, 10);
+    assert_eq!(q.ready.len(), PAUSE_SLACK_PKTS, "one burst still goes");
+    assert_eq!(q.len(), 100);
+    q.service(20, 0);
+    assert_eq!(
+        q.ready.len(),
+        PAUSE_SLACK_PKTS,
+        "the rest waits for the pause"
+    );
+    q.service(10 + 5_120, 0);
+    let psns: Vec<u32> = q.ready.iter().map(psn_of).collect();
+    assert_eq!(psns, (0..100).collect::<Vec<_>>(), "in order");
+    assert_eq!(
+        q.bytes(),
+        q.ready.iter().map(|p| p.len() as u64).sum::<u64>()
+    );
+}
