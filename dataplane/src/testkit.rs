@@ -84,6 +84,17 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
     t
 }
 
+/// The PSN of a RoCEv2 frame, for tests that check order.
+///
+/// # Panics
+/// When the frame is not RoCEv2.
+pub fn psn_of(frame: &[u8]) -> u32 {
+    crate::wire::classify(frame, crate::wire::Pmtu::DEFAULT)
+        .ok()
+        .and_then(|c| c.roce().map(|r| r.bth.psn.value()))
+        .expect("a RoCEv2 frame")
+}
+
 /// An RC WRITE ONLY frame from the host behind downlink `from` to `dst`, `payload` bytes long.
 pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize) -> Vec<u8> {
     let body = vec![0x5A; payload];

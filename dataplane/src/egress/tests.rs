@@ -36,13 +36,7 @@ fn frame(tos: u8, payload: usize, psn: u32, v6: bool) -> Pkt {
 }
 
 fn psn_of(p: &Pkt) -> u32 {
-    crate::wire::classify(p.data(), crate::wire::Pmtu::DEFAULT)
-        .unwrap()
-        .roce()
-        .unwrap()
-        .bth
-        .psn
-        .value()
+    crate::testkit::psn_of(p.data())
 }
 
 /// The one's complement sum of a header with its checksum: 0xffff when the checksum is right.

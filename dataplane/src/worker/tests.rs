@@ -206,13 +206,7 @@ fn drain(port: &mut MemPort) -> Vec<Pkt> {
 }
 
 fn psn(p: &Pkt) -> u32 {
-    crate::wire::classify(p.data(), crate::wire::Pmtu::DEFAULT)
-        .unwrap()
-        .roce()
-        .unwrap()
-        .bth
-        .psn
-        .value()
+    crate::testkit::psn_of(p.data())
 }
 
 #[test]
