@@ -105,7 +105,7 @@ impl ReorderStage {
 
     /// Sends on what the core released (the egress queue of each port holds it to the port's
     /// rate).
-    fn emit(&mut self, _now: u64, out: &mut Vec<(PortId, Pkt)>) {
+    fn emit(&mut self, out: &mut Vec<(PortId, Pkt)>) {
         out.append(&mut self.released);
     }
 }
@@ -175,7 +175,7 @@ impl DownlinkStage for ReorderStage {
             }
             _ => self.released.push(item),
         }
-        self.emit(now, out);
+        self.emit(out);
     }
 
     fn observe(&mut self, port: PortId, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
@@ -198,7 +198,7 @@ impl DownlinkStage for ReorderStage {
                 req,
                 now,
             );
-            self.emit(now, out);
+            self.emit(out);
             return;
         }
         match meta.kind {
@@ -239,12 +239,12 @@ impl DownlinkStage for ReorderStage {
             MetaKind::Cm { .. } => self.observe_cm(meta, now),
             _ => {}
         }
-        self.emit(now, out);
+        self.emit(out);
     }
 
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         self.core.poll(now, &mut self.released);
-        self.emit(now, out);
+        self.emit(out);
         self.core.take_hold_times(&mut self.hold_times);
         for t in self.hold_times.drain(..) {
             let _ = self.hist.record(t.max(1));
@@ -335,7 +335,7 @@ impl DownlinkStage for ReorderStage {
 
     fn set_paths(&mut self, count: usize, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         self.core.set_paths(count, down, now, &mut self.released);
-        self.emit(now, out);
+        self.emit(out);
     }
 }
 
