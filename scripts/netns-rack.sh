@@ -17,7 +17,9 @@
 #
 # Environment (defaults in brackets):
 #   HOSTS [2]  PATHS [4]  DELAYS_US ["0 20 40 60"] (one per path)  LOSS [""] (e.g. "0 0.01 0 0")
-#   BACKEND [auto] (af_xdp, af_packet, auto)  POLICY [round_robin]  REORDER [1]
+#   BACKEND [auto] (af_xdp, af_packet, auto; dpdk: the ToRs' ports are DPDK net_af_packet
+#     vdevs, the fabric stays on auto; needs BIN built with --features dpdk, SHAPE=split)
+#   POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
 #   HOST_RATE_MBPS [""]: the ToRs pace what they send to each host at this rate (unpaced if empty)
 #   MTU [1500] (every link; up to 9000; AF_XDP uses multi-buffer above 3822 bytes per frame)
@@ -241,7 +243,9 @@ up() {
       --idle "$IDLE" --idle-us "$IDLE_US" \
       "${core[@]}" >"$STATE/tor-$r.toml"
   done
-  ip netns exec "$P-fab" "${prefix[@]}" "$BIN/sprayfabric" --backend "$BACKEND" "${fabric_args[@]}" \
+  # The fabric emulator has no DPDK ports: with BACKEND=dpdk only the ToRs use DPDK.
+  fabric_backend=$([ "$BACKEND" = dpdk ] && echo auto || echo "$BACKEND")
+  ip netns exec "$P-fab" "${prefix[@]}" "$BIN/sprayfabric" --backend "$fabric_backend" "${fabric_args[@]}" \
     --idle "$IDLE" --idle-us "$IDLE_US" \
     >"$STATE/fabric.log" 2>&1 &
   echo $! >"$STATE/fabric.pid"

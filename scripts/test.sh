@@ -9,8 +9,11 @@
 #     scripts/rxe-guest.sh and cached in /var/cache/sprayswitch)
 #   - iproute2, ping, ethtool and tcpdump (the real-port tests build veth topologies in their own network
 #     namespaces; as root they are required, otherwise they report themselves skipped)
-# Then: rustfmt check, clippy with warnings denied, every test of the workspace, the release
-# reorder stress test, Soft-RoCE guests through the switches (as root), fuzz smoke run.
+#   - libdpdk-dev and pkg-config (DPDK 22.11: the `dpdk` port backend's build and its tests on
+#     net_af_packet vdevs, as root)
+# Then: rustfmt check, clippy with warnings denied, every test of the workspace, the DPDK
+# backend's tests (as root), the release reorder stress test, Soft-RoCE guests through the
+# switches (as root), fuzz smoke run.
 #
 # Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
 set -euo pipefail
@@ -31,6 +34,10 @@ command -v ethtool >/dev/null 2>&1 || missing+=(ethtool)
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v cpio >/dev/null 2>&1 || missing+=(cpio)
 command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+if [ "$(id -u)" = 0 ] && ! pkg-config --exists libdpdk 2>/dev/null; then
+  missing+=(libdpdk-dev)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     apt-get update -qq
@@ -67,6 +74,17 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib
 
 step "cargo test (workspace)"
 SPRAYSWITCH_REQUIRE_INTEROP=1 cargo test --workspace
+
+if [ "$(id -u)" = 0 ]; then
+  step "DPDK backend (feature dpdk): clippy, then its port and rack tests on net_af_packet vdevs"
+  # The feature on for the whole workspace (its crates forward it); the binaries the rack test
+  # starts are rebuilt with it.
+  cargo clippy --workspace --all-targets --features sprayswitch-tests/dpdk -- -D warnings
+  cargo build --workspace --bins --features sprayswitch-tests/dpdk
+  cargo test -p sprayswitch-tests --features dpdk --test real_ports --test netns_rack dpdk
+else
+  step "DPDK backend: SKIPPED (its tests need root for namespaces and raw sockets)"
+fi
 
 step "reorder stress: 4 workers, 10 million packets (release build)"
 cargo test --release -p sprayswitch-tests --test reorder_stress

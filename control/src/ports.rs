@@ -1,7 +1,8 @@
 //! Opens the ports a validated configuration describes, before any worker starts: capture
-//! replays, AF_XDP and AF_PACKET interfaces. The AF_XDP ports of one worker share one UMEM
-//! (frames move between them as descriptors). `auto` ports try AF_XDP and fall back to
-//! AF_PACKET with the reason logged. Any failure is an error naming the port.
+//! replays, AF_XDP and AF_PACKET interfaces, DPDK devices. The AF_XDP ports of one worker share
+//! one UMEM (frames move between them as descriptors). `auto` ports try AF_XDP and fall back to
+//! AF_PACKET with the reason logged. DPDK ports start EAL first (once, with `[dpdk] eal_args`).
+//! Any failure is an error naming the port.
 
 use anyhow::{bail, Context};
 use sprayswitch::engine::PortId;
@@ -75,9 +76,10 @@ pub fn open_ports_with_mem(
                 report[i] = "pcap".into();
                 slots[i] = Some(Box::new(p));
             }
-            Backend::Real { .. } => {}
+            Backend::Real { .. } | Backend::Dpdk { .. } => {}
         }
     }
+    open_dpdk(v, &mut slots, &mut report)?;
     #[cfg(target_os = "linux")]
     open_real(v, &owner, &mut slots, &mut report)?;
     #[cfg(not(target_os = "linux"))]
@@ -203,4 +205,96 @@ fn open_real(
         }
     }
     Ok(())
+}
+
+/// Opens the DPDK ports of `v`, starting EAL first.
+#[cfg(all(feature = "dpdk", target_os = "linux"))]
+fn open_dpdk(
+    v: &Validated,
+    slots: &mut [Option<Box<dyn Port>>],
+    report: &mut [String],
+) -> anyhow::Result<()> {
+    use sprayswitch::port::dpdk::{init_eal, DpdkOptions, DpdkPort};
+
+    let Some(run) = &v.dpdk else {
+        return Ok(());
+    };
+    init_eal(&run.eal_args)?;
+    for (i, b) in v.backends.iter().enumerate() {
+        let Backend::Dpdk { device, queues } = b else {
+            continue;
+        };
+        let info = &v.tables.ports[i];
+        let o = DpdkOptions {
+            device: device.clone(),
+            queues: *queues,
+            mtu: info.mtu,
+            mbufs: run.mbufs,
+        };
+        let p = DpdkPort::open(&info.name, &o)?;
+        let m = p.mac();
+        report[i] = format!(
+            "dpdk {} ({}) queues {queues}, device mac \
+             {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            p.device(),
+            p.driver(),
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5]
+        );
+        slots[i] = Some(Box::new(p));
+    }
+    Ok(())
+}
+
+/// Without the `dpdk` feature a DPDK port is an error that says how to get one.
+#[cfg(not(all(feature = "dpdk", target_os = "linux")))]
+fn open_dpdk(
+    v: &Validated,
+    _slots: &mut [Option<Box<dyn Port>>],
+    _report: &mut [String],
+) -> anyhow::Result<()> {
+    if let Some(i) = v
+        .backends
+        .iter()
+        .position(|b| matches!(b, Backend::Dpdk { .. }))
+    {
+        bail!(
+            "port {}: this sprayswitch was built without DPDK: build it with `cargo build \
+             --release --features dpdk` (needs DPDK 22.11's libdpdk-dev and pkg-config), on Linux",
+            v.tables.ports[i].name
+        );
+    }
+    Ok(())
+}
+
+/// Without the feature, a DPDK port is refused before anything opens.
+#[cfg(all(test, not(all(feature = "dpdk", target_os = "linux"))))]
+mod tests {
+    use crate::config::Config;
+
+    /// The refusal says how to build a switch that has DPDK ports.
+    #[test]
+    fn a_dpdk_port_without_the_feature_says_how_to_get_one() {
+        let text = format!(
+            "{}\n[[port]]\nname = \"x\"\nbackend = \"dpdk\"\ndevice = \"0000:3b:00.0\"\n\
+             role = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n[dpdk]\neal_args = []\n",
+            crate::config::DEFAULT_CONFIG
+        );
+        let v = Config::parse(&text, "t").unwrap().validate().unwrap();
+        let e = super::open_ports_with_mem(&v, |_| {
+            Ok(Box::new(sprayswitch::port::mem::link("m", "n", 16).0))
+        })
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            e.starts_with("port x: this sprayswitch was built without DPDK"),
+            "{e}"
+        );
+        assert!(e.contains("--features dpdk"), "{e}");
+    }
 }

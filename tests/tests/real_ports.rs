@@ -425,3 +425,168 @@ fn the_counting_sink_counts_what_arrives() {
     }
     assert_eq!(sink.count(), 100);
 }
+
+/// DPDK ports (`net_af_packet` vdevs on the veth): the same echo as for the other backends,
+/// every mbuf back in its pool afterwards, and setup errors that say what to do. EAL starts
+/// once per process, so every DPDK test of this binary uses [`dpdk::eal`].
+#[cfg(feature = "dpdk")]
+mod dpdk {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sprayswitch::port::dpdk::{init_eal, DpdkOptions, DpdkPort};
+    use sprayswitch::port::{Pkt, Port};
+    use sprayswitch_tests::netns::available;
+
+    use super::{echo_through, expect_answers, pair, send_all, wait_link_up};
+
+    fn eal_args() -> Vec<String> {
+        [
+            "--no-huge",
+            "-m",
+            "256",
+            "--no-shconf",
+            "--no-pci",
+            "--no-telemetry",
+            "-l",
+            "0",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn eal() {
+        init_eal(&eal_args()).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Options for a vdev on `iface`, with a name no other test of the process uses.
+    fn on(iface: &str) -> DpdkOptions {
+        static N: AtomicU32 = AtomicU32::new(0);
+        DpdkOptions {
+            device: format!(
+                "net_af_packet_t{},iface={iface}",
+                N.fetch_add(1, Ordering::Relaxed)
+            ),
+            queues: 1,
+            mtu: 1500,
+            mbufs: 2048,
+        }
+    }
+
+    #[test]
+    fn dpdk_port_receives_and_transmits_and_returns_every_mbuf() {
+        if !available("dpdk_port_receives_and_transmits_and_returns_every_mbuf") {
+            return;
+        }
+        eal();
+        let p = pair();
+        let mut port =
+            p.sw.run(|| DpdkPort::open("b0", &on("b0")).unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(port.driver(), "net_af_packet");
+        // The device's MAC is the veth's.
+        assert_eq!(port.mac(), [0x02, 0, 0, 0, 0x77, 0x02]);
+        let idle = port.pool_in_use();
+        // The first answer is the received mbuf turned around in place (no copy), the second
+        // a heap copy the port copies into one of its mbufs.
+        expect_answers(echo_through(&p, &mut port));
+        assert_eq!(port.dropped(), 0);
+        assert_eq!(port.linearized(), 0);
+        assert_eq!(
+            port.pool_in_use(),
+            idle,
+            "every mbuf is back in the pool (sent ones freed by the driver)"
+        );
+        // Received packets held by the switch keep their mbufs; dropping them returns them.
+        let mut held = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                p.host.enter();
+                let sock = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
+                for i in 0..20u8 {
+                    sock.send_to(&[i; 64], "10.77.0.2:9999").unwrap();
+                }
+            });
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut rx = Vec::new();
+        while held.len() < 20 {
+            assert!(std::time::Instant::now() < deadline, "got {}", held.len());
+            port.rx_burst(sprayswitch::time::now_ns(), &mut rx, 32);
+            held.extend(rx.drain(..).filter(|f| super::is_udp_to(f.data(), 9999)));
+        }
+        assert!(port.pool_in_use() >= idle + 20);
+        drop(held);
+        assert_eq!(port.pool_in_use(), idle);
+    }
+
+    #[test]
+    fn dpdk_port_drops_and_counts_a_frame_larger_than_its_mtu() {
+        if !available("dpdk_port_drops_and_counts_a_frame_larger_than_its_mtu") {
+            return;
+        }
+        eal();
+        let p = pair();
+        let mut port =
+            p.sw.run(|| DpdkPort::open("b0", &on("b0")).unwrap_or_else(|e| panic!("{e}")));
+        wait_link_up(&mut port);
+        // A frame from another backend that no mbuf of a 1500-MTU port holds: taken (so it
+        // blocks nothing behind it), dropped, counted.
+        let mut q = vec![Pkt::from_slice(&[0u8; 4000]), Pkt::from_slice(&[0u8; 60])];
+        let taken = port.tx_burst(sprayswitch::time::now_ns(), &mut q);
+        assert_eq!(taken, 2);
+        assert_eq!(port.dropped(), 1);
+        send_all(&mut port, Pkt::from_slice(&[0u8; 60]));
+    }
+
+    #[test]
+    fn dpdk_setup_errors_say_what_to_do() {
+        if !available("dpdk_setup_errors_say_what_to_do") {
+            return;
+        }
+        eal();
+        // EAL runs once per process: other arguments are refused, the same ones accepted.
+        let mut other = eal_args();
+        other.push("--log-level=*:debug".into());
+        let e = init_eal(&other).unwrap_err().to_string();
+        assert!(e.contains("initialised already"), "{e}");
+        assert!(init_eal(&eal_args()).is_ok());
+        let p = pair();
+        p.sw.run(|| {
+            let mut o = on("b0");
+            o.device = "0000:3b:00.0".into();
+            let e = DpdkPort::open("up1", &o)
+                .err()
+                .expect("no such device")
+                .to_string();
+            assert!(
+                e.starts_with("port up1: no DPDK device \"0000:3b:00.0\""),
+                "{e}"
+            );
+            assert!(e.contains("--vdev"), "{e}");
+            let mut o = on("b0");
+            o.queues = 4;
+            let e = DpdkPort::open("up2", &o)
+                .err()
+                .expect("too many queues")
+                .to_string();
+            assert!(
+                e.contains("has 1 receive/transmit queue pairs, 4 asked for"),
+                "{e}"
+            );
+            let mut o = on("b0");
+            o.mtu = 9000;
+            let e = DpdkPort::open("up3", &o)
+                .err()
+                .expect("frames too large")
+                .to_string();
+            assert!(e.contains("MTU 9000 is more than"), "{e}");
+            assert!(e.contains("(MTU 1500)"), "{e}");
+            let mut o = on("b0");
+            o.mbufs = 1 << 24;
+            let e = DpdkPort::open("up4", &o)
+                .err()
+                .expect("no memory")
+                .to_string();
+            assert!(e.contains("-m MB"), "{e}");
+        });
+    }
+}

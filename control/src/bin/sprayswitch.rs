@@ -101,6 +101,7 @@ fn describe(v: &Validated) {
                 queues,
                 xdp_mode,
             } => format!("{kind:?} on {interface} (queues {queues}, xdp mode {xdp_mode:?})"),
+            Backend::Dpdk { device, queues } => format!("dpdk {device} (queues {queues})"),
             Backend::Pcap { input, output, .. } => format!(
                 "pcap in={} out={}",
                 input

@@ -75,6 +75,8 @@ pub enum BackendKind {
     AfPacket,
     /// `auto`: AF_XDP, falling back to AF_PACKET.
     Auto,
+    /// `dpdk`: a DPDK ethdev (the binary needs the `dpdk` cargo feature).
+    Dpdk,
 }
 
 impl BackendKind {
@@ -96,9 +98,10 @@ impl FromStr for BackendKind {
             "af_xdp" => BackendKind::AfXdp,
             "af_packet" => BackendKind::AfPacket,
             "auto" => BackendKind::Auto,
+            "dpdk" => BackendKind::Dpdk,
             other => {
                 return Err(format!(
-                    "'{other}': use 'mem', 'pcap', 'af_xdp', 'af_packet' or 'auto'"
+                    "'{other}': use 'mem', 'pcap', 'af_xdp', 'af_packet', 'auto' or 'dpdk'"
                 ))
             }
         })
@@ -136,6 +139,7 @@ impl fmt::Display for BackendKind {
             BackendKind::AfXdp => "af_xdp",
             BackendKind::AfPacket => "af_packet",
             BackendKind::Auto => "auto",
+            BackendKind::Dpdk => "dpdk",
         })
     }
 }
@@ -146,12 +150,12 @@ mod tests {
 
     #[test]
     fn a_bad_name_is_kept_for_validation_to_report_with_its_field() {
-        let c: Choice<BackendKind> = Choice::new("dpdk");
-        assert_eq!(c.text(), "dpdk");
+        let c: Choice<BackendKind> = Choice::new("netmap");
+        assert_eq!(c.text(), "netmap");
         assert_eq!(c.value(), None);
         let e = c.get(|| "port[3].backend".into()).unwrap_err();
         assert_eq!(e.field, "port[3].backend");
-        assert!(e.reason.starts_with("'dpdk': use 'mem'"), "{e}");
+        assert!(e.reason.starts_with("'netmap': use 'mem'"), "{e}");
         let ok: Choice<XdpModeChoice> = Choice::new("skb");
         assert_eq!(ok.get(String::new).unwrap(), XdpModeChoice::Skb);
     }

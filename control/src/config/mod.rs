@@ -174,14 +174,17 @@ impl Default for ReorderSection {
 pub struct PortSection {
     /// Unique name.
     pub name: String,
-    /// `mem`, `pcap`, `af_xdp`, `af_packet`, or `auto` (AF_XDP, falling back to AF_PACKET
-    /// with a logged reason).
+    /// `mem`, `pcap`, `af_xdp`, `af_packet`, `auto` (AF_XDP, falling back to AF_PACKET
+    /// with a logged reason) or `dpdk`.
     #[serde(default = "default_backend")]
     pub backend: Choice<BackendKind>,
     /// Real ports: the interface to open; default: the port's name.
     pub interface: Option<String>,
-    /// AF_XDP: receive queues to open (0..queues); default 1.
+    /// AF_XDP and DPDK: receive queues to open (0..queues); default 1.
     pub queues: Option<u32>,
+    /// DPDK: the device, a PCI address (`0000:3b:00.0`), a vdev of `[dpdk] eal_args`
+    /// (`net_af_packet0`), or a vdev's whole devargs (`net_af_packet0,iface=eth0`).
+    pub device: Option<String>,
     /// AF_XDP: `auto` (native, falling back to skb), `native` or `skb`.
     pub xdp_mode: Option<Choice<XdpModeChoice>>,
     /// `downlink` or `uplink`.
@@ -288,6 +291,21 @@ pub struct Config {
     /// `[[neighbor]]`.
     #[serde(default, rename = "neighbor")]
     pub neighbors: Vec<NeighborSection>,
+    /// `[dpdk]`: how DPDK's EAL starts, for `backend = "dpdk"` ports.
+    #[serde(default)]
+    pub dpdk: DpdkSection,
+}
+
+/// `[dpdk]`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DpdkSection {
+    /// EAL's arguments, as for any DPDK program (`["--no-huge", "-m", "512", "--no-shconf",
+    /// "--vdev", "net_af_packet0,iface=eth0"]`, `-a 0000:3b:00.0` allow-lists ...).
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    /// Mbufs in each DPDK port's pool; default 16384.
+    pub mbufs: Option<u32>,
 }
 
 /// Which kernel interface a real port uses.
@@ -314,6 +332,13 @@ pub enum Backend {
         output: Option<PathBuf>,
         /// Replay pace.
         pace: Pace,
+    },
+    /// A DPDK ethdev.
+    Dpdk {
+        /// The device (PCI address, vdev name or devargs).
+        device: String,
+        /// Queue pairs.
+        queues: u32,
     },
     /// A Linux interface through AF_XDP or AF_PACKET.
     Real {
@@ -343,6 +368,17 @@ pub struct Validated {
     pub reorder: Option<ReorderConfig>,
     /// Each port's reorder settings (hold timeout, loss recovery), in table order.
     pub port_reorder: Vec<PortReorder>,
+    /// EAL arguments and pool size, when a port uses DPDK.
+    pub dpdk: Option<DpdkRun>,
+}
+
+/// How DPDK runs (from `[dpdk]`), for a configuration with DPDK ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkRun {
+    /// EAL's arguments.
+    pub eal_args: Vec<String>,
+    /// Mbufs per port pool.
+    pub mbufs: u32,
 }
 
 impl Config {

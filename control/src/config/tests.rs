@@ -53,6 +53,82 @@ fn real_backends_are_described() {
 }
 
 #[test]
+fn dpdk_ports_name_their_device_and_eal_its_arguments() {
+    let text = format!(
+        "{DEFAULT_CONFIG}\n[[port]]\nname = \"x\"\nbackend = \"dpdk\"\ndevice = \"0000:3b:00.0\"\nqueues = 4\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n\
+         [[port]]\nname = \"y\"\nbackend = \"dpdk\"\ndevice = \"net_af_packet0,iface=eth0\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:0a\"\n\
+         [dpdk]\neal_args = [\"--no-huge\", \"-m\", \"512\"]\n"
+    );
+    let v = Config::parse(&text, "t").unwrap().validate().unwrap();
+    assert_eq!(
+        v.backends[6],
+        Backend::Dpdk {
+            device: "0000:3b:00.0".into(),
+            queues: 4
+        }
+    );
+    assert_eq!(
+        v.backends[7],
+        Backend::Dpdk {
+            device: "net_af_packet0,iface=eth0".into(),
+            queues: 1
+        }
+    );
+    assert_eq!(
+        v.dpdk,
+        Some(DpdkRun {
+            eal_args: vec!["--no-huge".into(), "-m".into(), "512".into()],
+            mbufs: 16384
+        })
+    );
+    assert_eq!(Config::default_config().validate().unwrap().dpdk, None);
+    let bad = |from: &str, to: &str| {
+        let t = text.replacen(from, to, 1);
+        assert_ne!(t, text, "{from}");
+        Config::parse(&t, "t").unwrap().validate().unwrap_err()
+    };
+    let cases = [
+        (
+            bad("device = \"0000:3b:00.0\"\n", ""),
+            "port[6].device",
+            "needs device",
+        ),
+        (
+            bad("net_af_packet0,iface=eth0", "0000:3b:00.0,x=1"),
+            "port[7].device",
+            "0000:3b:00.0 is already used by port 'x'",
+        ),
+        (
+            bad("queues = 4", "queues = 65"),
+            "port[6].queues",
+            "use 1 to 64",
+        ),
+        (
+            bad("queues = 4", "interface = \"eth3\""),
+            "port[6].interface",
+            "not an interface",
+        ),
+        (
+            bad("\neal_args", "\nmbufs = 100\neal_args"),
+            "dpdk.mbufs",
+            "use 1024 to",
+        ),
+        (
+            bad("backend = \"dpdk\"", "backend = \"af_xdp\""),
+            "port[6].device",
+            "needs backend = \"dpdk\"",
+        ),
+    ];
+    for (e, field, reason) in cases {
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.reason.contains(reason), "{e}");
+    }
+    // A [dpdk] section with no DPDK port is a forgotten backend.
+    let e = check("[dpdk]\neal_args = [\"--no-huge\"]\n");
+    assert_eq!(e.field, "dpdk");
+}
+
+#[test]
 fn the_default_is_valid() {
     let v = Config::default_config().validate().unwrap();
     assert_eq!(v.name, "tor-a");
@@ -142,7 +218,7 @@ fn errors_name_the_field_and_reason() {
             "port[6].backend",
             "needs pcap_in",
         ),
-        (with_port("backend = \"dpdk\""), "port[6].backend", "'dpdk'"),
+        (with_port("backend = \"netmap\""), "port[6].backend", "'netmap'"),
         (
             with_port("backend = \"af_xdp\"\nqueues = 0"),
             "port[6].queues",

@@ -18,8 +18,8 @@ use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
 use super::choice::{BackendKind, XdpModeChoice};
 use super::{
-    err, parse_mac, Backend, Config, ConfigError, EcnSetting, GroupSection, NeighborSection,
-    PortSection, RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
+    err, parse_mac, Backend, Config, ConfigError, DpdkRun, DpdkSection, EcnSetting, GroupSection,
+    NeighborSection, PortSection, RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
 };
 
 impl Config {
@@ -42,6 +42,7 @@ impl Config {
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
         let port_reorder = port_reorder(&self.ports, &self.reorder)?;
+        let dpdk = self.dpdk.validate(&ports.backends)?;
         let run = RunConfig {
             workers: s.workers,
             assignment: Some(ports.assigned),
@@ -61,9 +62,43 @@ impl Config {
             backends: ports.backends,
             reorder: self.reorder.enabled.then_some(rcfg),
             port_reorder,
+            dpdk,
         })
     }
 }
+
+impl DpdkSection {
+    /// `[dpdk]`: what EAL gets, when some port uses DPDK; a `[dpdk]` without one is an error
+    /// (a forgotten `backend = "dpdk"` would otherwise go unnoticed).
+    fn validate(&self, backends: &[Backend]) -> Result<Option<DpdkRun>, ConfigError> {
+        let used = backends.iter().any(|b| matches!(b, Backend::Dpdk { .. }));
+        if !used {
+            if self != &DpdkSection::default() {
+                return err("dpdk", "no port has backend = \"dpdk\"");
+            }
+            return Ok(None);
+        }
+        let mbufs = self.mbufs.unwrap_or(DPDK_MBUFS);
+        if !(1024..=1 << 22).contains(&mbufs) {
+            return err(
+                "dpdk.mbufs",
+                format!("{mbufs}: use 1024 to 4194304 (every queue's rings must fill)"),
+            );
+        }
+        if let Some(a) = self.eal_args.iter().find(|a| a.contains('\0')) {
+            return err("dpdk.eal_args", format!("{a:?} holds a NUL byte"));
+        }
+        Ok(Some(DpdkRun {
+            eal_args: self.eal_args.clone(),
+            mbufs,
+        }))
+    }
+}
+
+/// Mbufs per DPDK port pool when `[dpdk] mbufs` is not given: its receive and transmit rings
+/// (1024 descriptors each), plus what the switch holds (egress queues and reorder rings keep
+/// received packets in their mbufs).
+const DPDK_MBUFS: u32 = 16 * 1024;
 
 impl SwitchSection {
     /// `[switch]`: worker count, cores, idle policy, burst and queue limits, spray policy.
@@ -323,9 +358,20 @@ impl PortSection {
             BackendKind::AfXdp | BackendKind::AfPacket | BackendKind::Auto => {
                 self.real_backend(kind, f, before, ports)?
             }
+            BackendKind::Dpdk => self.dpdk_backend(f, before, ports)?,
         };
+        if self.device.is_some() && kind != BackendKind::Dpdk {
+            return err(f("device"), "device needs backend = \"dpdk\"");
+        }
+        if kind == BackendKind::Dpdk && (self.interface.is_some() || self.xdp_mode.is_some()) {
+            return err(
+                f("interface"),
+                "a DPDK port names its device (device = ...), not an interface or an XDP mode",
+            );
+        }
         if (self.interface.is_some() || self.queues.is_some() || self.xdp_mode.is_some())
             && !kind.is_real()
+            && kind != BackendKind::Dpdk
         {
             return err(
                 f("interface"),
@@ -341,6 +387,39 @@ impl PortSection {
             );
         }
         Ok(backend)
+    }
+
+    /// A DPDK port: its device and queues.
+    fn dpdk_backend(
+        &self,
+        f: &impl Fn(&str) -> String,
+        before: &[Backend],
+        ports: &[PortSection],
+    ) -> Result<Backend, ConfigError> {
+        let Some(device) = self.device.clone() else {
+            return err(
+                f("device"),
+                "a DPDK port needs device = a PCI address, a vdev name or a vdev's devargs",
+            );
+        };
+        let name = device.split(',').next().unwrap_or_default();
+        if name.is_empty() || device.contains(['\0', ' ']) {
+            return err(f("device"), format!("{device:?} is not a device name"));
+        }
+        if let Some(j) = before.iter().position(|b| {
+            matches!(b, Backend::Dpdk { device: other, .. }
+                if other.split(',').next() == Some(name))
+        }) {
+            return err(
+                f("device"),
+                format!("{name} is already used by port '{}'", ports[j].name),
+            );
+        }
+        let queues = self.queues.unwrap_or(1);
+        if !(1..=64).contains(&queues) {
+            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
+        }
+        Ok(Backend::Dpdk { device, queues })
     }
 
     /// An AF_XDP or AF_PACKET port: its interface, queues and XDP hook.

@@ -15,6 +15,8 @@
 #[cfg(target_os = "linux")]
 pub mod afpacket;
 pub mod area;
+#[cfg(all(feature = "dpdk", target_os = "linux"))]
+pub mod dpdk;
 pub mod fault;
 pub mod mem;
 pub mod pcap;
@@ -52,6 +54,8 @@ pub struct Pkt {
 enum Buf {
     Heap(Box<[u8]>),
     Frame(area::Frame),
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    Mbuf(dpdk::Mbuf),
 }
 
 impl Clone for Pkt {
@@ -87,6 +91,47 @@ impl Pkt {
         }
     }
 
+    /// A packet in a DPDK mbuf, `len` bytes long.
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    pub(crate) fn in_mbuf(m: dpdk::Mbuf, len: usize) -> Pkt {
+        let len = len.min(m.bytes().len());
+        Pkt {
+            buf: Buf::Mbuf(m),
+            len,
+            rx_port: 0,
+            rx_ns: 0,
+        }
+    }
+
+    /// True when the packet lives in a DPDK mbuf.
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    pub(crate) fn is_mbuf(&self) -> bool {
+        matches!(self.buf, Buf::Mbuf(_))
+    }
+
+    /// The mbuf it lives in, if any (still owned by the packet).
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    pub(crate) fn mbuf_ptr(&self) -> Option<*mut std::ffi::c_void> {
+        match &self.buf {
+            Buf::Mbuf(m) => Some(m.as_ptr()),
+            _ => None,
+        }
+    }
+
+    /// Gives up the mbuf it lives in (for a DPDK transmit ring); otherwise returns the packet.
+    #[cfg(all(feature = "dpdk", target_os = "linux"))]
+    pub(crate) fn into_mbuf(self) -> Result<dpdk::Mbuf, Pkt> {
+        match self.buf {
+            Buf::Mbuf(m) => Ok(m),
+            buf => Err(Pkt {
+                buf,
+                len: self.len,
+                rx_port: self.rx_port,
+                rx_ns: self.rx_ns,
+            }),
+        }
+    }
+
     /// A packet holding a copy of `frame` (cut at [`MAX_FRAME`]).
     pub fn from_slice(frame: &[u8]) -> Pkt {
         let mut p = Pkt::with_capacity(frame.len().max(DEFAULT_BUF));
@@ -99,6 +144,8 @@ impl Pkt {
         match &self.buf {
             Buf::Heap(b) => b,
             Buf::Frame(f) => f.bytes(),
+            #[cfg(all(feature = "dpdk", target_os = "linux"))]
+            Buf::Mbuf(m) => m.bytes(),
         }
     }
 
@@ -107,6 +154,8 @@ impl Pkt {
         match &mut self.buf {
             Buf::Heap(b) => b,
             Buf::Frame(f) => f.bytes_mut(),
+            #[cfg(all(feature = "dpdk", target_os = "linux"))]
+            Buf::Mbuf(m) => m.bytes_mut(),
         }
     }
 
@@ -141,6 +190,8 @@ impl Pkt {
         match &self.buf {
             Buf::Heap(b) => b.len(),
             Buf::Frame(f) => f.capacity(),
+            #[cfg(all(feature = "dpdk", target_os = "linux"))]
+            Buf::Mbuf(m) => m.bytes().len(),
         }
     }
 

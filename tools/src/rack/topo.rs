@@ -200,7 +200,7 @@ pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
 
 /// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
 pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
-    tor_config_ports(spec, rack, "mem", "mem", None)
+    tor_config_ports(spec, rack, "mem", "mem", None, spec.mtu)
 }
 
 /// A ToR of a rack pair on real interfaces (`sprayrack` prints it for the namespace rack,
@@ -235,7 +235,8 @@ pub struct TorText {
 /// The ToR settings `sprayrack` and `sprayrackd` take on their command lines.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TorArgs {
-    /// Port backend of the host ports: af_xdp, af_packet or auto.
+    /// Port backend of every port: af_xdp, af_packet, auto or dpdk (a `net_af_packet` vdev on
+    /// each interface; the switch needs the `dpdk` feature).
     #[arg(long, default_value = "auto")]
     pub backend: String,
     /// Spray policy (ecmp, round_robin, random, weighted, least_loaded, flowlet).
@@ -301,6 +302,7 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
         &t.host_backend,
         &t.uplink_backend,
         t.host_interface_prefix.as_deref(),
+        t.mtu,
     );
     if let Some(r) = t.host_rate_mbps {
         text = text.replace(
@@ -332,13 +334,15 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
 
 /// The configuration text of ToR `rack` (1 or 2): host ports `h1`.. on `host_backend` (opening
 /// `<host_prefix>N` when given, else an interface named like the port), uplinks `u0`.. on
-/// `uplink_backend`.
+/// `uplink_backend`; DPDK ports open their interface through a `net_af_packet` vdev, and
+/// the text then ends with the `[dpdk]` section they need (see [`dpdk_section`]).
 fn tor_config_ports(
     spec: &RackPairSpec,
     rack: u8,
     host_backend: &str,
     uplink_backend: &str,
     host_prefix: Option<&str>,
+    mtu: u16,
 ) -> String {
     let other = 3 - rack;
     let mut s = format!(
@@ -353,8 +357,11 @@ fn tor_config_ports(
             "[[port]]\nname = \"h{i}\"\nbackend = \"{host_backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{rack}.{i}.1/24\", \"fd00:{rack}:{i}::1/64\"]\n",
             format_mac(mac(rack, 1, i))
         );
-        if let Some(prefix) = host_prefix {
-            s += &format!("interface = \"{prefix}{i}\"\n");
+        let iface = host_prefix.map_or(format!("h{i}"), |p| format!("{p}{i}"));
+        if host_backend == "dpdk" {
+            s += &dpdk_device(&format!("h{i}"), &iface);
+        } else if host_prefix.is_some() {
+            s += &format!("interface = \"{iface}\"\n");
         }
     }
     let mut members = Vec::new();
@@ -364,6 +371,9 @@ fn tor_config_ports(
             format_mac(mac(rack, 2, p)),
             format_mac(mac(other, 2, p))
         );
+        if uplink_backend == "dpdk" {
+            s += &dpdk_device(&format!("u{p}"), &format!("u{p}"));
+        }
         members.push(format!("\"u{p}\""));
     }
     s += &format!(
@@ -372,7 +382,41 @@ fn tor_config_ports(
     );
     s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");
     s += &format!("[[route]]\nprefix = \"fd00:{other}::/32\"\ngroup = \"fabric\"\n");
+    let dpdk_ports = [
+        (host_backend, spec.hosts),
+        (uplink_backend, spec.paths.len()),
+    ]
+    .iter()
+    .filter(|(b, _)| *b == "dpdk")
+    .map(|(_, n)| *n)
+    .sum::<usize>();
+    if dpdk_ports > 0 {
+        s += &dpdk_section(dpdk_ports, mtu);
+    }
     s
+}
+
+/// The `device` line of DPDK port `port` on Linux interface `iface`: a `net_af_packet` vdev
+/// (the vdev's name is made of the port's, unique in the process).
+fn dpdk_device(port: &str, iface: &str) -> String {
+    format!("device = \"net_af_packet_{port},iface={iface}\"\n")
+}
+
+/// The `[dpdk]` section of a ToR with `ports` DPDK ports of `mtu`: EAL without hugepages,
+/// PCI or shared files (`--no-shconf`; `--in-memory` would say the same, but EAL refuses it
+/// beside `--no-huge`) (two ToRs run side by side, each in its own namespace), its memory sized
+/// for the ports' mbuf pools.
+fn dpdk_section(ports: usize, mtu: u16) -> String {
+    let mbufs: u64 = if mtu > 1500 { 4096 } else { 8192 };
+    // Each mbuf: its data room (frame and DPDK's 128-byte headroom), the mbuf header and the
+    // pool's own; twice that for EAL's heap to fit the pools beside everything else, and
+    // 128 MB of slack (6 ports at MTU 1500: about 370 MB, taken as touched).
+    let room = (u64::from(mtu) + 26 + 128).max(2048 + 128) + 256;
+    let mb = ((ports as u64 * mbufs * room * 2) >> 20) + 128;
+    format!(
+        "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"{mb}\", \"--no-shconf\", \"--no-pci\", \
+         \"--no-telemetry\", \"-l\", \"0\"]\nmbufs = {mbufs}\n"
+    )
 }
 
 /// A rack pair built but not started: both ToRs' validated configurations with their ports,
