@@ -1,7 +1,9 @@
 //! Forwarding throughput of the port backends (`vethbench`) on one veth topology, in one run, for:
 //! a bare AF_XDP forward loop (the I/O ceiling: descriptors moved between two sockets sharing a
 //! UMEM, nothing parsed), sprayswitch on AF_XDP, sprayswitch on AF_PACKET, the Linux bridge
-//! (bridge-nf-call-* off) and Linux IP forwarding.
+//! (bridge-nf-call-* off) and Linux IP forwarding; and, when asked for (`--cases ...,dpdk`:
+//! the sprayswitch binary must be built with `--features dpdk`), sprayswitch on DPDK ports
+//! (`net_af_packet` vdevs on the same veths, EAL without hugepages).
 //!
 //! ```text
 //!  [ns S] s0 ── p0 [ns W: the forwarder under test] p1 ── r0 [ns R]
@@ -36,7 +38,7 @@ use sprayswitch::wire::{
 #[derive(Debug, Parser)]
 #[command(
     name = "vethbench",
-    about = "Forwarding throughput on veth: bare AF_XDP loop, sprayswitch (AF_XDP, AF_PACKET), Linux bridge, IP forwarding"
+    about = "Forwarding throughput on veth: bare AF_XDP loop, sprayswitch (AF_XDP, AF_PACKET, DPDK), Linux bridge, IP forwarding"
 )]
 pub struct Opts {
     /// Frame sizes to run (bytes, without FCS).
@@ -48,7 +50,8 @@ pub struct Opts {
     /// Also measure probe latency through each case (one hop: what it adds).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub latency: bool,
-    /// Cases to run: bare, xdp, packet, bridge, forward (default: all).
+    /// Cases to run: bare, xdp, packet, dpdk, bridge, forward (default: all but dpdk, which
+    /// needs a sprayswitch built with `--features dpdk`).
     #[arg(long, value_delimiter = ',')]
     pub cases: Vec<String>,
     /// Directory of the sprayswitch binary.
@@ -413,6 +416,26 @@ fn blast(
 }
 
 fn switch_config(backend: &str, burst: usize) -> String {
+    let text = switch_config_ports(backend, burst);
+    if backend != "dpdk" {
+        return text;
+    }
+    // Each port a net_af_packet vdev on its veth; EAL's main lcore on the forwarder's core
+    // (the switch gives the thread its CPU set back and pins the worker there itself).
+    text.replace(
+        "name = \"p0\"\n",
+        "name = \"p0\"\ndevice = \"net_af_packet_p0,iface=p0\"\n",
+    )
+    .replace(
+        "name = \"p1\"\n",
+        "name = \"p1\"\ndevice = \"net_af_packet_p1,iface=p1\"\n",
+    ) + &format!(
+        "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--no-pci\", \
+         \"--no-telemetry\", \"-l\", \"{FORWARDER_CORE}\"]\nmbufs = 8192\n"
+    )
+}
+
+fn switch_config_ports(backend: &str, burst: usize) -> String {
     format!(
         "[switch]\nname = \"bench\"\nworkers = 1\ncores = [{FORWARDER_CORE}]\nidle = \"spin\"\nburst = {burst}\n[reorder]\nenabled = true\n\
          [[port]]\nname = \"p0\"\nbackend = \"{backend}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.1.0.1/24\"]\n\
@@ -456,12 +479,13 @@ fn run_case(t: &Topo, cli: &Opts, case: &'static str, size: usize) -> anyhow::Re
                 .map_err(|_| anyhow::anyhow!("forwarder panicked"))??;
             r
         }
-        "sprayswitch AF_XDP" | "sprayswitch AF_PACKET" => {
-            let backend = if case.ends_with("AF_XDP") {
-                "af_xdp"
-            } else {
-                "af_packet"
+        "sprayswitch AF_XDP" | "sprayswitch AF_PACKET" | "sprayswitch DPDK" => {
+            let backend = match case {
+                "sprayswitch AF_XDP" => "af_xdp",
+                "sprayswitch DPDK" => "dpdk",
+                _ => "af_packet",
             };
+            let log = std::env::temp_dir().join(format!("{}-{backend}.log", t.w));
             let cfg = std::env::temp_dir().join(format!("{}-{backend}.toml", t.w));
             std::fs::write(&cfg, switch_config(backend, cli.burst))?;
             let mut child = Command::new("ip")
@@ -476,14 +500,21 @@ fn run_case(t: &Topo, cli: &Opts, case: &'static str, size: usize) -> anyhow::Re
                 .arg("run")
                 .env("RUST_LOG", "warn")
                 .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log)?)
                 .spawn()
                 .context("starting sprayswitch")?;
             std::thread::sleep(Duration::from_millis(1500));
+            if let Some(status) = child.try_wait()? {
+                let said = std::fs::read_to_string(&log).unwrap_or_default();
+                let _ = std::fs::remove_file(&log);
+                bail!("sprayswitch on {backend} exited at start ({status}): {said}");
+            }
             let r = measure(t, size, cli.seconds, P0_MAC);
             // SAFETY: SIGTERM to the child we started, by its PID.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
             let _ = child.wait();
             let _ = std::fs::remove_file(&cfg);
+            let _ = std::fs::remove_file(&log);
             std::thread::sleep(Duration::from_millis(300));
             r?
         }
@@ -574,6 +605,7 @@ pub fn run(cli: &Opts) -> anyhow::Result<()> {
         "bare AF_XDP loop",
         "sprayswitch AF_XDP",
         "sprayswitch AF_PACKET",
+        "sprayswitch DPDK",
         "Linux bridge",
         "Linux ip_forward",
     ];
@@ -591,9 +623,14 @@ pub fn run(cli: &Opts) -> anyhow::Result<()> {
         for round in 0..rounds {
             for (case, key) in cases
                 .into_iter()
-                .zip(["bare", "xdp", "packet", "bridge", "forward"])
+                .zip(["bare", "xdp", "packet", "dpdk", "bridge", "forward"])
             {
-                if !cli.cases.is_empty() && !cli.cases.iter().any(|c| c == key) {
+                let asked = if cli.cases.is_empty() {
+                    key != "dpdk"
+                } else {
+                    cli.cases.iter().any(|c| c == key)
+                };
+                if !asked {
                     continue;
                 }
                 let r =
