@@ -153,6 +153,15 @@ macro_rules! counter_table {
                 }, )*]
             }
 
+            /// Takes an earlier reading `base` of the same counters away: counters then count
+            /// what came after it (a measurement window); gauges and maxima stay as they are
+            /// now. Extra fields are the caller's.
+            pub fn subtract(&mut self, base: &$Plain) {
+                $( if matches!($crate::counters::Kind::$kind, $crate::counters::Kind::Counter) {
+                    self.$name = self.$name.wrapping_sub(base.$name);
+                } )*
+            }
+
             /// Adds the rows of `other` (another worker's): counters and gauges add, maxima
             /// take the larger. Extra fields are the caller's.
             pub fn merge(&mut self, other: &$Plain) {

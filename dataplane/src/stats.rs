@@ -45,6 +45,8 @@ counter_table! {
         reorder_held: Gauge, Packets, Worker, "sprayswitch_worker_reorder_held_packets", "Packets a worker's reorder stage holds now.";
         loops: Counter, Count, Worker, "sprayswitch_worker_loops_total", "Poll loop iterations of a worker.";
         idle_loops: Counter, Count, Worker, "sprayswitch_worker_idle_loops_total", "Poll loop iterations that found no work.";
+        busy_ns: Counter, Count, Worker, "sprayswitch_worker_busy_nanoseconds_total", "Time a worker's poll loop spent in iterations that found work (ns; a worker running its own loop, not driven by another program).";
+        idle_ns: Counter, Count, Worker, "sprayswitch_worker_idle_nanoseconds_total", "Time a worker's poll loop spent in iterations that found none, its idle waits included (ns).";
     }
 }
 
@@ -84,6 +86,24 @@ impl Stats {
             *d = d.wrapping_add(*o);
         }
         self.reorder.merge(&w.reorder);
+    }
+
+    /// What was counted since `base`, an earlier snapshot of the same worker or switch:
+    /// counters (rows, drops, reorder totals, each port's) count what came after it, gauges and
+    /// maxima are as they are now. A port `base` does not have counts from zero.
+    pub fn since(&self, base: &Stats) -> Stats {
+        let mut s = self.clone();
+        s.subtract(base);
+        for (d, b) in s.drops.iter_mut().zip(&base.drops) {
+            *d = d.wrapping_sub(*b);
+        }
+        s.reorder.subtract(&base.reorder);
+        for p in &mut s.ports {
+            if let Some(b) = base.port(&p.name) {
+                p.subtract(b);
+            }
+        }
+        s
     }
 
     /// Drops for one reason.

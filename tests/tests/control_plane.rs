@@ -285,6 +285,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         "counters",
         "hosts",
         "queues",
+        "workers",
     ] {
         let (ok, out, err) = ctl(&sock, &["show", what]);
         assert!(ok, "show {what}: {err}");
@@ -312,6 +313,54 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     }
     let hosts = ctl_json(&sock, &["show", "hosts"]);
     assert!(hosts[0]["host_paused_us"].is_u64(), "{hosts}");
+
+    // The per-core view: the one worker polls every port, loops, is busy some of the time and
+    // forwards what it receives; `stats clear` starts a fresh window for every counter view.
+    let workers = ctl_json(&sock, &["show", "workers"]);
+    let w = &workers[0];
+    assert_eq!(w["ports"], "h1 h2 u0 u1 u2 u3", "{workers}");
+    assert!(
+        w["iterations"].as_u64().unwrap() > w["idle_iterations"].as_u64().unwrap(),
+        "{w}"
+    );
+    assert!(w["busy_ms"].as_f64().unwrap() > 0.0, "{w}");
+    assert!(w["idle_ms"].as_f64().unwrap() > 0.0, "{w}");
+    assert!(w["rx_pkts"].as_u64().unwrap() > 0, "{w}");
+    assert!(w["pkts_per_busy_iteration"].as_f64().unwrap() >= 1.0, "{w}");
+    assert!(w["ns_per_pkt"].as_f64().unwrap() > 0.0, "{w}");
+    assert_eq!(w["window_s"], Value::Null, "since start before any clear");
+    let before = ctl_json(&sock, &["show", "counters"])["rx_pkts"]
+        .as_u64()
+        .unwrap();
+    let h1_before = ctl_json(&sock, &["show", "ports"])[0]["rx_pkts"]
+        .as_u64()
+        .unwrap();
+    let (ok, _, err) = ctl(&sock, &["stats", "clear"]);
+    assert!(ok, "stats clear: {err}");
+    let after = ctl_json(&sock, &["show", "counters"]);
+    assert!(after["window_s"].as_f64().unwrap() < 1.0, "{after}");
+    let in_window = after["rx_pkts"].as_u64().unwrap();
+    assert!(
+        in_window < before,
+        "the window counts from the clear: {in_window} of {before}"
+    );
+    let ports_now = ctl_json(&sock, &["show", "ports"]);
+    assert!(
+        ports_now[0]["rx_pkts"].as_u64().unwrap() < h1_before,
+        "{h1_before}: {ports_now}"
+    );
+    // Prometheus stays monotonic: its counters are not reset by a window.
+    let text = scrape(metrics_addr);
+    let scraped = parse_metrics(&text)
+        .into_iter()
+        .find(|(n, _)| n == "sprayswitch_rx_packets_total")
+        .map(|(_, v)| v as u64)
+        .unwrap();
+    assert!(scraped >= before, "{scraped} < {before}");
+    assert!(
+        text.contains("sprayswitch_worker_busy_nanoseconds_total{worker=\"0\"}"),
+        "per-worker busy time in the metrics"
+    );
     let ports = ctl_json(&sock, &["show", "ports"]);
     assert_eq!(ports.as_array().unwrap().len(), 6);
     assert_eq!(ports[2]["name"], "u0");

@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show state: ports, uplinks, routes, neighbors, streams, counters, hosts, queues.
+    /// Show state: ports, uplinks, routes, neighbors, streams, counters, hosts, queues, workers.
     Show {
         /// What to show.
         what: String,
@@ -57,6 +57,11 @@ enum Cmd {
     Reload {
         /// The file.
         file: Option<PathBuf>,
+    },
+    /// `stats clear`: start a fresh measurement window (every `show` counts from now).
+    Stats {
+        /// clear.
+        action: String,
     },
 }
 
@@ -94,6 +99,10 @@ fn request(cli: &Cli) -> Result<Value, String> {
                 json!({"cmd": "reload", "file": abs.display().to_string()})
             }
             None => json!({"cmd": "reload"}),
+        },
+        Cmd::Stats { action } => match action.as_str() {
+            "clear" => json!({"cmd": "stats-clear"}),
+            _ => return Err("stats clear".into()),
         },
     })
 }

@@ -20,6 +20,8 @@
 //! | `{"cmd":"show","what":"counters"}` | switch-wide counters, drops by reason, reorder totals |
 //! | `{"cmd":"show","what":"hosts"}` | per downlink host: its NAKs, CNPs and pauses (host trouble) next to hold timeouts and retransmissions reaching it (fabric trouble) |
 //! | `{"cmd":"show","what":"queues"}` | per port: egress queue bytes now, depth p50/p99/max, rate, ECN thresholds, marks, drops, pauses |
+//! | `{"cmd":"show","what":"workers"}` | per worker: its core, the ports and queues it polls, loop iterations, busy and idle time, packets per busy iteration, ns per packet |
+//! | `{"cmd":"stats-clear"}` | starts a fresh measurement window: every `show` counter since now (Prometheus stays monotonic) |
 //! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
 //! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
 //! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |
@@ -93,6 +95,8 @@ pub enum Request {
         /// The file; default: the one the switch was started with.
         file: Option<String>,
     },
+    /// `stats clear`: every `show` counter counts from now.
+    StatsClear,
 }
 
 /// Learned neighbours not confirmed by ARP or ND for this long are forgotten (and resolved
@@ -115,6 +119,15 @@ pub struct Control {
     /// What the answer being built leaves out (workers that did not answer), sent with it by
     /// `handle_line`; emptied by each `handle`.
     warnings: Vec<String>,
+    /// The counters when `stats clear` last ran: `show` answers count from there.
+    window: Option<Window>,
+}
+
+/// The start of a measurement window (`stats clear`).
+struct Window {
+    since: std::time::Instant,
+    switch: sprayswitch::switch::Stats,
+    workers: Vec<sprayswitch::switch::Stats>,
 }
 
 struct Capture {
@@ -142,6 +155,30 @@ impl Control {
             evictions_seen: 0,
             captures: Vec::new(),
             warnings: Vec::new(),
+            window: None,
+        }
+    }
+
+    /// The switch's counters in the current measurement window (since `stats clear`, else
+    /// since start), each worker's, and the window's length in seconds (`None`: since start).
+    pub(super) fn windowed_stats(
+        &self,
+    ) -> (
+        sprayswitch::switch::Stats,
+        Vec<sprayswitch::switch::Stats>,
+        Option<f64>,
+    ) {
+        let (s, ws) = (self.switch.stats(), self.switch.worker_stats());
+        match &self.window {
+            None => (s, ws, None),
+            Some(w) => (
+                s.since(&w.switch),
+                ws.iter()
+                    .zip(&w.workers)
+                    .map(|(now, base)| now.since(base))
+                    .collect(),
+                Some(w.since.elapsed().as_secs_f64()),
+            ),
         }
     }
 
@@ -293,6 +330,15 @@ impl Control {
                     .port_id(port)
                     .ok_or_else(|| format!("no port named '{port}'"))?;
                 self.capture_stop(id)
+            }
+            Request::StatsClear => {
+                self.window = Some(Window {
+                    since: std::time::Instant::now(),
+                    switch: self.switch.stats(),
+                    workers: self.switch.worker_stats(),
+                });
+                log::info!("counters: a new measurement window starts");
+                Ok(json!({"window": "started"}))
             }
             Request::Reload { file } => {
                 let path = file

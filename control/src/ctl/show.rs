@@ -23,7 +23,7 @@ impl Control {
         qp: Option<u32>,
     ) -> Result<Value, String> {
         let t = self.switch.tables();
-        let s = self.switch.stats();
+        let (s, workers, window_s) = self.windowed_stats();
         Ok(match what {
             "ports" => Value::Array(
                 t.ports
@@ -154,6 +154,7 @@ impl Control {
                 let mut o = json!({
                     "generation": t.generation,
                     "spray_policy": t.policy.name(),
+                    "window_s": window_s,
                 });
                 let rows = s.rows();
                 add_rows(&mut o, rows.iter().filter(|r| r.scope != Scope::Worker));
@@ -165,9 +166,10 @@ impl Control {
             }
             "hosts" => Value::Array(self.hosts(&t, &s)),
             "queues" => Value::Array(self.queues(&t, &s)),
+            "workers" => Value::Array(self.workers(&t, &workers, window_s)),
             other => {
                 return Err(format!(
-                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters, hosts or queues"
+                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters, hosts, queues or workers"
             ))
             }
         })
@@ -250,6 +252,67 @@ impl Control {
                     "pause_frames": c.pause_frames,
                     "pfc_frames": c.pfc_frames,
                     "paused_us": c.paused_ns / 1000,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Control {
+    /// Per worker, as DPDK switches show their poll-mode threads (`pmd-stats-show`, `show
+    /// runtime`): its core, the ports and queues it polls, loop iterations (all and idle),
+    /// busy and idle time, packets received per busy iteration, busy ns per packet received.
+    fn workers(
+        &self,
+        t: &Tables,
+        ws: &[sprayswitch::switch::Stats],
+        window_s: Option<f64>,
+    ) -> Vec<Value> {
+        let run = &self.validated.run;
+        ws.iter()
+            .enumerate()
+            .map(|(w, c)| {
+                let ports: Vec<String> = t
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| {
+                        run.assignment
+                            .as_ref()
+                            .map_or(i % run.workers.max(1) == w, |a| a[*i] == w)
+                    })
+                    .map(|(i, p)| {
+                        let queues = match self.validated.backends.get(i) {
+                            Some(crate::config::Backend::Real { queues, .. })
+                            | Some(crate::config::Backend::Dpdk { queues, .. }) => *queues,
+                            _ => 1,
+                        };
+                        if queues > 1 {
+                            format!("{}({queues}q)", p.name)
+                        } else {
+                            p.name.clone()
+                        }
+                    })
+                    .collect();
+                let r2 = |x: f64| (x * 100.0).round() / 100.0;
+                let busy_loops = c.loops.saturating_sub(c.idle_loops);
+                let per = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+                let total_ns = c.busy_ns + c.idle_ns;
+                json!({
+                    "worker": w,
+                    "core": run.cores.as_ref().and_then(|c| c.get(w).copied()),
+                    "ports": ports.join(" "),
+                    "iterations": c.loops,
+                    "idle_iterations": c.idle_loops,
+                    "busy_ms": r2(c.busy_ns as f64 / 1e6),
+                    "idle_ms": r2(c.idle_ns as f64 / 1e6),
+                    "busy_percent": r2(100.0 * per(c.busy_ns, total_ns)),
+                    "rx_pkts": c.rx_pkts,
+                    "tx_pkts": c.tx_pkts,
+                    "pkts_per_busy_iteration": r2(per(c.rx_pkts, busy_loops)),
+                    "ns_per_pkt": r2(per(c.busy_ns, c.rx_pkts)),
+                    "handoff_in": c.handoff_in,
+                    "window_s": window_s.map(r2),
                 })
             })
             .collect()

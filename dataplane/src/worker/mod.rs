@@ -304,9 +304,20 @@ impl Worker {
     pub fn run(mut self) -> WorkerExit {
         let mut idle_iters: u64 = 0;
         let mut waiter = self.idle_waiter();
+        // Each iteration's time, from its start to the next one's (waits included), is busy
+        // or idle by what it found: the per-core view of `show workers`.
+        let (mut last, mut busy) = (now_ns(), false);
         loop {
             let now = now_ns();
+            let spent = now.saturating_sub(last);
+            if busy {
+                self.sh.counters.busy_ns.add(spent);
+            } else {
+                self.sh.counters.idle_ns.add(spent);
+            }
+            last = now;
             let work = self.iterate(now);
+            busy = work;
             if work {
                 idle_iters = 0;
                 continue;
