@@ -468,7 +468,15 @@ mod dpdk {
             ),
             queues: 1,
             mtu: 1500,
-            mbufs: 2048,
+            mbufs: 4096,
+        }
+    }
+
+    /// `on`'s options for the same device.
+    fn o_ok(device: &str) -> DpdkOptions {
+        DpdkOptions {
+            device: device.into(),
+            ..on("b0")
         }
     }
 
@@ -587,6 +595,24 @@ mod dpdk {
                 .expect("no memory")
                 .to_string();
             assert!(e.contains("-m MB"), "{e}");
+            // A pool its rings would empty: refused before the port starts.
+            let mut o = on("b0");
+            o.mbufs = 2048;
+            let e = DpdkPort::open("up5", &o)
+                .err()
+                .expect("too few mbufs")
+                .to_string();
+            assert!(
+                e.contains("2048 mbufs are too few for 1 receive queue(s)"),
+                "{e}"
+            );
+            assert!(e.contains("mbufs = 3648 or more"), "{e}");
+            // A failed open removed the vdev it probed, and a closed port does too: the same
+            // devargs open again.
+            let p1 = DpdkPort::open("again", &o_ok(&o.device)).unwrap_or_else(|e| panic!("{e}"));
+            drop(p1);
+            let p2 = DpdkPort::open("again", &o_ok(&o.device));
+            assert!(p2.is_ok(), "{:?}", p2.err().map(|e| e.to_string()));
         });
     }
 }

@@ -123,6 +123,9 @@ fn dpdk_ports_name_their_device_and_eal_its_arguments() {
         assert_eq!(e.field, field, "{e}");
         assert!(e.reason.contains(reason), "{e}");
     }
+    let e = bad("\"512\"]", "\"512\", \"--help\"]");
+    assert_eq!(e.field, "dpdk.eal_args");
+    assert!(e.reason.contains("not for a switch"), "{e}");
     // A [dpdk] section with no DPDK port is a forgotten backend.
     let e = check("[dpdk]\neal_args = [\"--no-huge\"]\n");
     assert_eq!(e.field, "dpdk");

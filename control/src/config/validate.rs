@@ -88,6 +88,16 @@ impl DpdkSection {
         if let Some(a) = self.eal_args.iter().find(|a| a.contains('\0')) {
             return err("dpdk.eal_args", format!("{a:?} holds a NUL byte"));
         }
+        // EAL prints its usage and exits the process on these; single-producer pool ops would
+        // break mbufs freed by other workers.
+        if let Some(a) = self.eal_args.iter().find(|a| {
+            matches!(a.as_str(), "-h" | "--help") || a.starts_with("--mbuf-pool-ops-name")
+        }) {
+            return err(
+                "dpdk.eal_args",
+                format!("{a}: not for a switch (help exits the process; the pools need DPDK's default multi-producer ring)"),
+            );
+        }
         Ok(Some(DpdkRun {
             eal_args: self.eal_args.clone(),
             mbufs,

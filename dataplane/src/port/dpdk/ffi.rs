@@ -34,8 +34,6 @@ pub(super) struct Info {
     pub(super) max_tx_queues: u16,
     pub(super) max_rx_pktlen: u32,
     pub(super) max_mtu: u16,
-    pub(super) tx_multi_seg: u8,
-    pub(super) rx_scatter: u8,
 }
 
 /// `struct ss_stats`.
@@ -52,11 +50,21 @@ pub(super) struct Stats {
 
 extern "C" {
     pub(super) fn ss_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
-    pub(super) fn ss_errno() -> c_int;
+    pub(super) fn ss_thread_register() -> c_int;
+    pub(super) fn ss_headroom() -> u32;
     pub(super) fn ss_strerror(e: c_int) -> *const c_char;
-    pub(super) fn ss_port_by_name(name: *const c_char, port: *mut u16) -> c_int;
+    pub(super) fn ss_port_by_name(name: *const c_char, port: *mut u16, probed: *mut c_int)
+        -> c_int;
     pub(super) fn ss_port_info(port: u16, out: *mut Info) -> c_int;
-    pub(super) fn ss_pool_create(name: *const c_char, n: u32, data_room: u16) -> *mut c_void;
+    pub(super) fn ss_pool_create(
+        name: *const c_char,
+        n: u32,
+        data_room: u16,
+        port: u16,
+        err: *mut c_int,
+    ) -> *mut c_void;
+    pub(super) fn ss_pool_cache() -> u32;
+    pub(super) fn ss_pool_free(mp: *mut c_void);
     pub(super) fn ss_pool_avail(mp: *const c_void) -> u32;
     pub(super) fn ss_pool_in_use(mp: *const c_void) -> u32;
     pub(super) fn ss_port_start(
@@ -65,10 +73,10 @@ extern "C" {
         ring: u16,
         mp: *mut c_void,
         mtu: u16,
-        multi_seg: c_int,
         step: *mut c_int,
+        promisc: *mut c_int,
     ) -> c_int;
-    pub(super) fn ss_port_close(port: u16);
+    pub(super) fn ss_port_close(port: u16, started: c_int, remove: c_int);
     pub(super) fn ss_mac(port: u16, out: *mut u8);
     pub(super) fn ss_link_up(port: u16) -> c_int;
     pub(super) fn ss_stats(port: u16, out: *mut Stats) -> c_int;

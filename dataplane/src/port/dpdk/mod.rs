@@ -18,9 +18,12 @@
 //!   out whole (counted in [`DpdkPort::linearized`]). A packet of another backend larger than
 //!   the port's MTU allows is dropped and counted, as a NIC would.
 //!
-//! Workers are not EAL threads: an mbuf freed there goes straight to its pool's ring (the
-//! default `ring_mp_mc` ops are safe from any thread), and each queue is used by one thread,
-//! the port's worker, as DPDK requires.
+//! A worker that uses a DPDK port registers itself with EAL (`rte_thread_register`, once per
+//! thread), so that its mbuf allocations and frees go through the pools' per-thread caches;
+//! each queue is used by one thread, the port's worker, as DPDK requires. The pools use
+//! DPDK's default multi-producer, multi-consumer ring, so a packet dropped on any thread
+//! returns its mbuf safely (`--mbuf-pool-ops-name` with single-producer ops would break that:
+//! not for this switch).
 
 mod ffi;
 
@@ -100,6 +103,23 @@ pub enum DpdkError {
         /// What to do.
         hint: &'static str,
     },
+    /// The pool would not fill the port's rings and leave room for what the switch holds.
+    #[error(
+        "port {port}: {mbufs} mbufs are too few for {queues} receive queue(s) of {ring} \
+         descriptors, a transmit ring, the pool caches and what the switch holds: give [dpdk] \
+         mbufs = {need} or more",
+        ring = RING
+    )]
+    TooFewMbufs {
+        /// Port name.
+        port: String,
+        /// Mbufs asked for.
+        mbufs: u32,
+        /// Queues asked for.
+        queues: u32,
+        /// The least that works.
+        need: u32,
+    },
     /// The mbuf pool could not be made.
     #[error(
         "port {port}: no memory for {mbufs} mbufs of {room} bytes ({reason}): give EAL more \
@@ -168,7 +188,7 @@ pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
     }
     if !args.iter().any(|a| a == "--no-huge") && hugepages_total() == Some(0) {
         return Err(eal(
-            "no hugepages are reserved (HugePages_Total is 0 in /proc/meminfo): reserve some \
+            "no hugepages are reserved (of any size, /sys/kernel/mm/hugepages): reserve some \
              (echo 1024 > /proc/sys/vm/nr_hugepages) or add --no-huge -m 512 to eal_args"
                 .into(),
         ));
@@ -181,9 +201,11 @@ pub fn init_eal(args: &[String]) -> Result<(), DpdkError> {
                 .map_err(|_| eal(format!("argument {a:?} holds a NUL byte")))?,
         );
     }
-    // EAL keeps pointers into argv: the strings live for the process (leaked once).
+    // EAL keeps pointers into argv: the strings live for the process (leaked once). argv
+    // ends with a null pointer, as a C program's does.
     let mut argv: Vec<*mut c_char> = owned.into_iter().map(CString::into_raw).collect();
     let argc = argv.len() as c_int;
+    argv.push(std::ptr::null_mut());
     let cpus = affinity();
     // SAFETY: argv holds argc valid NUL-terminated strings that are never freed; EAL may
     // permute the array, which is leaked with them below.
@@ -213,11 +235,16 @@ pub fn eal_running() -> bool {
     )
 }
 
+/// Hugepages reserved, of every size (`/sys/kernel/mm/hugepages/*/nr_hugepages`); `None`
+/// when the kernel does not say.
 fn hugepages_total() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("HugePages_Total:"))
-        .and_then(|v| v.trim().parse().ok())
+    let dir = std::fs::read_dir("/sys/kernel/mm/hugepages").ok()?;
+    Some(
+        dir.flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("nr_hugepages")).ok())
+            .filter_map(|t| t.trim().parse::<u64>().ok())
+            .sum(),
+    )
 }
 
 fn affinity() -> Option<libc::cpu_set_t> {
@@ -231,6 +258,28 @@ fn affinity() -> Option<libc::cpu_set_t> {
 fn set_affinity(set: &libc::cpu_set_t) {
     // SAFETY: the size and pointer describe a valid set; failure leaves the thread as it is.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(set), set) };
+}
+
+/// Makes the calling thread an EAL thread once (see `ss_thread_register`): its mbuf frees
+/// and allocations then go through the pools' per-thread caches instead of each touching the
+/// shared ring. Without a free lcore id it stays as it is (correct, only slower), said once.
+fn register_thread() {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    DONE.with(|d| {
+        if !d.replace(true) {
+            // SAFETY: EAL runs (a port exists); registers the calling thread only.
+            let rc = unsafe { ffi::ss_thread_register() };
+            if rc != 0 {
+                log::info!(
+                    "DPDK: this thread stays a non-EAL thread ({}): mbufs go to their pools \
+                     without a cache",
+                    strerror(rc)
+                );
+            }
+        }
+    });
 }
 
 /// One single-segment mbuf owned by a [`Pkt`], with its bytes.
@@ -280,9 +329,6 @@ impl Drop for Mbuf {
 /// Receive and transmit descriptors per queue.
 pub const RING: u16 = 1024;
 
-/// DPDK's headroom in front of each mbuf's data (RTE_PKTMBUF_HEADROOM).
-const HEADROOM: u32 = 128;
-
 const BURST: usize = 64;
 
 /// How to open a DPDK port.
@@ -306,6 +352,8 @@ pub struct DpdkPort {
     device: String,
     driver: String,
     id: u16,
+    /// The device was probed when the port opened (removed again when it closes).
+    probed: c_int,
     queues: u16,
     next_q: u16,
     pool: NonNull<c_void>,
@@ -321,6 +369,9 @@ pub struct DpdkPort {
     linearized: u64,
     polled_ns: u64,
     rx: [ffi::RxDesc; BURST],
+    /// Received beyond what a call asked for (a driver's vector path takes bursts of 4 or
+    /// more), given out first by the next call.
+    pending: Vec<Pkt>,
 }
 
 // SAFETY: the port's queues and pool are used by the one thread that owns the DpdkPort (its
@@ -347,12 +398,24 @@ impl DpdkPort {
             reason,
         };
         let cname = CString::new(o.device.as_str()).map_err(|_| no_device("a NUL byte".into()))?;
-        let mut id = 0u16;
-        // SAFETY: a valid C string and a valid out-pointer.
-        let rc = unsafe { ffi::ss_port_by_name(cname.as_ptr(), &mut id) };
+        let (mut id, mut probed) = (0u16, 0 as c_int);
+        // SAFETY: a valid C string and valid out-pointers.
+        let rc = unsafe { ffi::ss_port_by_name(cname.as_ptr(), &mut id, &mut probed) };
         if rc != 0 {
             return Err(no_device(strerror(rc)));
         }
+        // From here on a failure releases what was set up (a vdev probed here is removed, so
+        // that the same devargs can be opened again).
+        let release = |pool: Option<NonNull<c_void>>| {
+            // SAFETY: a port id EAL gave; the pool (if any) has no mbuf outside it once the
+            // port is closed.
+            unsafe {
+                ffi::ss_port_close(id, 0, probed);
+                if let Some(p) = pool {
+                    ffi::ss_pool_free(p.as_ptr());
+                }
+            }
+        };
         // The ethdev's name: the devargs' first word.
         let dev = o.device.split(',').next().unwrap_or(&o.device).to_string();
         let setup = |step: &'static str, rc: c_int| DpdkError::Setup {
@@ -366,6 +429,7 @@ impl DpdkPort {
         // SAFETY: a valid port id and out-pointer.
         let rc = unsafe { ffi::ss_port_info(id, &mut info) };
         if rc != 0 {
+            release(None);
             return Err(setup("rte_eth_dev_info_get", rc));
         }
         // SAFETY: the shim NUL-terminates the driver name within the array.
@@ -374,6 +438,7 @@ impl DpdkPort {
             .into_owned();
         let max_q = u32::from(info.max_rx_queues.min(info.max_tx_queues));
         if o.queues == 0 || o.queues > max_q {
+            release(None);
             return Err(DpdkError::Queues {
                 port: name.into(),
                 device: dev,
@@ -381,8 +446,23 @@ impl DpdkPort {
                 max: max_q,
             });
         }
-        // The largest MTU the device takes, by ethdev's own rule (rte_eth_dev_set_mtu refuses
-        // more, with only EINVAL): its largest frame less the overhead it states.
+        // Every receive ring fills with mbufs when the port starts; the transmit ring, each
+        // EAL thread's pool cache and a burst in flight take more. What is left is what the
+        // switch can hold of what it receives.
+        // SAFETY: plain getters.
+        let cache = unsafe { ffi::ss_pool_cache() };
+        let rings = (o.queues + 1) * u32::from(RING) + 2 * cache + BURST as u32;
+        if o.mbufs < rings + 1024 {
+            release(None);
+            return Err(DpdkError::TooFewMbufs {
+                port: name.into(),
+                mbufs: o.mbufs,
+                queues: o.queues,
+                need: rings + 1024,
+            });
+        }
+        // The largest MTU the device takes, by ethdev's own rule (configuring more fails with
+        // only EINVAL): its largest frame less the overhead it states.
         let overhead = if info.max_mtu != u16::MAX && info.max_rx_pktlen > u32::from(info.max_mtu) {
             info.max_rx_pktlen - u32::from(info.max_mtu)
         } else {
@@ -390,6 +470,7 @@ impl DpdkPort {
         };
         let max_mtu = info.max_rx_pktlen.saturating_sub(overhead);
         if info.max_rx_pktlen != 0 && u32::from(o.mtu) > max_mtu {
+            release(None);
             return Err(DpdkError::FrameSize {
                 port: name.into(),
                 device: dev,
@@ -404,28 +485,33 @@ impl DpdkPort {
                 },
             });
         }
-        // A frame of that MTU: Ethernet, two VLAN tags and the FCS around it.
-        let need = u32::from(o.mtu) + 14 + 8 + 4;
-        let room = (need + HEADROOM).clamp(2048 + HEADROOM, u32::from(u16::MAX));
+        // A frame of that MTU (Ethernet, two VLAN tags and the FCS around it) in one buffer,
+        // rounded up to whole KiB: NICs size receive buffers in such units (ixgbe in 1 KiB),
+        // and a buffer they round down would scatter every full-size frame.
+        // SAFETY: a plain getter.
+        let headroom = unsafe { ffi::ss_headroom() };
+        let need = (u32::from(o.mtu) + 14 + 8 + 4).max(2048).div_ceil(1024) * 1024;
+        let room = (need + headroom).min(u32::from(u16::MAX));
         let pool_name = {
             let mut n = POOLS.lock().unwrap_or_else(|e| e.into_inner());
             *n += 1;
             CString::new(format!("ss-pool-{}", *n)).expect("no NUL")
         };
-        // SAFETY: a valid C string; the pool is made by DPDK and never freed.
-        let pool = unsafe { ffi::ss_pool_create(pool_name.as_ptr(), o.mbufs, room as u16) };
+        let mut err: c_int = 0;
+        // SAFETY: a valid C string and port id; `err` is an out-pointer.
+        let pool =
+            unsafe { ffi::ss_pool_create(pool_name.as_ptr(), o.mbufs, room as u16, id, &mut err) };
         let Some(pool) = NonNull::new(pool) else {
-            // SAFETY: reads DPDK's per-thread errno.
-            let e = unsafe { ffi::ss_errno() };
+            release(None);
             return Err(DpdkError::Pool {
                 port: name.into(),
                 mbufs: o.mbufs,
                 room,
-                reason: strerror(e),
+                reason: strerror(err),
             });
         };
-        let mut step: c_int = 0;
-        // SAFETY: a valid port id and pool; `step` is an out-pointer.
+        let (mut step, mut promisc): (c_int, c_int) = (0, 0);
+        // SAFETY: a valid port id and pool; `step` and `promisc` are out-pointers.
         let rc = unsafe {
             ffi::ss_port_start(
                 id,
@@ -433,20 +519,28 @@ impl DpdkPort {
                 RING,
                 pool.as_ptr(),
                 o.mtu,
-                c_int::from(info.tx_multi_seg),
                 &mut step,
+                &mut promisc,
             )
         };
         if rc != 0 {
+            release(Some(pool));
             let what = match step {
                 0 => "rte_eth_dev_info_get",
                 1 => "rte_eth_dev_configure",
-                2 => "rte_eth_dev_set_mtu",
                 3 => "rte_eth_rx_queue_setup",
                 4 => "rte_eth_tx_queue_setup",
                 _ => "rte_eth_dev_start",
             };
             return Err(setup(what, rc));
+        }
+        if promisc != 0 {
+            // An untrusted VF, say: frames for MACs other than the device's are not seen.
+            log::warn!(
+                "port {name}: {dev} refused promiscuous mode ({}): it receives frames for its \
+                 own MAC and broadcast only",
+                strerror(promisc)
+            );
         }
         let mut mac = [0u8; 6];
         // SAFETY: `mac` has the 6 bytes the shim writes.
@@ -456,6 +550,7 @@ impl DpdkPort {
             device: dev,
             driver,
             id,
+            probed,
             queues: o.queues as u16,
             next_q: 0,
             pool,
@@ -463,10 +558,11 @@ impl DpdkPort {
             link: LinkState::Down,
             stats: ffi::Stats::default(),
             lost: 0,
-            seg_room: (room - HEADROOM) as usize,
+            seg_room: (room - headroom) as usize,
             linearized: 0,
             polled_ns: 0,
             rx: [ffi::RxDesc::default(); BURST],
+            pending: Vec::with_capacity(BURST),
         };
         p.refresh();
         Ok(p)
@@ -538,7 +634,10 @@ impl DpdkPort {
             data: NonNull::new(data)?,
             room: room as usize,
         };
-        Some(Pkt::in_mbuf(mbuf, p.len()))
+        let mut c = Pkt::in_mbuf(mbuf, p.len());
+        c.rx_port = p.rx_port;
+        c.rx_ns = p.rx_ns;
+        Some(c)
     }
 }
 
@@ -548,7 +647,10 @@ impl Port for DpdkPort {
     }
 
     fn rx_burst(&mut self, now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
-        let mut got = 0;
+        register_thread();
+        // What the last call received beyond its `max` first.
+        let mut got = self.pending.len().min(max);
+        out.extend(self.pending.drain(..got));
         // Every queue once per call, starting where the last call stopped.
         for _ in 0..self.queues {
             if got >= max {
@@ -556,11 +658,13 @@ impl Port for DpdkPort {
             }
             let q = self.next_q;
             self.next_q = (self.next_q + 1) % self.queues;
-            let want = (max - got).min(BURST) as u16;
+            // At least 4: vector receive paths (i40e, ixgbe) return nothing for fewer.
+            let want = (max - got).clamp(4, BURST) as u16;
             // SAFETY: `rx` has room for `want` descriptors; one thread uses this queue.
             let n =
                 unsafe { ffi::ss_rx_burst(self.id, q, self.rx.as_mut_ptr(), want, &mut self.lost) };
-            for d in &self.rx[..usize::from(n)] {
+            for i in 0..usize::from(n) {
+                let d = self.rx[i];
                 let len = d.len as usize;
                 let (Some(m), Some(data)) = (NonNull::new(d.m), NonNull::new(d.data)) else {
                     continue;
@@ -588,20 +692,34 @@ impl Port for DpdkPort {
                     p
                 };
                 p.rx_ns = now;
-                out.push(p);
-                got += 1;
+                if got < max {
+                    out.push(p);
+                    got += 1;
+                } else {
+                    self.pending.push(p);
+                }
             }
         }
         got
     }
 
     fn tx_burst(&mut self, _now: u64, pkts: &mut Vec<Pkt>) -> usize {
+        register_thread();
         let mut taken = 0;
         while !pkts.is_empty() {
             let mut n = pkts.len().min(BURST);
             // Packets of other backends become mbufs of this port's pool, in place.
             let mut i = 0;
             while i < n {
+                if pkts[i].len() < 14 {
+                    // Not even an Ethernet header (some NICs flag such a descriptor as
+                    // malicious): dropped, counted.
+                    pkts.remove(i);
+                    self.lost += 1;
+                    taken += 1;
+                    n -= 1;
+                    continue;
+                }
                 if !pkts[i].is_mbuf() {
                     if pkts[i].len() > self.seg_room {
                         // Larger than this port's MTU makes frames: no NIC sends it. Counted.
@@ -673,7 +791,7 @@ impl Drop for DpdkPort {
     fn drop(&mut self) {
         // SAFETY: a port this DpdkPort started; its mbufs still in the switch stay valid (the
         // pool is never freed).
-        unsafe { ffi::ss_port_close(self.id) };
+        unsafe { ffi::ss_port_close(self.id, 1, self.probed) };
     }
 }
 

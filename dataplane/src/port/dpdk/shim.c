@@ -13,6 +13,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -33,29 +34,43 @@ struct ss_info {
   uint16_t max_tx_queues;
   uint32_t max_rx_pktlen;
   uint16_t max_mtu;
-  uint8_t tx_multi_seg;
-  uint8_t rx_scatter;
 };
 
 struct ss_stats {
   uint64_t ipackets, opackets, imissed, ierrors, oerrors, rx_nombuf;
 };
 
+#define POOL_CACHE 256
+
+/* 0, or why EAL did not start (some of its failures leave rte_errno at 0: EIO then). */
 int ss_eal_init(int argc, char **argv) {
-  return rte_eal_init(argc, argv) < 0 ? rte_errno : 0;
+  if (rte_eal_init(argc, argv) >= 0)
+    return 0;
+  return rte_errno ? rte_errno : EIO;
 }
 
-int ss_errno(void) { return rte_errno; }
+/* Makes the calling thread (a worker, not started by EAL) an EAL thread with an lcore id of its
+ * own, so that mempool caches serve it. 0 or a positive errno. */
+int ss_thread_register(void) {
+  if (rte_lcore_id() != LCORE_ID_ANY)
+    return 0;
+  return rte_thread_register() == 0 ? 0 : (rte_errno ? rte_errno : EIO);
+}
+
+/* The headroom DPDK was built with in front of each mbuf's data. */
+uint32_t ss_headroom(void) { return RTE_PKTMBUF_HEADROOM; }
 
 const char *ss_strerror(int e) { return rte_strerror(e); }
 
 uint16_t ss_port_count(void) { return rte_eth_dev_count_avail(); }
 
 /* The port `dev` names: an ethdev EAL has (a vdev's name, a PCI address), or a vdev's devargs
- * ("net_af_packet0,iface=eth0"), probed now when EAL does not have it yet. */
-int ss_port_by_name(const char *dev, uint16_t *port) {
+ * ("net_af_packet0,iface=eth0"), probed now when EAL does not have it yet (*probed is then 1:
+ * the port's release removes the device again). */
+int ss_port_by_name(const char *dev, uint16_t *port, int *probed) {
   char name[RTE_ETH_NAME_MAX_LEN];
   size_t n = strcspn(dev, ",");
+  *probed = 0;
   if (n >= sizeof(name))
     return ENAMETOOLONG;
   memcpy(name, dev, n);
@@ -65,7 +80,10 @@ int ss_port_by_name(const char *dev, uint16_t *port) {
   int rc = rte_dev_probe(dev);
   if (rc < 0)
     return -rc;
-  return rte_eth_dev_get_port_by_name(name, port) == 0 ? 0 : ENODEV;
+  if (rte_eth_dev_get_port_by_name(name, port) != 0)
+    return ENODEV;
+  *probed = 1;
+  return 0;
 }
 
 int ss_port_info(uint16_t port, struct ss_info *out) {
@@ -80,29 +98,41 @@ int ss_port_info(uint16_t port, struct ss_info *out) {
   out->max_tx_queues = info.max_tx_queues;
   out->max_rx_pktlen = info.max_rx_pktlen;
   out->max_mtu = info.max_mtu;
-  out->tx_multi_seg = (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
-  out->rx_scatter = (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0;
   return 0;
 }
 
-struct rte_mempool *ss_pool_create(const char *name, uint32_t n, uint16_t data_room) {
-  return rte_pktmbuf_pool_create(name, n, n >= 1024 ? 256 : 0, 0, data_room, SOCKET_ID_ANY);
+/* A pool of `n` mbufs of `data_room` bytes on the port's NUMA socket; NULL with a positive
+ * errno in *err. */
+struct rte_mempool *ss_pool_create(const char *name, uint32_t n, uint16_t data_room,
+                                   uint16_t port, int *err) {
+  int socket = rte_eth_dev_socket_id(port);
+  struct rte_mempool *mp = rte_pktmbuf_pool_create(name, n, POOL_CACHE, 0, data_room,
+                                                   socket < 0 ? SOCKET_ID_ANY : socket);
+  *err = mp ? 0 : (rte_errno ? rte_errno : ENOMEM);
+  return mp;
 }
+
+/* Frees a pool none of whose mbufs is out (a port that failed to start). */
+void ss_pool_free(struct rte_mempool *mp) { rte_mempool_free(mp); }
+
+/* Mbufs each EAL thread's cache of a pool may hold. */
+uint32_t ss_pool_cache(void) { return POOL_CACHE; }
 
 uint32_t ss_pool_avail(const struct rte_mempool *mp) { return rte_mempool_avail_count(mp); }
 
 uint32_t ss_pool_in_use(const struct rte_mempool *mp) { return rte_mempool_in_use_count(mp); }
 
 /* Configures `queues` receive and transmit queue pairs of `ring` descriptors, receiving into
- * `mp`, with the given MTU, and starts the port. On failure returns a positive errno and sets
- * *step to the call that failed (0 device info, 1 configure, 2 MTU, 3 rx queue, 4 tx queue,
- * 5 start). */
+ * `mp`, with the given MTU (set at configure time: the device takes it when it starts; no
+ * rte_eth_dev_set_mtu, which on net_af_packet changes the kernel interface's MTU), and starts
+ * the port. On failure returns a positive errno and sets *step to the call that failed (0 device
+ * info, 1 configure, 3 rx queue, 4 tx queue, 5 start). *promisc is what enabling promiscuous
+ * mode returned (0: on). */
 int ss_port_start(uint16_t port, uint16_t queues, uint16_t ring, struct rte_mempool *mp,
-                  uint16_t mtu, int multi_seg, int *step) {
+                  uint16_t mtu, int *step, int *promisc) {
   struct rte_eth_conf conf;
   memset(&conf, 0, sizeof(conf));
-  if (multi_seg)
-    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  conf.rxmode.mtu = mtu;
   int rc;
   if (queues > 1) {
     /* Spread flows over the receive queues by their addresses and ports. */
@@ -117,11 +147,6 @@ int ss_port_start(uint16_t port, uint16_t queues, uint16_t ring, struct rte_memp
   *step = 1;
   if ((rc = rte_eth_dev_configure(port, queues, queues, &conf)) != 0)
     return -rc;
-  *step = 2;
-  /* Drivers that cannot set an MTU (-ENOTSUP) keep theirs: the frame-size check stays. */
-  rc = rte_eth_dev_set_mtu(port, mtu);
-  if (rc != 0 && rc != -ENOTSUP)
-    return -rc;
   int socket = rte_eth_dev_socket_id(port);
   for (uint16_t q = 0; q < queues; q++) {
     *step = 3;
@@ -135,13 +160,22 @@ int ss_port_start(uint16_t port, uint16_t queues, uint16_t ring, struct rte_memp
   if ((rc = rte_eth_dev_start(port)) != 0)
     return -rc;
   /* A switch port takes every frame on its wire, as an AF_XDP or AF_PACKET socket does. */
-  rte_eth_promiscuous_enable(port);
+  *promisc = -rte_eth_promiscuous_enable(port);
   return 0;
 }
 
-void ss_port_close(uint16_t port) {
-  rte_eth_dev_stop(port);
+/* Stops (when `started`) and closes the port; a device the switch probed itself (`remove`) is removed again,
+ * so that the same devargs can be probed anew. */
+void ss_port_close(uint16_t port, int started, int remove) {
+  struct rte_eth_dev_info info;
+  struct rte_device *dev = NULL;
+  if (remove && rte_eth_dev_info_get(port, &info) == 0)
+    dev = info.device;
+  if (started)
+    rte_eth_dev_stop(port);
   rte_eth_dev_close(port);
+  if (dev)
+    rte_dev_remove(dev);
 }
 
 void ss_mac(uint16_t port, uint8_t out[6]) {
