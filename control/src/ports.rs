@@ -115,7 +115,6 @@ fn open_real(
     use sprayswitch::port::afpacket::AfPacketPort;
     use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
 
-    const RING: u32 = 1024;
     for w in 0..v.run.workers.max(1) {
         // This worker's AF_XDP candidates, sharing one UMEM sized for all of them.
         let mine: Vec<usize> = (0..slots.len())
@@ -144,7 +143,20 @@ fn open_real(
             } else {
                 4096
             };
-            let frames = XdpUmem::frames_for(mine.len(), RING);
+            // Each candidate's fill and transmit rings full and a receive ring's worth in
+            // the switch, plus 4096 (as `XdpUmem::frames_for`, port by port).
+            let frames = mine
+                .iter()
+                .map(|&i| match &v.backends[i] {
+                    Backend::Real {
+                        rings: (ring, fill),
+                        ..
+                    } => fill + 2 * ring,
+                    _ => 0,
+                })
+                .sum::<u32>()
+                .saturating_add(4096)
+                .next_power_of_two();
             Some(XdpUmem::new(frames, frame).with_context(|| {
                 format!(
                     "worker {w}: allocating a {} MiB UMEM",
@@ -161,6 +173,8 @@ fn open_real(
                 interface,
                 queues,
                 xdp_mode,
+                rings,
+                busy_poll_us,
             } = &v.backends[i]
             else {
                 continue;
@@ -169,7 +183,8 @@ fn open_real(
             let xdp = |umem: &mut Option<XdpUmem>| {
                 let mut o = XdpOptions::new(interface);
                 o.queues = *queues;
-                o.ring_size = RING;
+                (o.ring_size, o.fill_size) = *rings;
+                o.busy_poll_us = *busy_poll_us;
                 o.mode = match xdp_mode {
                     XdpModeChoice::Auto => None,
                     XdpModeChoice::Native => Some(XdpMode::Native),
@@ -179,10 +194,21 @@ fn open_real(
                     .expect("a UMEM exists for every AF_XDP candidate")
                     .open(name, &o)
             };
+            let xdp_report = |p: &sprayswitch::port::xdp::XdpPort| {
+                format!(
+                    "af_xdp {} mode on {interface}, queues {} ({}), rings {}/{} fill{}",
+                    p.mode().name(),
+                    queues,
+                    p.queue_modes().join(" "),
+                    rings.0,
+                    rings.1,
+                    if p.busy_poll() { ", busy polling" } else { "" }
+                )
+            };
             let port: Box<dyn Port> = match kind {
                 RealKind::AfXdp => {
                     let p = xdp(&mut umem)?;
-                    report[i] = format!("af_xdp {} mode on {interface}", p.mode().name());
+                    report[i] = xdp_report(&p);
                     Box::new(p)
                 }
                 RealKind::AfPacket => {
@@ -191,7 +217,7 @@ fn open_real(
                 }
                 RealKind::Auto => match xdp(&mut umem) {
                     Ok(p) => {
-                        report[i] = format!("af_xdp {} mode on {interface}", p.mode().name());
+                        report[i] = xdp_report(&p);
                         Box::new(p)
                     }
                     Err(e) => {

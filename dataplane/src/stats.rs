@@ -139,6 +139,10 @@ counter_table! {
         tx_busy: Counter, Count, Port, "sprayswitch_port_tx_busy_total", "Times a port refused packets (ring full); they were kept and retried.";
         tx_queue_drops: Counter, Packets, Port, "sprayswitch_port_tx_queue_drop_packets_total", "Packets dropped because the switch's transmit queue for a port was full.";
         backend_drops: Counter, Packets, Port, "sprayswitch_port_backend_drop_packets_total", "Frames the port backend lost (kernel receive drops, frames too large), as the backend reports them.";
+        backend_rx_dropped: Counter, Packets, Port, "sprayswitch_port_backend_rx_dropped_packets_total", "Frames dropped below the switch before they reached a ring (AF_XDP rx_dropped, DPDK imissed).";
+        backend_rx_ring_full: Counter, Packets, Port, "sprayswitch_port_backend_rx_ring_full_packets_total", "Frames dropped because the port's receive ring was full (AF_XDP).";
+        backend_rx_no_buffer: Counter, Count, Port, "sprayswitch_port_backend_rx_no_buffer_total", "Times a frame found no buffer (AF_XDP fill ring empty, DPDK rx_nombuf): the fill ring or pool is too small.";
+        backend_invalid: Counter, Count, Port, "sprayswitch_port_backend_invalid_total", "Invalid descriptors (AF_XDP) or erroneous frames (DPDK ierrors).";
         host_naks: Counter, Packets, Downlink, "sprayswitch_host_nak_packets_total", "PSN-sequence NAKs the host behind a downlink sent: host-side trouble.";
         host_cnps: Counter, Packets, Downlink, "sprayswitch_host_cnp_packets_total", "CNPs the host behind a downlink sent (it saw ECN marks).";
         ecn_marked: Counter, Packets, Port, "sprayswitch_port_ecn_marked_packets_total", "ECN-capable packets the port's egress queue marked CE.";

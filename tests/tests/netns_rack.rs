@@ -165,6 +165,14 @@ fn linux_hosts_ping_and_talk_tcp_through_the_rack() {
         "{}",
         rack.log("tor-a")
     );
+    // What each port was opened as: AF_XDP, its XDP mode, each queue bound in copy mode (veth
+    // has no zero copy), its rings.
+    let ports = tor_show(&rack, "tor-a", "ports");
+    let backend = ports["data"][0]["backend"].as_str().unwrap_or_default();
+    assert!(
+        backend.starts_with("af_xdp ") && backend.contains("queues 1 (copy), rings 1024/2048 fill"),
+        "{ports}"
+    );
 }
 
 /// Linux hosts with nothing but a default route ping each other across the fabric and inside
@@ -563,9 +571,14 @@ fn the_one_process_rack_forwards_sprays_and_reorders_like_the_split_one() {
 
 /// `sprayctl --json show counters` of ToR `tor` (`tor-a`, `tor-b`) of `rack`.
 fn tor_counters(rack: &Rack, tor: &str) -> serde_json::Value {
+    tor_show(rack, tor, "counters")
+}
+
+/// `sprayctl --json show WHAT` at a ToR.
+fn tor_show(rack: &Rack, tor: &str, what: &str) -> serde_json::Value {
     let sock = format!("/run/sprayswitch-rack/{}/{tor}.sock", rack.name);
     let out = Command::new(bin_dir().join("sprayctl"))
-        .args(["-s", &sock, "--json", "show", "counters"])
+        .args(["-s", &sock, "--json", "show", what])
         .output()
         .expect("sprayctl");
     assert!(

@@ -100,7 +100,15 @@ fn describe(v: &Validated) {
                 interface,
                 queues,
                 xdp_mode,
-            } => format!("{kind:?} on {interface} (queues {queues}, xdp mode {xdp_mode:?})"),
+                rings,
+                busy_poll_us,
+            } => format!(
+                "{kind:?} on {interface} (queues {queues}, xdp mode {xdp_mode:?}, rings {}/{} \
+                 fill, busy poll {})",
+                rings.0,
+                rings.1,
+                busy_poll_us.map_or("off".into(), |u| format!("{u} us"))
+            ),
             Backend::Dpdk { device, queues } => format!("dpdk {device} (queues {queues})"),
             Backend::Pcap { input, output, .. } => format!(
                 "pcap in={} out={}",
@@ -182,7 +190,7 @@ fn run(
     for (info, what) in v.tables.ports.iter().zip(&opened.report) {
         log::info!("port {}: {what}", info.name);
     }
-    let (ports, replaying) = (opened.ports, opened.replaying);
+    let (ports, replaying, report) = (opened.ports, opened.replaying, opened.report);
     let socket = copts.socket.clone();
     let mut server = ControlServer::bind(socket.as_deref(), copts.metrics)?;
     if let Some(p) = &socket {
@@ -203,6 +211,7 @@ fn run(
     let switch = v.clone().start(ports)?;
     log::info!("switch {name} running");
     let mut ctl = Control::new(switch, cfg, v, path);
+    ctl.set_backends(report);
     let start = Instant::now();
     let mut last = Instant::now();
     let mut last_periodic = Instant::now();

@@ -187,6 +187,15 @@ pub struct PortSection {
     pub device: Option<String>,
     /// AF_XDP: `auto` (native, falling back to skb), `native` or `skb`.
     pub xdp_mode: Option<Choice<XdpModeChoice>>,
+    /// AF_XDP: entries of the receive, transmit and completion rings (power of two, 64 to
+    /// 32768); default 1024.
+    pub ring_size: Option<u32>,
+    /// AF_XDP: entries of the fill ring (power of two, at least `ring_size`); default twice
+    /// `ring_size`.
+    pub fill_ring_size: Option<u32>,
+    /// AF_XDP: busy polling for this many microseconds per receive (`SO_BUSY_POLL` with
+    /// `SO_PREFER_BUSY_POLL`, Linux 5.11+); default off.
+    pub busy_poll_us: Option<u32>,
     /// `downlink` or `uplink`.
     pub role: Choice<Role>,
     /// The port's MAC.
@@ -350,6 +359,10 @@ pub enum Backend {
         queues: u32,
         /// AF_XDP hook.
         xdp_mode: XdpModeChoice,
+        /// AF_XDP ring sizes: (receive/transmit/completion, fill).
+        rings: (u32, u32),
+        /// AF_XDP busy polling, microseconds.
+        busy_poll_us: Option<u32>,
     },
 }
 

@@ -31,7 +31,9 @@ fn real_backends_are_described() {
             kind: RealKind::AfXdp,
             interface: "veth7".into(),
             queues: 2,
-            xdp_mode: XdpModeChoice::Skb
+            xdp_mode: XdpModeChoice::Skb,
+            rings: (1024, 2048),
+            busy_poll_us: None,
         }
     );
     assert_eq!(
@@ -40,7 +42,9 @@ fn real_backends_are_described() {
             kind: RealKind::Auto,
             interface: "y".into(),
             queues: 1,
-            xdp_mode: XdpModeChoice::Auto
+            xdp_mode: XdpModeChoice::Auto,
+            rings: (1024, 2048),
+            busy_poll_us: None,
         }
     );
     let dup = text.replace(
@@ -50,6 +54,56 @@ fn real_backends_are_described() {
     let e = Config::parse(&dup, "t").unwrap().validate().unwrap_err();
     assert_eq!(e.field, "port[7].interface");
     assert!(e.reason.contains("already used by port 'x'"), "{e}");
+
+    // AF_XDP rings and busy polling: set, checked, and refused where they do not apply.
+    let rings = text.replace(
+        "xdp_mode = \"skb\"\n",
+        "xdp_mode = \"skb\"\nring_size = 512\nfill_ring_size = 4096\nbusy_poll_us = 20\n",
+    );
+    let v = Config::parse(&rings, "t").unwrap().validate().unwrap();
+    assert!(
+        matches!(
+            v.backends[6],
+            Backend::Real {
+                rings: (512, 4096),
+                busy_poll_us: Some(20),
+                ..
+            }
+        ),
+        "{:?}",
+        v.backends[6]
+    );
+    for (from, to, field, reason) in [
+        (
+            "ring_size = 512",
+            "ring_size = 500",
+            "port[6].ring_size",
+            "a power of two",
+        ),
+        (
+            "fill_ring_size = 4096",
+            "fill_ring_size = 256",
+            "port[6].fill_ring_size",
+            "smaller than the receive ring",
+        ),
+        (
+            "busy_poll_us = 20",
+            "busy_poll_us = 0",
+            "port[6].busy_poll_us",
+            "1 to 1000",
+        ),
+        (
+            "backend = \"af_xdp\"",
+            "backend = \"af_packet\"",
+            "port[6].backend",
+            "apply to AF_XDP",
+        ),
+    ] {
+        let t = rings.replacen(from, to, 1);
+        let e = Config::parse(&t, "t").unwrap().validate().unwrap_err();
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.reason.contains(reason), "{e}");
+    }
 }
 
 #[test]

@@ -373,13 +373,25 @@ impl PortSection {
         if self.device.is_some() && kind != BackendKind::Dpdk {
             return err(f("device"), "device needs backend = \"dpdk\"");
         }
-        if kind == BackendKind::Dpdk && (self.interface.is_some() || self.xdp_mode.is_some()) {
+        if kind == BackendKind::Dpdk
+            && (self.interface.is_some()
+                || self.xdp_mode.is_some()
+                || self.ring_size.is_some()
+                || self.fill_ring_size.is_some()
+                || self.busy_poll_us.is_some())
+        {
             return err(
                 f("interface"),
-                "a DPDK port names its device (device = ...), not an interface or an XDP mode",
+                "a DPDK port names its device (device = ...), not an interface, an XDP mode or \
+                 AF_XDP rings",
             );
         }
-        if (self.interface.is_some() || self.queues.is_some() || self.xdp_mode.is_some())
+        if (self.interface.is_some()
+            || self.queues.is_some()
+            || self.xdp_mode.is_some()
+            || self.ring_size.is_some()
+            || self.fill_ring_size.is_some()
+            || self.busy_poll_us.is_some())
             && !kind.is_real()
             && kind != BackendKind::Dpdk
         {
@@ -465,11 +477,39 @@ impl PortSection {
             None => XdpModeChoice::Auto,
             Some(c) => c.get(|| f("xdp_mode"))?,
         };
-        if kind == BackendKind::AfPacket && (self.queues.is_some() || self.xdp_mode.is_some()) {
+        let xdp_only = self.queues.is_some()
+            || self.xdp_mode.is_some()
+            || self.ring_size.is_some()
+            || self.fill_ring_size.is_some()
+            || self.busy_poll_us.is_some();
+        if kind == BackendKind::AfPacket && xdp_only {
             return err(
                 f("backend"),
-                "queues and xdp_mode apply to AF_XDP (backend 'af_xdp' or 'auto')",
+                "queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us apply to AF_XDP \
+                 (backend 'af_xdp' or 'auto')",
             );
+        }
+        let ring = self.ring_size.unwrap_or(1024);
+        if !ring.is_power_of_two() || !(64..=32768).contains(&ring) {
+            return err(
+                f("ring_size"),
+                format!("{ring}: a power of two from 64 to 32768"),
+            );
+        }
+        let fill = self.fill_ring_size.unwrap_or(2 * ring);
+        if !fill.is_power_of_two() || fill < ring || fill > 65536 {
+            return err(
+                f("fill_ring_size"),
+                format!(
+                    "{fill}: a power of two from ring_size ({ring}) to 65536 (a fill ring smaller \
+                     than the receive ring drops frames when the receive ring is full)"
+                ),
+            );
+        }
+        if let Some(us) = self.busy_poll_us {
+            if !(1..=1000).contains(&us) {
+                return err(f("busy_poll_us"), format!("{us}: use 1 to 1000"));
+            }
         }
         Ok(Backend::Real {
             kind: match kind {
@@ -480,6 +520,8 @@ impl PortSection {
             interface,
             queues,
             xdp_mode,
+            rings: (ring, fill),
+            busy_poll_us: self.busy_poll_us,
         })
     }
 }

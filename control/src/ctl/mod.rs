@@ -121,6 +121,8 @@ pub struct Control {
     warnings: Vec<String>,
     /// The counters when `stats clear` last ran: `show` answers count from there.
     window: Option<Window>,
+    /// What each port was opened as (backend, mode, queues), for `show ports`.
+    backends: Vec<String>,
 }
 
 /// The start of a measurement window (`stats clear`).
@@ -156,7 +158,14 @@ impl Control {
             captures: Vec::new(),
             warnings: Vec::new(),
             window: None,
+            backends: Vec::new(),
         }
+    }
+
+    /// What each port was opened as, in table order (`ports::Opened::report`): `show ports`
+    /// gives it per port.
+    pub fn set_backends(&mut self, report: Vec<String>) {
+        self.backends = report;
     }
 
     /// The switch's counters in the current measurement window (since `stats clear`, else

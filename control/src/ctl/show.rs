@@ -38,6 +38,7 @@ impl Control {
                             "mtu": p.mtu,
                             "link": if self.switch.port_up(i as u16) { "up" } else { "down" },
                             "admin": if p.admin_up { "up" } else { "down" },
+                            "backend": self.backends.get(i).cloned().unwrap_or_default(),
                         });
                         add_rows(
                             &mut o,

@@ -372,6 +372,10 @@ impl<P: Port> Port for FaultInjector<P> {
     fn dropped(&self) -> u64 {
         self.inner.dropped()
     }
+
+    fn backend_counters(&self) -> super::BackendCounters {
+        self.inner.backend_counters()
+    }
 }
 
 #[cfg(test)]

@@ -238,6 +238,21 @@ impl Pkt {
     }
 }
 
+/// What a port's backend counts below the switch (published as the port's `backend_*`
+/// counters): where an operator looks first when frames go missing between wire and switch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendCounters {
+    /// Frames dropped before they reached a ring (AF_XDP `rx_dropped`, DPDK `imissed`).
+    pub rx_dropped: u64,
+    /// Frames dropped because the receive ring was full (AF_XDP `rx_ring_full`).
+    pub rx_ring_full: u64,
+    /// Times a frame found no buffer to go into (AF_XDP fill ring empty, DPDK `rx_nombuf`):
+    /// the fill ring or pool is too small for the bursts.
+    pub rx_no_buffer: u64,
+    /// Invalid descriptors (AF_XDP, both directions) or erroneous frames (DPDK `ierrors`).
+    pub invalid: u64,
+}
+
 /// Whether a port can carry traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkState {
@@ -292,6 +307,12 @@ pub trait Port: Send {
         0
     }
 
+    /// What the backend's own layer counted (the kernel's AF_XDP statistics, a DPDK device's
+    /// counters), cumulative. Cheap: cached values, read every loop iteration.
+    fn backend_counters(&self) -> BackendCounters {
+        BackendCounters::default()
+    }
+
     /// Appends the file descriptors that become readable when this port has packets to
     /// receive, so an idle worker can sleep in `poll(2)` until traffic arrives instead of
     /// waking on a timer (see `worker::IdleWaiter`). Ports without one (in-memory, pcap) add
@@ -329,6 +350,9 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn dropped(&self) -> u64 {
         (**self).dropped()
+    }
+    fn backend_counters(&self) -> BackendCounters {
+        (**self).backend_counters()
     }
     fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
         (**self).wait_fds(out)

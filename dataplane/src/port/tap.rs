@@ -112,6 +112,14 @@ impl<P: Port> Port for PcapTap<P> {
         self.inner.wait_fds(out)
     }
 
+    fn dropped(&self) -> u64 {
+        self.inner.dropped()
+    }
+
+    fn backend_counters(&self) -> super::BackendCounters {
+        self.inner.backend_counters()
+    }
+
     fn flush(&mut self) {
         if self.writer.flush().is_err() {
             self.errors += 1;

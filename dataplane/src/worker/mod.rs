@@ -524,6 +524,11 @@ impl Worker {
             st.set_rx_done(op.port.rx_finished());
             let pc = &self.sh.port_counters[usize::from(op.id)];
             pc.backend_drops.set(op.port.dropped());
+            let b = op.port.backend_counters();
+            pc.backend_rx_dropped.set(b.rx_dropped);
+            pc.backend_rx_ring_full.set(b.rx_ring_full);
+            pc.backend_rx_no_buffer.set(b.rx_no_buffer);
+            pc.backend_invalid.set(b.invalid);
             let c = op.q.counts;
             pc.ecn_marked.set(c.ecn_marked);
             pc.pause_frames.set(c.pause_frames);

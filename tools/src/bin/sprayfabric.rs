@@ -80,7 +80,7 @@ fn open(
 #[cfg(target_os = "linux")]
 fn run(cli: Cli) -> anyhow::Result<()> {
     use sprayswitch::port::xdp::XdpUmem;
-    let mut umem = XdpUmem::new(XdpUmem::frames_for(cli.paths.len() * 2, 1024), 2048)
+    let mut umem = XdpUmem::new(XdpUmem::frames_for(cli.paths.len() * 2, 1024, 2048), 2048)
         .context("allocating the UMEM")?;
     let mut paths = Vec::new();
     for p in &cli.paths {

@@ -97,9 +97,12 @@ impl OneRack {
             for (info, what) in v.tables.ports.iter().zip(&opened.report) {
                 report.push(format!("tor-{} port {}: {what}", ['a', 'b'][r], info.name));
             }
+            let backends = opened.report.clone();
             let (switch, ws) = v.clone().start_driven(opened.ports)?;
             workers.extend(ws.into_iter().map(|w| (r, w)));
-            controls.push(Control::new(switch, cfg, v, None::<PathBuf>));
+            let mut c = Control::new(switch, cfg, v, None::<PathBuf>);
+            c.set_backends(backends);
+            controls.push(c);
         }
         let driver = std::thread::Builder::new()
             .name("ss-rack".into())

@@ -785,6 +785,15 @@ impl Port for DpdkPort {
     fn dropped(&self) -> u64 {
         self.lost + self.stats.imissed + self.stats.ierrors + self.stats.rx_nombuf
     }
+
+    fn backend_counters(&self) -> super::BackendCounters {
+        super::BackendCounters {
+            rx_dropped: self.stats.imissed,
+            rx_ring_full: 0,
+            rx_no_buffer: self.stats.rx_nombuf,
+            invalid: self.stats.ierrors,
+        }
+    }
 }
 
 impl Drop for DpdkPort {

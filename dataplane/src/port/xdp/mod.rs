@@ -49,18 +49,30 @@ pub struct XdpOptions {
     pub queues: u32,
     /// Forced mode, or `None`: native, falling back to skb.
     pub mode: Option<XdpMode>,
-    /// Entries of each ring (power of two).
+    /// Entries of the receive, transmit and completion rings (power of two).
     pub ring_size: u32,
+    /// Entries of the fill ring (power of two, at least `ring_size`): above the receive
+    /// ring, so that a full receive ring's worth of frames is already back in the fill ring
+    /// when the kernel needs the next ones (a fill ring no larger than the receive ring is the
+    /// usual cause of silent drops: the kernel's `rx_fill_ring_empty_descs`).
+    pub fill_size: u32,
+    /// Busy polling (`SO_BUSY_POLL` with `SO_PREFER_BUSY_POLL`, Linux 5.11 or later): the
+    /// socket's receive drives the driver's NAPI for up to this many microseconds, instead of
+    /// interrupts. `None`: off.
+    pub busy_poll_us: Option<u32>,
 }
 
 impl XdpOptions {
-    /// Defaults for `ifname`: one queue, mode chosen automatically, 1024-entry rings.
+    /// Defaults for `ifname`: one queue, mode chosen automatically, 1024-entry rings, a
+    /// 2048-entry fill ring, no busy polling.
     pub fn new(ifname: &str) -> XdpOptions {
         XdpOptions {
             ifname: ifname.to_string(),
             queues: 1,
             mode: None,
             ring_size: 1024,
+            fill_size: 2048,
+            busy_poll_us: None,
         }
     }
 }
@@ -88,10 +100,11 @@ impl XdpUmem {
         })
     }
 
-    /// Frames for `ports` ports with rings of `ring_size`: each port's fill and transmit rings
-    /// full, plus the same again for packets inside the switch.
-    pub fn frames_for(ports: usize, ring_size: u32) -> u32 {
-        (ports as u32 * ring_size * 2 + 4096).next_power_of_two()
+    /// Frames for `ports` ports with rings of `ring_size` and fill rings of `fill_size`: each
+    /// port's fill and transmit rings full, plus a receive ring's worth each and 4096 for the
+    /// packets inside the switch.
+    pub fn frames_for(ports: usize, ring_size: u32, fill_size: u32) -> u32 {
+        (ports as u32 * (fill_size + 2 * ring_size) + 4096).next_power_of_two()
     }
 
     /// The frame area.
@@ -131,12 +144,19 @@ impl XdpUmem {
                 Some("rings need a power-of-two size of at least 64"),
             ));
         }
+        if !opts.fill_size.is_power_of_two() || opts.fill_size < opts.ring_size {
+            return Err(err(
+                "fill ring size",
+                io::Error::from(io::ErrorKind::InvalidInput),
+                Some("the fill ring needs a power-of-two size of at least the receive ring's"),
+            ));
+        }
         let ctl = sys::ioctl_socket().map_err(|e| err("opening a control socket", e, None))?;
         let mtu = sys::ifmtu(ctl.as_raw_fd(), &opts.ifname)
             .map_err(|e| err("reading the MTU", e, None))?;
         let mut queues = Vec::new();
         for q in 0..opts.queues.max(1) {
-            queues.push(self.open_queue(name, ifindex, q, opts.ring_size)?);
+            queues.push(self.open_queue(name, ifindex, q, opts)?);
         }
         // Checked once the UMEM is bound: whether frames larger than a UMEM frame can come as
         // several descriptors is known then.
@@ -169,10 +189,26 @@ impl XdpUmem {
             prog.set_socket(q as u32, &s.fd)
                 .map_err(|e| err(&format!("adding queue {q}'s socket to the XSKMAP"), e, None))?;
         }
-        let zero_copy = queues
-            .first()
+        // The kernel binds zero-copy when the driver has it (no XDP_COPY is asked for) and
+        // copy mode otherwise; what each queue got is read back.
+        let zero_copy_queues: Vec<bool> = queues
+            .iter()
             .map(|s| options(&s.fd) & XDP_OPTIONS_ZEROCOPY != 0)
-            .unwrap_or(false);
+            .collect();
+        let zero_copy = zero_copy_queues.first().copied().unwrap_or(false);
+        let busy_poll = match opts.busy_poll_us {
+            None => false,
+            Some(us) => match queues.iter().try_for_each(|q| set_busy_poll(&q.fd, us)) {
+                Ok(()) => true,
+                Err(e) => {
+                    log::warn!(
+                        "port {name}: busy polling refused ({e}; needs Linux 5.11 or later): \
+                         the port works without it"
+                    );
+                    false
+                }
+            },
+        };
         let link = LinkWatch::new(&opts.ifname).map_err(|e| err("reading link state", e, None))?;
         log::info!(
             "port {name}: AF_XDP on {} ({} queue(s)), XDP {} mode{}, {} copy, {} frames of {} bytes{}",
@@ -197,14 +233,17 @@ impl XdpUmem {
             queues,
             _prog: prog,
             link,
-            fill_target: opts.ring_size,
+            fill_target: opts.fill_size,
             tx_outstanding: 0,
             next_rx: 0,
             tx_lost: 0,
             rx_lost: 0,
             kernel_drops: 0,
+            kernel: XdpStatistics::default(),
             stats_due: 0,
             zero_copy,
+            zero_copy_queues,
+            busy_poll,
             multi_buffer: self.multi_buffer,
         };
         port.refill();
@@ -216,8 +255,9 @@ impl XdpUmem {
         name: &str,
         ifindex: u32,
         queue: u32,
-        ring: u32,
+        opts: &XdpOptions,
     ) -> Result<Xsk, SetupError> {
+        let (ring, fill_size) = (opts.ring_size, opts.fill_size);
         let err = |what: &str, e: io::Error, hint: Option<&str>| {
             SetupError::new(name, &format!("queue {queue}: {what}"), e, hint)
         };
@@ -252,18 +292,19 @@ impl XdpUmem {
                 )
             })?;
         }
-        for (opt, what) in [
-            (XDP_UMEM_FILL_RING, "sizing the fill ring"),
-            (XDP_UMEM_COMPLETION_RING, "sizing the completion ring"),
-            (XDP_RX_RING, "sizing the RX ring"),
-            (XDP_TX_RING, "sizing the TX ring"),
+        for (opt, what, size) in [
+            (XDP_UMEM_FILL_RING, "sizing the fill ring", fill_size),
+            (XDP_UMEM_COMPLETION_RING, "sizing the completion ring", ring),
+            (XDP_RX_RING, "sizing the RX ring", ring),
+            (XDP_TX_RING, "sizing the TX ring", ring),
         ] {
-            sys::setsockopt(&fd, SOL_XDP, opt, &ring).map_err(|e| err(what, e, None))?;
+            sys::setsockopt(&fd, SOL_XDP, opt, &size).map_err(|e| err(what, e, None))?;
         }
         let off: MmapOffsets = sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS)
             .map_err(|e| err("reading ring offsets", e, None))?;
         let map_err = |e| err("mapping the rings", e, None);
-        let fill = Producer::map(&fd, XDP_UMEM_PGOFF_FILL_RING, ring, &off.fr).map_err(map_err)?;
+        let fill =
+            Producer::map(&fd, XDP_UMEM_PGOFF_FILL_RING, fill_size, &off.fr).map_err(map_err)?;
         let comp =
             Consumer::map(&fd, XDP_UMEM_PGOFF_COMPLETION_RING, ring, &off.cr).map_err(map_err)?;
         let rx = Consumer::map(&fd, XDP_PGOFF_RX_RING, ring, &off.rx).map_err(map_err)?;
@@ -370,6 +411,17 @@ fn reassemble(
             }
         }
     }
+}
+
+/// Busy polling on an AF_XDP socket: preferred over interrupts, for `us` microseconds per
+/// call, a burst's worth of packets per poll.
+fn set_busy_poll(fd: &OwnedFd, us: u32) -> io::Result<()> {
+    const SO_BUSY_POLL: i32 = 46;
+    const SO_PREFER_BUSY_POLL: i32 = 69;
+    const SO_BUSY_POLL_BUDGET: i32 = 70;
+    sys::setsockopt(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32)?;
+    sys::setsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL, &(us as i32))?;
+    sys::setsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &64i32)
 }
 
 fn bind_retrying(fd: &OwnedFd, addr: &SockaddrXdp) -> io::Result<()> {
@@ -513,8 +565,14 @@ pub struct XdpPort {
     /// Multi-buffer frames received larger than the largest frame the switch handles.
     rx_lost: u64,
     kernel_drops: u64,
+    /// The kernel's statistics summed over the sockets, as last read.
+    kernel: XdpStatistics,
     stats_due: u64,
     zero_copy: bool,
+    /// Zero-copy per queue, as the kernel bound each socket.
+    zero_copy_queues: Vec<bool>,
+    /// Busy polling is on: an empty receive drives the driver with a system call.
+    busy_poll: bool,
     /// Frames larger than a UMEM frame span several descriptors.
     multi_buffer: bool,
 }
@@ -533,6 +591,19 @@ impl XdpPort {
     /// True when the kernel bound the sockets in zero-copy mode.
     pub fn zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    /// How each queue's socket is bound: `zero-copy` or `copy`, in queue order.
+    pub fn queue_modes(&self) -> Vec<&'static str> {
+        self.zero_copy_queues
+            .iter()
+            .map(|&z| if z { "zero-copy" } else { "copy" })
+            .collect()
+    }
+
+    /// True when busy polling is on.
+    pub fn busy_poll(&self) -> bool {
+        self.busy_poll
     }
 
     /// Kernel drop statistics summed over the port's sockets.
@@ -612,9 +683,10 @@ impl Port for XdpPort {
             });
             got += out.len() - before;
             consumed |= descs > 0;
-            if descs == 0 && q.fill.needs_wakeup() {
+            if descs == 0 && (q.fill.needs_wakeup() || self.busy_poll) {
                 // SAFETY: a zero-length non-blocking recvfrom on our socket is the documented
-                // fill-ring wakeup; no buffer is written.
+                // fill-ring wakeup (and, with busy polling, what runs the driver's poll); no
+                // buffer is written.
                 unsafe {
                     libc::recvfrom(
                         q.fd.as_raw_fd(),
@@ -722,6 +794,7 @@ impl Port for XdpPort {
             self.stats_due = now + 100_000_000;
             let s = self.kernel_stats();
             self.kernel_drops = s.rx_dropped + s.rx_ring_full + s.rx_invalid_descs;
+            self.kernel = s;
         }
     }
 
@@ -735,6 +808,16 @@ impl Port for XdpPort {
 
     fn dropped(&self) -> u64 {
         self.tx_lost + self.rx_lost + self.kernel_drops
+    }
+
+    fn backend_counters(&self) -> super::BackendCounters {
+        let k = &self.kernel;
+        super::BackendCounters {
+            rx_dropped: k.rx_dropped,
+            rx_ring_full: k.rx_ring_full,
+            rx_no_buffer: k.rx_fill_ring_empty_descs,
+            invalid: k.rx_invalid_descs + k.tx_invalid_descs,
+        }
     }
 
     /// Every queue's socket: the kernel wakes a `poll(2)` on it when its RX ring fills.
