@@ -578,6 +578,76 @@ mod dpdk {
         send_all(&mut port, Pkt::from_slice(&[0u8; 60]));
     }
 
+    /// The switch binary (built with the feature) with a vdev named in `[dpdk] eal_args`;
+    /// then without `--no-huge` on a machine with no hugepages: the error says what to do.
+    #[test]
+    fn the_switch_binary_takes_a_vdev_from_eal_args_and_names_missing_hugepages() {
+        if !available("the_switch_binary_takes_a_vdev_from_eal_args_and_names_missing_hugepages") {
+            return;
+        }
+        let p = pair();
+        let bin = sprayswitch_tests::bin_dir(&["sprayswitch"]).join("sprayswitch");
+        let dir = std::env::temp_dir().join(format!("ssw-dpdk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = |eal: &str| {
+            let cfg = dir.join("sw.toml");
+            std::fs::write(
+                &cfg,
+                format!(
+                    "[switch]\nname = \"dp\"\n[[port]]\nname = \"p0\"\nbackend = \"dpdk\"\n\
+                     device = \"net_af_packet0\"\nrole = \"downlink\"\nmac = \"02:00:00:00:77:02\"\n\
+                     addresses = [\"10.77.0.2/24\"]\n[dpdk]\neal_args = [{eal}]\nmbufs = 4096\n"
+                ),
+            )
+            .unwrap();
+            std::process::Command::new("ip")
+                .args(["netns", "exec", &p.sw.name])
+                .arg(&bin)
+                .arg("--config")
+                .arg(&cfg)
+                .args([
+                    "run",
+                    "--duration",
+                    "1",
+                    "--no-socket",
+                    "--stats-interval",
+                    "0",
+                ])
+                .env("RUST_LOG", "info")
+                .output()
+                .expect("sprayswitch")
+        };
+        let vdev = "\"--vdev\", \"net_af_packet0,iface=b0\"";
+        let out = run(&format!(
+            "\"--no-huge\", \"-m\", \"256\", \"--no-shconf\", \"--no-pci\", \"-l\", \"0\", {vdev}"
+        ));
+        let said = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{said}");
+        assert!(
+            said.contains("port p0: dpdk net_af_packet0 (net_af_packet) queues 1"),
+            "{said}"
+        );
+        let huge: u64 = std::fs::read_dir("/sys/kernel/mm/hugepages")
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| std::fs::read_to_string(e.path().join("nr_hugepages")).ok())
+                    .filter_map(|t| t.trim().parse::<u64>().ok())
+                    .sum()
+            })
+            .unwrap_or(0);
+        if huge == 0 {
+            let out = run(&format!(
+                "\"--no-shconf\", \"--no-pci\", \"-l\", \"0\", {vdev}"
+            ));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success());
+            assert!(said.contains("no hugepages are reserved"), "{said}");
+            assert!(said.contains("--no-huge"), "{said}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn dpdk_setup_errors_say_what_to_do() {
         if !available("dpdk_setup_errors_say_what_to_do") {
