@@ -505,6 +505,19 @@ mod dpdk {
         }
     }
 
+    /// The veth pair with a DPDK port on the switch's end, EAL started; `None` when the test
+    /// is skipped.
+    fn opened(test: &str) -> Option<(super::Pair, DpdkPort)> {
+        if !available(test) {
+            return None;
+        }
+        eal();
+        let p = pair();
+        let port =
+            p.sw.run(|| DpdkPort::open("b0", &on("b0")).unwrap_or_else(|e| panic!("{e}")));
+        Some((p, port))
+    }
+
     /// `on`'s options for the same device.
     fn o_ok(device: &str) -> DpdkOptions {
         DpdkOptions {
@@ -515,13 +528,10 @@ mod dpdk {
 
     #[test]
     fn dpdk_port_receives_and_transmits_and_returns_every_mbuf() {
-        if !available("dpdk_port_receives_and_transmits_and_returns_every_mbuf") {
+        let Some((p, mut port)) = opened("dpdk_port_receives_and_transmits_and_returns_every_mbuf")
+        else {
             return;
-        }
-        eal();
-        let p = pair();
-        let mut port =
-            p.sw.run(|| DpdkPort::open("b0", &on("b0")).unwrap_or_else(|e| panic!("{e}")));
+        };
         assert_eq!(port.driver(), "net_af_packet");
         // The device's MAC is the veth's.
         assert_eq!(port.mac(), [0x02, 0, 0, 0, 0x77, 0x02]);
@@ -561,13 +571,11 @@ mod dpdk {
 
     #[test]
     fn dpdk_port_drops_and_counts_a_frame_larger_than_its_mtu() {
-        if !available("dpdk_port_drops_and_counts_a_frame_larger_than_its_mtu") {
+        let Some((_pair, mut port)) =
+            opened("dpdk_port_drops_and_counts_a_frame_larger_than_its_mtu")
+        else {
             return;
-        }
-        eal();
-        let p = pair();
-        let mut port =
-            p.sw.run(|| DpdkPort::open("b0", &on("b0")).unwrap_or_else(|e| panic!("{e}")));
+        };
         wait_link_up(&mut port);
         // A frame from another backend that no mbuf of a 1500-MTU port holds: taken (so it
         // blocks nothing behind it), dropped, counted.
