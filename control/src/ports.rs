@@ -143,20 +143,23 @@ fn open_real(
             } else {
                 4096
             };
-            // Each candidate's fill and transmit rings full and a receive ring's worth in
-            // the switch, plus 4096 (as `XdpUmem::frames_for`, port by port).
+            // Each candidate's fill rings (one per queue) and transmit ring full and a
+            // receive ring's worth in the switch, plus 4096 (as `XdpUmem::frames_for`, port by
+            // port and queue by queue).
             let frames = mine
                 .iter()
                 .map(|&i| match &v.backends[i] {
                     Backend::Real {
                         rings: (ring, fill),
+                        queues,
                         ..
-                    } => fill + 2 * ring,
+                    } => u64::from(*queues) * u64::from(*fill) + 2 * u64::from(*ring),
                     _ => 0,
                 })
-                .sum::<u32>()
+                .sum::<u64>()
                 .saturating_add(4096)
-                .next_power_of_two();
+                .next_power_of_two()
+                .min(1 << 24) as u32;
             Some(XdpUmem::new(frames, frame).with_context(|| {
                 format!(
                     "worker {w}: allocating a {} MiB UMEM",

@@ -155,10 +155,11 @@ macro_rules! counter_table {
 
             /// Takes an earlier reading `base` of the same counters away: counters then count
             /// what came after it (a measurement window); gauges and maxima stay as they are
-            /// now. Extra fields are the caller's.
+            /// now. A counter below its base (a pause time cut short by XON) counts 0, never a
+            /// wrapped figure. Extra fields are the caller's.
             pub fn subtract(&mut self, base: &$Plain) {
                 $( if matches!($crate::counters::Kind::$kind, $crate::counters::Kind::Counter) {
-                    self.$name = self.$name.wrapping_sub(base.$name);
+                    self.$name = self.$name.saturating_sub(base.$name);
                 } )*
             }
 

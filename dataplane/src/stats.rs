@@ -95,7 +95,7 @@ impl Stats {
         let mut s = self.clone();
         s.subtract(base);
         for (d, b) in s.drops.iter_mut().zip(&base.drops) {
-            *d = d.wrapping_sub(*b);
+            *d = d.saturating_sub(*b);
         }
         s.reorder.subtract(&base.reorder);
         for p in &mut s.ports {

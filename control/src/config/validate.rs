@@ -380,8 +380,17 @@ impl PortSection {
                 || self.fill_ring_size.is_some()
                 || self.busy_poll_us.is_some())
         {
+            let field = [
+                ("interface", self.interface.is_some()),
+                ("xdp_mode", self.xdp_mode.is_some()),
+                ("ring_size", self.ring_size.is_some()),
+                ("fill_ring_size", self.fill_ring_size.is_some()),
+            ]
+            .iter()
+            .find(|(_, set)| *set)
+            .map_or("busy_poll_us", |(n, _)| n);
             return err(
-                f("interface"),
+                f(field),
                 "a DPDK port names its device (device = ...), not an interface, an XDP mode or \
                  AF_XDP rings",
             );
@@ -397,7 +406,8 @@ impl PortSection {
         {
             return err(
                 f("interface"),
-                "interface, queues and xdp_mode need a real backend (af_xdp, af_packet or auto)",
+                "interface, queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us need a real \
+                 backend (af_xdp or auto; af_packet takes only interface)",
             );
         }
         if (self.pcap_in.is_some() || self.pcap_out.is_some() || self.pace.is_some())

@@ -21,7 +21,7 @@
 //! | `{"cmd":"show","what":"hosts"}` | per downlink host: its NAKs, CNPs and pauses (host trouble) next to hold timeouts and retransmissions reaching it (fabric trouble) |
 //! | `{"cmd":"show","what":"queues"}` | per port: egress queue bytes now, depth p50/p99/max, rate, ECN thresholds, marks, drops, pauses |
 //! | `{"cmd":"show","what":"workers"}` | per worker: its core, the ports and queues it polls, loop iterations, busy and idle time, packets per busy iteration, ns per packet |
-//! | `{"cmd":"stats-clear"}` | starts a fresh measurement window: every `show` counter since now (Prometheus stays monotonic) |
+//! | `{"cmd":"stats-clear"}` | starts a fresh measurement window: every `show` counter since now, except the reorder stage's per-stream sums in `show streams` and `show hosts` and the depth histograms (Prometheus stays monotonic) |
 //! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
 //! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
 //! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |

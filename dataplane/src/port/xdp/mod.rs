@@ -56,9 +56,10 @@ pub struct XdpOptions {
     /// when the kernel needs the next ones (a fill ring no larger than the receive ring is the
     /// usual cause of silent drops: the kernel's `rx_fill_ring_empty_descs`).
     pub fill_size: u32,
-    /// Busy polling (`SO_BUSY_POLL` with `SO_PREFER_BUSY_POLL`, Linux 5.11 or later): the
-    /// socket's receive drives the driver's NAPI for up to this many microseconds, instead of
-    /// interrupts. `None`: off.
+    /// Busy polling (`SO_BUSY_POLL` at this many microseconds with `SO_PREFER_BUSY_POLL`,
+    /// Linux 5.11 or later): the port's non-blocking receive on an empty ring runs the
+    /// driver's poll once from the worker, and the driver's interrupts stay off while it does.
+    /// `None`: off.
     pub busy_poll_us: Option<u32>,
 }
 
@@ -100,9 +101,10 @@ impl XdpUmem {
         })
     }
 
-    /// Frames for `ports` ports with rings of `ring_size` and fill rings of `fill_size`: each
-    /// port's fill and transmit rings full, plus a receive ring's worth each and 4096 for the
-    /// packets inside the switch.
+    /// Frames for `ports` single-queue ports with rings of `ring_size` and fill rings of
+    /// `fill_size`: each port's fill and transmit rings full, plus a receive ring's worth each
+    /// and 4096 for the packets inside the switch (a port of several queues has a fill ring per
+    /// queue: count it once per queue).
     pub fn frames_for(ports: usize, ring_size: u32, fill_size: u32) -> u32 {
         (ports as u32 * (fill_size + 2 * ring_size) + 4096).next_power_of_two()
     }
@@ -201,9 +203,13 @@ impl XdpUmem {
             Some(us) => match queues.iter().try_for_each(|q| set_busy_poll(&q.fd, us)) {
                 Ok(()) => true,
                 Err(e) => {
+                    // Off on every queue again: no queue is left half set up.
+                    for q in &queues {
+                        let _ = set_busy_poll(&q.fd, 0);
+                    }
                     log::warn!(
-                        "port {name}: busy polling refused ({e}; needs Linux 5.11 or later): \
-                         the port works without it"
+                        "port {name}: busy polling refused ({e}; it needs Linux 5.11 or later \
+                         and CAP_NET_ADMIN): the port works without it"
                     );
                     false
                 }
@@ -413,15 +419,16 @@ fn reassemble(
     }
 }
 
-/// Busy polling on an AF_XDP socket: preferred over interrupts, for `us` microseconds per
-/// call, a burst's worth of packets per poll.
+/// Busy polling on an AF_XDP socket (`us` > 0: preferred over interrupts, a burst's worth of
+/// packets per poll), or off again (`us` = 0).
 fn set_busy_poll(fd: &OwnedFd, us: u32) -> io::Result<()> {
-    const SO_BUSY_POLL: i32 = 46;
-    const SO_PREFER_BUSY_POLL: i32 = 69;
-    const SO_BUSY_POLL_BUDGET: i32 = 70;
-    sys::setsockopt(fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, &1i32)?;
-    sys::setsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL, &(us as i32))?;
-    sys::setsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, &64i32)
+    let on = i32::from(us > 0);
+    sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_PREFER_BUSY_POLL, &on)?;
+    sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL, &(us as i32))?;
+    if us > 0 {
+        sys::setsockopt(fd, libc::SOL_SOCKET, libc::SO_BUSY_POLL_BUDGET, &64i32)?;
+    }
+    Ok(())
 }
 
 fn bind_retrying(fd: &OwnedFd, addr: &SockaddrXdp) -> io::Result<()> {
