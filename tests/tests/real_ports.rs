@@ -670,49 +670,33 @@ mod dpdk {
         assert!(init_eal(&eal_args()).is_ok());
         let p = pair();
         p.sw.run(|| {
-            let mut o = on("b0");
-            o.device = "0000:3b:00.0".into();
-            let e = DpdkPort::open("up1", &o)
-                .err()
-                .expect("no such device")
-                .to_string();
+            // The error opening `on("b0")` changed by `change`.
+            let refused = |change: &dyn Fn(&mut DpdkOptions)| {
+                let mut o = on("b0");
+                change(&mut o);
+                match DpdkPort::open("up1", &o) {
+                    Ok(_) => panic!("{o:?} opened"),
+                    Err(e) => e.to_string(),
+                }
+            };
+            let e = refused(&|o| o.device = "0000:3b:00.0".into());
             assert!(
                 e.starts_with("port up1: no DPDK device \"0000:3b:00.0\""),
                 "{e}"
             );
             assert!(e.contains("--vdev"), "{e}");
-            let mut o = on("b0");
-            o.queues = 4;
-            let e = DpdkPort::open("up2", &o)
-                .err()
-                .expect("too many queues")
-                .to_string();
+            let e = refused(&|o| o.queues = 4);
             assert!(
                 e.contains("has 1 receive/transmit queue pairs, 4 asked for"),
                 "{e}"
             );
-            let mut o = on("b0");
-            o.mtu = 9000;
-            let e = DpdkPort::open("up3", &o)
-                .err()
-                .expect("frames too large")
-                .to_string();
+            let e = refused(&|o| o.mtu = 9000);
             assert!(e.contains("MTU 9000 is more than"), "{e}");
             assert!(e.contains("(MTU 1500)"), "{e}");
-            let mut o = on("b0");
-            o.mbufs = 1 << 24;
-            let e = DpdkPort::open("up4", &o)
-                .err()
-                .expect("no memory")
-                .to_string();
+            let e = refused(&|o| o.mbufs = 1 << 24);
             assert!(e.contains("-m MB"), "{e}");
             // A pool its rings would empty: refused before the port starts.
-            let mut o = on("b0");
-            o.mbufs = 2048;
-            let e = DpdkPort::open("up5", &o)
-                .err()
-                .expect("too few mbufs")
-                .to_string();
+            let e = refused(&|o| o.mbufs = 2048);
             assert!(
                 e.contains("2048 mbufs are too few for 1 receive queue(s)"),
                 "{e}"
@@ -720,6 +704,9 @@ mod dpdk {
             assert!(e.contains("mbufs = 3648 or more"), "{e}");
             // A failed open removed the vdev it probed, and a closed port does too: the same
             // devargs open again.
+            let mut o = on("b0");
+            o.mbufs = 2048;
+            assert!(DpdkPort::open("again", &o).is_err());
             let p1 = DpdkPort::open("again", &o_ok(&o.device)).unwrap_or_else(|e| panic!("{e}"));
             drop(p1);
             let p2 = DpdkPort::open("again", &o_ok(&o.device));

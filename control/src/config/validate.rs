@@ -373,42 +373,24 @@ impl PortSection {
         if self.device.is_some() && kind != BackendKind::Dpdk {
             return err(f("device"), "device needs backend = \"dpdk\"");
         }
-        if kind == BackendKind::Dpdk
-            && (self.interface.is_some()
-                || self.xdp_mode.is_some()
-                || self.ring_size.is_some()
-                || self.fill_ring_size.is_some()
-                || self.busy_poll_us.is_some())
-        {
-            let field = [
-                ("interface", self.interface.is_some()),
-                ("xdp_mode", self.xdp_mode.is_some()),
-                ("ring_size", self.ring_size.is_some()),
-                ("fill_ring_size", self.fill_ring_size.is_some()),
-            ]
-            .iter()
-            .find(|(_, set)| *set)
-            .map_or("busy_poll_us", |(n, _)| n);
-            return err(
-                f(field),
-                "a DPDK port names its device (device = ...), not an interface, an XDP mode or \
-                 AF_XDP rings",
-            );
-        }
-        if (self.interface.is_some()
-            || self.queues.is_some()
-            || self.xdp_mode.is_some()
-            || self.ring_size.is_some()
-            || self.fill_ring_size.is_some()
-            || self.busy_poll_us.is_some())
-            && !kind.is_real()
-            && kind != BackendKind::Dpdk
-        {
-            return err(
-                f("interface"),
-                "interface, queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us need a real \
-                 backend (af_xdp or auto; af_packet takes only interface)",
-            );
+        let interface = self.interface.is_some().then_some("interface");
+        if kind == BackendKind::Dpdk {
+            if let Some(field) = interface.or(self.xdp_field()) {
+                return err(
+                    f(field),
+                    "a DPDK port names its device (device = ...), not an interface, an XDP mode \
+                     or AF_XDP rings",
+                );
+            }
+        } else if !kind.is_real() {
+            let queues = self.queues.is_some().then_some("queues");
+            if let Some(field) = interface.or(queues).or(self.xdp_field()) {
+                return err(
+                    f(field),
+                    "interface, queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us need \
+                     a real backend (af_xdp or auto; af_packet takes only interface)",
+                );
+            }
         }
         if (self.pcap_in.is_some() || self.pcap_out.is_some() || self.pace.is_some())
             && kind != BackendKind::Pcap
@@ -419,6 +401,27 @@ impl PortSection {
             );
         }
         Ok(backend)
+    }
+
+    /// The first field set that only AF_XDP ports take, if any.
+    fn xdp_field(&self) -> Option<&'static str> {
+        [
+            ("xdp_mode", self.xdp_mode.is_some()),
+            ("ring_size", self.ring_size.is_some()),
+            ("fill_ring_size", self.fill_ring_size.is_some()),
+            ("busy_poll_us", self.busy_poll_us.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(name, set)| set.then_some(name))
+    }
+
+    /// The queues of an AF_XDP or DPDK port (default 1).
+    fn queue_count(&self, f: &impl Fn(&str) -> String) -> Result<u32, ConfigError> {
+        let queues = self.queues.unwrap_or(1);
+        if !(1..=64).contains(&queues) {
+            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
+        }
+        Ok(queues)
     }
 
     /// A DPDK port: its device and queues.
@@ -447,10 +450,7 @@ impl PortSection {
                 format!("{name} is already used by port '{}'", ports[j].name),
             );
         }
-        let queues = self.queues.unwrap_or(1);
-        if !(1..=64).contains(&queues) {
-            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
-        }
+        let queues = self.queue_count(f)?;
         Ok(Backend::Dpdk { device, queues })
     }
 
@@ -479,20 +479,12 @@ impl PortSection {
                 format!("{interface} is already used by port '{}'", ports[j].name),
             );
         }
-        let queues = self.queues.unwrap_or(1);
-        if !(1..=64).contains(&queues) {
-            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
-        }
+        let queues = self.queue_count(f)?;
         let xdp_mode = match &self.xdp_mode {
             None => XdpModeChoice::Auto,
             Some(c) => c.get(|| f("xdp_mode"))?,
         };
-        let xdp_only = self.queues.is_some()
-            || self.xdp_mode.is_some()
-            || self.ring_size.is_some()
-            || self.fill_ring_size.is_some()
-            || self.busy_poll_us.is_some();
-        if kind == BackendKind::AfPacket && xdp_only {
+        if kind == BackendKind::AfPacket && (self.queues.is_some() || self.xdp_field().is_some()) {
             return err(
                 f("backend"),
                 "queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us apply to AF_XDP \
