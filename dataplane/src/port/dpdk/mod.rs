@@ -381,6 +381,9 @@ unsafe impl Send for DpdkPort {}
 
 static POOLS: Mutex<u32> = Mutex::new(0);
 
+/// Held while a port opens or closes (see [`DpdkPort::open`]).
+static CONTROL: Mutex<()> = Mutex::new(());
+
 impl DpdkPort {
     /// Opens `o.device` as port `name`: checks its queues and frame size, makes its mbuf pool,
     /// configures `o.queues` queue pairs, starts it in promiscuous mode.
@@ -391,6 +394,9 @@ impl DpdkPort {
         if !eal_running() {
             return Err(DpdkError::NoEal { port: name.into() });
         }
+        // DPDK's hotplug and device configuration are not thread-safe: one open or close at a
+        // time in the process.
+        let _one = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
         let device = o.device.clone();
         let no_device = |reason: String| DpdkError::NoDevice {
             port: name.into(),
@@ -798,6 +804,7 @@ impl Port for DpdkPort {
 
 impl Drop for DpdkPort {
     fn drop(&mut self) {
+        let _one = CONTROL.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: a port this DpdkPort started; its mbufs still in the switch stay valid (the
         // pool is never freed).
         unsafe { ffi::ss_port_close(self.id, 1, self.probed) };
