@@ -25,7 +25,9 @@
 #   RATE_MBPS [per path: 100 at RoCE MTU 1024, 300 at 4096: one path slower than a direct link,
 #   four well faster]; HOST_RATE_MBPS [fabric]: the ToRs pace their sends to a guest at this rate
 #   ("fabric": the paths' summed rate, what the wire mode delivers at most; empty: unpaced);
-#   DELAYS_US ["0 20 40 60"]; WIRE_IMPAIR [fabric|none|sprayfabric
+#   DELAYS_US ["0 20 40 60"]; TAP_QLEN [10000]: the taps' transmit queue towards the guests in
+#   every mode (tun's default 1000 overflows when a TCG guest stalls: loss no switch can
+#   prevent, which a lossless RoCE host link would not have); WIRE_IMPAIR [fabric|none|sprayfabric
 #   impairments]; TESTS_OVERRIDE (';'-separated), PMTUS_OVERRIDE; ROUNDS [1] (each round runs
 #   every mode back to back; ratios are medians over rounds); TEST_LIMIT [150], SPRAY_LIMIT [45]
 #   (seconds per perftest run; spraying without reorder collapses Go-Back-N); CAPTURE [""]: 1
@@ -55,6 +57,9 @@ HOST_RATE_MBPS=${HOST_RATE_MBPS-fabric}
 host_rate_for() { [ "$HOST_RATE_MBPS" = fabric ] && echo $(($(rate_for "$1") * 4)) || echo "$HOST_RATE_MBPS"; }
 rate_for() { [ -n "$RATE_MBPS" ] && echo "$RATE_MBPS" || { [ "$1" = 4096 ] && echo 300 || echo 100; }; }
 DELAYS_US=${DELAYS_US:-"0 20 40 60"}
+# The taps' transmit queue towards the guests, in every mode (see netns-rack.sh).
+TAP_QLEN=${TAP_QLEN:-10000}
+export TAP_QLEN
 LOSS=${LOSS:-}
 OUT=${OUT:-/tmp/sprayswitch-rxe-$$}
 CHECK=${CHECK:-1}
@@ -134,6 +139,7 @@ direct_up() {
   fi
   for t in ta tb; do
     ip -n "$DIRECT_NS" tuntap add "$t" mode tap
+    ip -n "$DIRECT_NS" link set "$t" txqueuelen "$TAP_QLEN"
     if [ "$mode" = direct ]; then ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" master br0 up
     else ip -n "$DIRECT_NS" link set "$t" mtu "$mtu" up; fi
   done

@@ -355,6 +355,7 @@ impl<T> ReorderCore<T> {
         self.index.insert(key, i);
         self.last = Some((key, i));
         self.totals.streams = self.index.len() as u64;
+        self.totals.peak_streams = self.totals.peak_streams.max(self.totals.streams);
         if matches!(phase, Phase::Learning { .. }) {
             self.mark_active(i);
         }

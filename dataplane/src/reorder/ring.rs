@@ -43,6 +43,7 @@ impl<T> ReorderCore<T> {
     #[inline]
     fn hold_bytes(&mut self, stream: u32, len: u32) {
         self.held_bytes += len as usize;
+        self.totals.peak_held_bytes = self.totals.peak_held_bytes.max(self.held_bytes as u64);
         let port = usize::from(self.streams[stream as usize].port);
         if let Some(b) = self.port_held.get_mut(port) {
             *b += u64::from(len);

@@ -271,6 +271,15 @@ impl RoceSummary {
         }
     }
 
+    /// The payload of `frame`, the frame this summary was made from (after the extension
+    /// headers, without pad; a MAD for RDMA CM). Empty if `frame` is not that frame.
+    pub fn payload<'f>(&self, frame: &'f [u8]) -> &'f [u8] {
+        let start = usize::from(self.payload_offset);
+        frame
+            .get(start..start + usize::from(self.payload_len))
+            .unwrap_or(&[])
+    }
+
     /// The bytes the ICRC covers plus the ICRC: IP header through the ICRC.
     pub fn icrc_region<'f>(&self, frame: &'f [u8], l3_offset: u16) -> &'f [u8] {
         let end = usize::from(self.icrc_offset) + ICRC_LEN;

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use sprayswitch_tools::sim::topo::{Scheme, Topology};
-use sprayswitch_tools::sim::workload::{poisson, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{report, run, SimOpts};
+use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
+use sprayswitch_tools::sim::{report, run_all, Progress, SimOpts};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
@@ -38,9 +38,18 @@ struct Cli {
     /// After the last arrival, how long flows may still run, ms.
     #[arg(long, default_value_t = 20.0)]
     drain_ms: f64,
-    /// Destinations: uniform (other racks) or incast (every host to host 0).
+    /// Destinations: uniform (a random host of another rack), all-to-all (every other host in
+    /// turn) or incast (every host to host 0; --load is then of host 0's link).
     #[arg(long, default_value = "uniform")]
     pattern: String,
+    /// One long-lived QP per pair of hosts carrying all their flows as messages (a message's
+    /// FCT counts from its posting), instead of one QP per flow.
+    #[arg(long)]
+    long_lived: bool,
+    /// Runs at once, each on a thread of its own (default: the machine's cores); the output is
+    /// the same for any number.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Schemes to compare on the same flows.
     #[arg(
         long,
@@ -66,6 +75,12 @@ struct Cli {
     /// Write the slowdown per size bin (20 bins of 5% of the flows) as CSV here.
     #[arg(long)]
     bins_csv: Option<PathBuf>,
+    /// Write every run (summary, bins, per-leaf figures, every flow) as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Draw slowdown against flow size (average and p99 panels, a line per run) as SVG here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
@@ -113,11 +128,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         "--duration-ms above 0, --drain-ms at least 0"
     );
     anyhow::ensure!(cli.step_ns >= 1, "--step-ns at least 1");
-    let pattern = match cli.pattern.as_str() {
-        "uniform" => Pattern::Uniform,
-        "incast" => Pattern::Incast,
-        other => anyhow::bail!("--pattern {other}: use uniform or incast"),
-    };
+    let pattern = Pattern::parse(&cli.pattern).map_err(|e| anyhow::anyhow!("--pattern: {e}"))?;
     let schemes = cli
         .schemes
         .iter()
@@ -138,20 +149,10 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         p => Some(DcqcnConfig::named(p, topology.host_bps()).map_err(|e| anyhow::anyhow!(e))?),
     };
     let duration_ns = (cli.duration_ms * 1e6) as u64;
-    let flows = poisson(
-        &cdf,
-        topology.leaves,
-        topology.hosts_per_leaf,
-        topology.spines,
-        topology.fabric_bps(),
-        cli.load,
-        duration_ns,
-        pattern,
-        cli.seed,
-    );
+    let flows = Arrivals::on(&topology, cli.load, duration_ns, pattern, cli.seed).flows(&cdf);
     println!(
         "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns; \
-         {} at {:.0}% load on the uplinks, {} flows in {} ms (mean {:.0} B); DCQCN {}; step {} ns",
+         {} at {:.0}% load ({}), {} flows in {} ms (mean {:.0} B), {}; DCQCN {}; step {} ns",
         topology.leaves,
         topology.spines,
         topology.hosts_per_leaf,
@@ -160,35 +161,49 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         topology.link_delay_ns,
         cdf.name,
         cli.load * 100.0,
+        match pattern {
+            Pattern::Incast => "incast, of host 0's link",
+            Pattern::AllToAll => "all-to-all, of the uplinks",
+            Pattern::Uniform => "uniform, of the uplinks",
+        },
         flows.len(),
         cli.duration_ms,
         cdf.mean(),
+        if cli.long_lived { "long-lived QPs" } else { "a QP per flow" },
         cli.dcqcn,
         cli.step_ns
     );
-    let mut runs = Vec::new();
+    let mut opts = Vec::new();
     for r in &receivers {
         for s in &schemes {
-            let o = SimOpts {
+            opts.push(SimOpts {
                 topology: topology.clone(),
                 scheme: *s,
                 receiver: *r,
                 dcqcn,
                 step_ns: cli.step_ns,
                 drain_ns: (cli.drain_ms * 1e6) as u64,
-                progress: !cli.quiet,
-            };
-            let out = run(&o, &flows)?;
-            eprintln!(
-                "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
-                s.name(),
-                sprayswitch_tools::rack::demo::receiver_name(*r),
-                out.wall_s,
-                out.simulated_ns as f64 / 1e6,
-                out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
-            );
-            runs.push(out);
+                long_lived: cli.long_lived,
+                progress: false,
+            });
         }
+    }
+    let jobs = cli.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    anyhow::ensure!(jobs >= 1, "--jobs at least 1");
+    let board = Board::new(&opts, !cli.quiet);
+    let runs = run_all(&opts, &flows, jobs, &|i, p| board.update(i, p))?;
+    board.finish();
+    for out in &runs {
+        eprintln!(
+            "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
+            out.scheme.name(),
+            sprayswitch_tools::rack::demo::receiver_name(out.receiver),
+            out.wall_s,
+            out.simulated_ns as f64 / 1e6,
+            out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
+        );
     }
     print!("{}", report::table(&runs));
     println!("(slowdown = FCT / FCT alone on the fabric; bin1 = smallest 5% of flows, bin20 = largest 5%)");
@@ -209,6 +224,22 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     }
     if let Some(p) = &cli.bins_csv {
         std::fs::write(p, report::bins_csv(&runs)).with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &cli.json {
+        std::fs::write(p, report::json(&runs)).with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &cli.svg {
+        let title = format!(
+            "{}, {:.0}% load, {} flows, {} x {} x {}",
+            cdf.name,
+            cli.load * 100.0,
+            flows.len(),
+            topology.leaves,
+            topology.spines,
+            topology.hosts_per_leaf
+        );
+        std::fs::write(p, report::svg(&runs, &title))
+            .with_context(|| format!("{}", p.display()))?;
     }
     if cli.check {
         for r in &receivers {
@@ -244,4 +275,68 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The progress bar: one line on stderr with a bar per run, redrawn as runs report.
+struct Board {
+    names: Vec<String>,
+    state: std::sync::Mutex<Vec<Option<Progress>>>,
+    on: bool,
+}
+
+impl Board {
+    fn new(opts: &[SimOpts], on: bool) -> Board {
+        Board {
+            names: opts
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}",
+                        o.scheme.name(),
+                        sprayswitch_tools::rack::demo::receiver_name(o.receiver)
+                    )
+                })
+                .collect(),
+            state: std::sync::Mutex::new(vec![None; opts.len()]),
+            on,
+        }
+    }
+
+    fn update(&self, i: usize, p: Progress) {
+        if !self.on {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st[i] = Some(p);
+        // The runs under way (at most --jobs), and how many are over.
+        let over = st
+            .iter()
+            .flatten()
+            .filter(|p| p.done == p.flows || p.now_ns >= p.end_ns)
+            .count();
+        let mut line = format!("\r{over}/{} runs done", st.len());
+        for (k, s) in st.iter().enumerate() {
+            let Some(p) = s else { continue };
+            if p.done == p.flows || p.now_ns >= p.end_ns {
+                continue;
+            }
+            let fill = ((p.now_ns as f64 / p.end_ns.max(1) as f64 * 20.0) as usize).min(20);
+            line += &format!(
+                " | {} [{}{}] {:.1} ms, {}/{} flows",
+                self.names[k],
+                "#".repeat(fill),
+                ".".repeat(20 - fill),
+                p.now_ns as f64 / 1e6,
+                p.done,
+                p.flows
+            );
+        }
+        eprint!("{line}\x1b[K");
+    }
+
+    fn finish(&self) {
+        if self.on {
+            eprintln!();
+        }
+    }
 }

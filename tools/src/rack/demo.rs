@@ -210,7 +210,7 @@ fn connect(rp: &mut RackPair, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<(
                     continue;
                 };
                 let Some(r) = c.roce() else { continue };
-                let mad = &p.data()[usize::from(r.payload_offset)..][..usize::from(r.payload_len)];
+                let mad = r.payload(p.data());
                 if let Ok(CmMessage::Req { local_comm_id, .. }) = cm::parse(mad) {
                     if let Some(&i) = pending.get(&local_comm_id) {
                         let (_, _, qpn_b, start, _, eb) = starts[i];

@@ -18,7 +18,7 @@ pub mod report;
 pub mod topo;
 pub mod workload;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
 use sprayswitch::port::{LinkState, Pkt, Port};
@@ -47,7 +47,10 @@ pub struct SimOpts {
     /// After the last arrival, how long flows may still run before the run ends (those not
     /// done are reported unfinished).
     pub drain_ns: u64,
-    /// Print progress to stderr.
+    /// Each flow on its own QP (false), or one long-lived QP per pair of hosts carrying all
+    /// their flows as messages, in order (true).
+    pub long_lived: bool,
+    /// Print progress to stderr (see [`run_reporting`] for another reporter).
     pub progress: bool,
 }
 
@@ -70,13 +73,17 @@ pub struct SimOutcome {
     pub uplink_imbalance: Vec<f64>,
     /// Per leaf: the most packets its reorder stage held at once in one stream.
     pub reorder_max_depth: Vec<u64>,
+    /// Per leaf: the most bytes its reorder stage held at once.
+    pub reorder_peak_bytes: Vec<u64>,
+    /// Per leaf: the most streams its reorder stage tracked at once.
+    pub reorder_peak_streams: Vec<u64>,
     /// Per leaf: reorder streams at the end.
     pub reorder_streams: Vec<u64>,
     /// Virtual time simulated (ns).
     pub simulated_ns: u64,
     /// Frames the switches transmitted.
     pub switch_tx_pkts: u64,
-    /// Wall-clock seconds the run took.
+    /// Wall-clock seconds the run took (not part of any output that must repeat).
     pub wall_s: f64,
 }
 
@@ -120,71 +127,133 @@ impl Port for Nic<'_> {
     }
 }
 
-/// A flow under way.
+/// A QP under way: one flow's, or (long-lived QPs) a pair of hosts'.
 struct Live {
-    flow: Flow,
+    src: u32,
+    dst: u32,
     req: Requester,
-    /// The REP came: the WRITE is posted.
-    posted: bool,
+    /// The REP came: messages are posted.
+    connected: bool,
     /// When the CM REQ last went out.
     req_at: u64,
     /// It.
     req_frame: Pkt,
+    /// Flows posted, not complete yet, oldest first (RC completes in order).
+    posted: VecDeque<u32>,
+    /// Flows waiting for the connection.
+    waiting: Vec<u32>,
+    /// Completions already taken from `req.completion_ns`.
+    seen: usize,
+    /// When the REP came.
+    connected_at: u64,
 }
 
 /// Per host: its QPs by QPN.
 #[derive(Default)]
 struct HostQps {
-    /// Sender QPs (flow index into `live`).
+    /// Sender QPs (indices into `live`).
     senders: Vec<usize>,
-    /// QPN -> flow id, for what arrives for a sender.
+    /// QPN -> QP index, for what arrives for a sender.
     sender_qpn: HashMap<u32, u32>,
     /// QPN -> responder.
-    receivers: HashMap<u32, (u32, Responder)>,
+    receivers: HashMap<u32, Responder>,
     /// The NIC's budget left this step (bytes; negative: owed from a packet that overran).
     budget: i64,
     /// Round-robin start among senders.
     rr: usize,
 }
 
-fn sender_qpn(id: u32) -> u32 {
-    0x10 + (id & 0x7f_ffff)
+fn sender_qpn(q: u32) -> u32 {
+    0x10 + (q & 0x7f_ffff)
 }
 
-fn receiver_qpn(id: u32) -> u32 {
-    0x80_0000 | (id & 0x7f_ffff)
+fn receiver_qpn(q: u32) -> u32 {
+    0x80_0000 | (q & 0x7f_ffff)
 }
 
 /// Bytes on the wire of one packet around `payload` bytes (Ethernet, IPv4, UDP, BTH, ICRC).
 const HEADERS: u64 = 14 + 20 + 8 + 12 + 4;
 
-/// The ideal completion time of `bytes` alone on the fabric, between hosts of two racks: its
-/// bytes with headers at the slowest link's rate, the last packet stored and forwarded again
-/// by the leaf, the spine and the far leaf (at the fabric, fabric and host rates), four links
-/// of delay each way, and the ACK's serialisation at the four transmitters on the way back.
-pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64) -> u64 {
+/// The ideal completion time of `bytes` alone on the fabric: its bytes with headers at the
+/// slowest link's rate, then the last packet stored and forwarded again by every switch on the
+/// way (between racks: the leaf, the spine and the far leaf, at the fabric, fabric and host
+/// rates; within a rack: the leaf, at the host rate), a link's delay per hop each way (four
+/// links between racks, two within one), and the ACK's serialisation at every transmitter on
+/// the way back.
+pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64, same_rack: bool) -> u64 {
     let (host, fabric) = (t.host_bps() as f64, t.fabric_bps() as f64);
     let packets = bytes.div_ceil(pmtu).max(1);
     let wire = (bytes + packets * HEADERS + 16) as f64;
     let last = (bytes - (packets - 1) * pmtu + HEADERS + if packets == 1 { 16 } else { 0 }) as f64;
     let ack = (HEADERS + 4) as f64;
     let ns = |b: f64, rate: f64| b * 8e9 / rate;
-    let base = 8.0 * t.link_delay_ns as f64
-        + ns(last, fabric) * 2.0
-        + ns(last, host)
-        + ns(ack, host) * 2.0
-        + ns(ack, fabric) * 2.0;
-    (base + ns(wire, host.min(fabric))) as u64
+    let base = if same_rack {
+        4.0 * t.link_delay_ns as f64 + ns(last, host) + ns(ack, host) * 2.0
+    } else {
+        8.0 * t.link_delay_ns as f64
+            + ns(last, fabric) * 2.0
+            + ns(last, host)
+            + ns(ack, host) * 2.0
+            + ns(ack, fabric) * 2.0
+    };
+    let slowest = if same_rack { host } else { host.min(fabric) };
+    (base + ns(wire, slowest)) as u64
 }
 
 /// How long a sender waits for the REP of its RDMA CM REQ before sending it again.
 const CM_RETRY_NS: u64 = 200_000;
 
+/// Where a run is: virtual time now and at the end, flows done and in all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Virtual time now, ns.
+    pub now_ns: u64,
+    /// When the run ends at the latest, ns.
+    pub end_ns: u64,
+    /// Flows complete.
+    pub done: usize,
+    /// Flows in all.
+    pub flows: usize,
+}
+
 /// Runs `flows` over a fresh fabric.
 ///
 /// # Errors
-/// When the fabric cannot be built.
+/// When the flows are not numbered in start order, or the fabric cannot be built.
 pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
+    let name = format!(
+        "{} {}",
+        o.scheme.name(),
+        crate::rack::demo::receiver_name(o.receiver)
+    );
+    let report = |p: Progress| {
+        if o.progress {
+            eprint!(
+                "\r{name}: {:>5.1} of {:.1} ms, {}/{} flows",
+                p.now_ns as f64 / 1e6,
+                p.end_ns as f64 / 1e6,
+                p.done,
+                p.flows
+            );
+        }
+    };
+    let out = run_reporting(o, flows, &report);
+    if o.progress {
+        eprintln!();
+    }
+    out
+}
+
+/// Runs `flows` over a fresh fabric, telling `report` where it is about a hundred times
+/// (whatever `o.progress` says).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_reporting(
+    o: &SimOpts,
+    flows: &[Flow],
+    report: &dyn Fn(Progress),
+) -> anyhow::Result<SimOutcome> {
     let wall = std::time::Instant::now();
     let t = &o.topology;
     let hosts = t.hosts();
@@ -215,8 +284,11 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
     let mut fabric = Fabric::start(t, o.scheme)?;
     let pmtu = Pmtu::DEFAULT;
     let nhosts = fabric.hosts.len();
+    let rack_of = |h: u32| h / t.hosts_per_leaf;
     let mut qps: Vec<HostQps> = (0..nhosts).map(|_| HostQps::default()).collect();
     let mut live: Vec<Option<Live>> = Vec::new();
+    // Long-lived QPs: the QP of each (sender, receiver) pair.
+    let mut pair_qp: HashMap<(u32, u32), u32> = HashMap::new();
     let mut results: Vec<FlowResult> = flows
         .iter()
         .map(|f| FlowResult {
@@ -226,7 +298,12 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
             bytes: f.bytes,
             start_ns: f.start_ns,
             fct_ns: None,
-            ideal_ns: ideal_fct_ns(t, f.bytes, u64::from(pmtu.bytes())),
+            ideal_ns: ideal_fct_ns(
+                t,
+                f.bytes,
+                u64::from(pmtu.bytes()),
+                rack_of(f.src) == rack_of(f.dst),
+            ),
         })
         .collect();
     let host_bytes_per_step = (t.host_bps() as f64 * o.step_ns as f64 / 8e9) as i64;
@@ -255,48 +332,71 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
             sport,
         }
     };
-    let sport_of = |id: u32| 0xC000 | ((id.wrapping_mul(2_654_435_761) >> 18) as u16 & 0x3FFF);
+    let sport_of = |q: u32| 0xC000 | ((q.wrapping_mul(2_654_435_761) >> 18) as u16 & 0x3FFF);
     while now < end && done < flows.len() {
-        if o.progress && now >= next_progress {
-            eprint!(
-                "\r{} {}: {:>5.1} of {:.1} ms, {done}/{} flows",
-                o.scheme.name(),
-                crate::rack::demo::receiver_name(o.receiver),
-                now as f64 / 1e6,
-                end as f64 / 1e6,
-                flows.len()
-            );
+        if now >= next_progress {
+            report(Progress {
+                now_ns: now,
+                end_ns: end,
+                done,
+                flows: flows.len(),
+            });
             next_progress = now + end / 100 + 1;
         }
-        // New flows: the sender's QP exists; an RDMA CM REQ announces it.
+        // New flows: on a QP of their own (its RDMA CM REQ announces it), or on their pair's
+        // long-lived QP (connected the first time).
         while next_flow < flows.len() && flows[next_flow].start_ns <= now {
             let f = flows[next_flow];
             next_flow += 1;
-            let ea = endpoint(f.src, f.dst, receiver_qpn(f.id), sport_of(f.id));
-            let start = Psn::new(f.id.wrapping_mul(7919) & 0xff_ffff);
+            let existing = if o.long_lived {
+                pair_qp.get(&(f.src, f.dst)).copied()
+            } else {
+                None
+            };
+            if let Some(q) = existing {
+                if let Some(l) = live[q as usize].as_mut() {
+                    if l.connected {
+                        l.req.post(Work::Write(f.bytes as u32));
+                        l.posted.push_back(f.id);
+                    } else {
+                        l.waiting.push(f.id);
+                    }
+                }
+                continue;
+            }
+            let q = live.len() as u32;
+            if o.long_lived {
+                pair_qp.insert((f.src, f.dst), q);
+            }
+            let ea = endpoint(f.src, f.dst, receiver_qpn(q), sport_of(q));
+            let start = Psn::new(q.wrapping_mul(7919) & 0xff_ffff);
             let mut req = Requester::new(ea, start, pmtu, 1 << 20, 4_000_000);
             req.set_dcqcn(o.dcqcn);
             if o.receiver == ReceiverMode::Sr {
                 req.set_retransmit(Retransmit::Selective);
             }
             let msg = CmMessage::Req {
-                local_comm_id: f.id,
-                qpn: sender_qpn(f.id),
+                local_comm_id: q,
+                qpn: sender_qpn(q),
                 starting_psn: start,
             };
             let frame = ea.cm_frame(&msg);
             let mut v = vec![frame.clone()];
-            let host = &mut fabric.hosts[f.src as usize];
-            host.port.tx_burst(now, &mut v);
+            fabric.hosts[f.src as usize].port.tx_burst(now, &mut v);
             let h = &mut qps[f.src as usize];
             h.senders.push(live.len());
-            h.sender_qpn.insert(sender_qpn(f.id), f.id);
+            h.sender_qpn.insert(sender_qpn(q), q);
             live.push(Some(Live {
-                flow: f,
+                src: f.src,
+                dst: f.dst,
                 req,
-                posted: false,
+                connected: false,
                 req_at: now,
                 req_frame: frame,
+                posted: VecDeque::new(),
+                waiting: vec![f.id],
+                seen: 0,
+                connected_at: 0,
             }));
         }
         // Hosts: what arrived, then their QPs within the NIC's budget.
@@ -315,29 +415,28 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                 let Some(r) = c.roce() else { continue };
                 let qpn = r.bth.dest_qp;
                 if qpn == 1 {
-                    let mad = p
-                        .data()
-                        .get(usize::from(r.payload_offset)..)
-                        .and_then(|m| m.get(..usize::from(r.payload_len)))
-                        .unwrap_or(&[]);
-                    match cm::parse(mad) {
+                    match cm::parse(r.payload(p.data())) {
                         Ok(CmMessage::Req {
-                            local_comm_id,
+                            local_comm_id: q,
                             qpn: peer,
                             starting_psn,
                         }) => {
-                            let Some(f) = flows.get(local_comm_id as usize) else {
+                            let Some(Some(l)) = live.get(q as usize) else {
                                 continue;
                             };
-                            let eb = endpoint(f.dst, f.src, peer, sport_of(f.id));
-                            let mut resp = Responder::new(eb, starting_psn, pmtu, 16);
-                            resp.set_mode(o.receiver);
-                            resp.set_cnp_interval(o.dcqcn.map(|d| d.cnp_interval_ns));
-                            h.receivers.insert(receiver_qpn(f.id), (f.id, resp));
+                            let eb = endpoint(l.dst, l.src, peer, sport_of(q));
+                            // A REQ sent again (its REP lost or on its way) gets the REP
+                            // again; the responder stays as it is.
+                            h.receivers.entry(receiver_qpn(q)).or_insert_with(|| {
+                                let mut resp = Responder::new(eb, starting_psn, pmtu, 16);
+                                resp.set_mode(o.receiver);
+                                resp.set_cnp_interval(o.dcqcn.map(|d| d.cnp_interval_ns));
+                                resp
+                            });
                             let rep = CmMessage::Rep {
-                                local_comm_id: receiver_qpn(f.id),
-                                remote_comm_id: local_comm_id,
-                                qpn: receiver_qpn(f.id),
+                                local_comm_id: receiver_qpn(q),
+                                remote_comm_id: q,
+                                qpn: receiver_qpn(q),
                                 starting_psn: Psn::new(0),
                             };
                             let mut v = vec![eb.cm_frame(&rep)];
@@ -345,22 +444,25 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                         }
                         Ok(CmMessage::Rep { remote_comm_id, .. }) => {
                             if let Some(Some(l)) = live.get_mut(remote_comm_id as usize) {
-                                if !l.posted {
-                                    l.posted = true;
-                                    let bytes = l.flow.bytes.min(u64::from(u32::MAX)) as u32;
-                                    l.req.post(Work::Write(bytes));
+                                if !l.connected {
+                                    l.connected = true;
+                                    l.connected_at = now;
+                                    for id in std::mem::take(&mut l.waiting) {
+                                        let bytes = flows[id as usize].bytes as u32;
+                                        l.req.post(Work::Write(bytes));
+                                        l.posted.push_back(id);
+                                    }
                                 }
                             }
                         }
                         _ => {}
                     }
-                } else if let Some((_, resp)) = h.receivers.get_mut(&qpn) {
+                } else if let Some(resp) = h.receivers.get_mut(&qpn) {
                     // ACKs, NAKs and CNPs go out at once: small, and a reply held back would
                     // wait for the QP's next packet (after the last one, the sender's timeout).
                     resp.handle(p.data(), now, host.port.as_mut());
-                } else if let Some(&id) = h.sender_qpn.get(&qpn) {
-                    // A flow's live entry sits at its id (flows start in id order).
-                    if let Some(Some(l)) = live.get_mut(id as usize) {
+                } else if let Some(&q) = h.sender_qpn.get(&qpn) {
+                    if let Some(Some(l)) = live.get_mut(q as usize) {
                         l.req.handle(p.data(), now);
                     }
                 }
@@ -373,7 +475,7 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
             for k in 0..n {
                 let i = h.senders[(h.rr + k) % n];
                 let Some(l) = live[i].as_mut() else { continue };
-                if !l.posted {
+                if !l.connected {
                     if now.saturating_sub(l.req_at) >= CM_RETRY_NS {
                         l.req_at = now;
                         let mut v = vec![l.req_frame.clone()];
@@ -386,32 +488,51 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
                     budget: &mut h.budget,
                 };
                 l.req.poll(now, &mut nic);
-                if l.req.done() {
+                // Completions, in posting order: a flow on its own QP is timed from its first
+                // packet to its last ACK (its connection set up before), a message on a
+                // long-lived QP from when it was posted (waiting behind the QP's earlier
+                // messages included), or from when the QP connected if that was later (a
+                // long-lived QP exists before its messages; its setup is no message's).
+                while l.seen < l.req.completion_ns.len() {
+                    let Some(id) = l.posted.pop_front() else {
+                        break;
+                    };
+                    let fct = if o.long_lived {
+                        now.saturating_sub(flows[id as usize].start_ns.max(l.connected_at))
+                    } else {
+                        l.req.completion_ns[l.seen]
+                    };
+                    results[id as usize].fct_ns = Some(fct);
+                    l.seen += 1;
+                    done += 1;
+                }
+                if !o.long_lived && l.req.done() && l.posted.is_empty() {
                     finished.push(i);
                 }
             }
             for &i in &finished {
                 let Some(l) = live[i].take() else { continue };
-                let id = l.flow.id;
-                results[id as usize].fct_ns = l.req.completion_ns.first().copied();
+                let q = i as u32;
                 retransmitted += l.req.stats.retransmitted;
                 let h = &mut qps[hi];
                 h.senders.retain(|&x| x != i);
-                h.sender_qpn.remove(&sender_qpn(id));
-                if let Some((_, r)) = qps[l.flow.dst as usize].receivers.remove(&receiver_qpn(id)) {
+                h.sender_qpn.remove(&sender_qpn(q));
+                if let Some(r) = qps[l.dst as usize].receivers.remove(&receiver_qpn(q)) {
                     naks += r.stats.naks;
                 }
-                done += 1;
             }
         }
         fabric.step(now);
         now += o.step_ns.max(1);
     }
-    if o.progress {
-        eprintln!();
-    }
+    report(Progress {
+        now_ns: now,
+        end_ns: end,
+        done,
+        flows: flows.len(),
+    });
     for h in &qps {
-        naks += h.receivers.values().map(|(_, r)| r.stats.naks).sum::<u64>();
+        naks += h.receivers.values().map(|r| r.stats.naks).sum::<u64>();
     }
     retransmitted += live
         .iter()
@@ -427,6 +548,8 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
         retransmitted,
         uplink_imbalance: Vec::new(),
         reorder_max_depth: Vec::new(),
+        reorder_peak_bytes: Vec::new(),
+        reorder_peak_streams: Vec::new(),
         reorder_streams: Vec::new(),
         simulated_ns: now,
         switch_tx_pkts: 0,
@@ -449,9 +572,46 @@ pub fn run(o: &SimOpts, flows: &[Flow]) -> anyhow::Result<SimOutcome> {
             out.uplink_imbalance
                 .push(if mean > 0.0 { max / mean } else { 1.0 });
             out.reorder_max_depth.push(s.reorder.max_depth);
+            out.reorder_peak_bytes.push(s.reorder.peak_held_bytes);
+            out.reorder_peak_streams.push(s.reorder.peak_streams);
             out.reorder_streams.push(s.reorder.streams);
         }
     }
     out.wall_s = wall.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// Runs every one of `runs` over the same `flows`, `jobs` at a time on threads of their own
+/// (each run is independent and deterministic: the outcomes are the same for any `jobs`), in
+/// the order given. `report` hears each run's progress with its index.
+///
+/// # Errors
+/// The first run's error, in `runs` order.
+pub fn run_all(
+    runs: &[SimOpts],
+    flows: &[Flow],
+    jobs: usize,
+    report: &(dyn Fn(usize, Progress) + Sync),
+) -> anyhow::Result<Vec<SimOutcome>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes: Vec<std::sync::Mutex<Option<anyhow::Result<SimOutcome>>>> =
+        runs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.clamp(1, runs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(o) = runs.get(i) else { break };
+                let r = run_reporting(o, flows, &|p| report(i, p));
+                *outcomes[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    outcomes
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err(anyhow::anyhow!("a run did not report (its thread died)")))
+        })
+        .collect()
 }

@@ -79,7 +79,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7}",
+        "{:<14} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>10} {:>8}",
         "scheme",
         "rnic",
         "flows",
@@ -91,7 +91,9 @@ pub fn table(runs: &[SimOutcome]) -> String {
         "drops",
         "NAKs",
         "retrans",
-        "imbal"
+        "imbal",
+        "reord KB",
+        "streams"
     );
     for r in runs {
         let (all, bins) = slowdowns(r);
@@ -99,7 +101,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
         let imbal = r.uplink_imbalance.iter().sum::<f64>() / r.uplink_imbalance.len().max(1) as f64;
         let _ = writeln!(
             s,
-            "{:<14} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>8} {:>9} {:>7.2}",
+            "{:<14} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>8} {:>9} {:>7.2} {:>10.1} {:>8}",
             r.scheme.name(),
             crate::rack::demo::receiver_name(r.receiver),
             r.flows.len(),
@@ -111,7 +113,9 @@ pub fn table(runs: &[SimOutcome]) -> String {
             r.drops,
             r.naks,
             r.retransmitted,
-            imbal
+            imbal,
+            r.reorder_peak_bytes.iter().copied().max().unwrap_or(0) as f64 / 1000.0,
+            r.reorder_peak_streams.iter().copied().max().unwrap_or(0)
         );
     }
     s
@@ -160,4 +164,190 @@ pub fn bins_csv(runs: &[SimOutcome]) -> String {
         }
     }
     s
+}
+
+/// Every run as JSON: its summary (overall and per bin), counters and per-leaf figures, and
+/// every flow as `[id, src, dst, bytes, start_ns, fct_ns or null, ideal_ns]`. Nothing of the
+/// wall clock: the same flows give the same text.
+pub fn json(runs: &[SimOutcome]) -> String {
+    use serde_json::{json, Value};
+    let sum = |s: &Slowdown| json!({"flows": s.flows, "avg": s.avg, "p99": s.p99, "max_bytes": s.max_bytes});
+    let runs: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let (all, bins) = slowdowns(r);
+            let flows: Vec<Value> = r
+                .flows
+                .iter()
+                .map(|f| json!([f.id, f.src, f.dst, f.bytes, f.start_ns, f.fct_ns, f.ideal_ns]))
+                .collect();
+            json!({
+                "scheme": r.scheme.name(),
+                "rnic": crate::rack::demo::receiver_name(r.receiver),
+                "overall": sum(&all),
+                "bins": bins.iter().map(sum).collect::<Vec<_>>(),
+                "unfinished": r.flows.iter().filter(|f| f.fct_ns.is_none()).count(),
+                "drops": r.drops,
+                "naks": r.naks,
+                "retransmitted": r.retransmitted,
+                "switch_tx_packets": r.switch_tx_pkts,
+                "simulated_ns": r.simulated_ns,
+                "leaves": {
+                    "uplink_imbalance": r.uplink_imbalance,
+                    "reorder_max_depth_packets": r.reorder_max_depth,
+                    "reorder_peak_held_bytes": r.reorder_peak_bytes,
+                    "reorder_peak_streams": r.reorder_peak_streams,
+                    "reorder_streams_at_end": r.reorder_streams,
+                },
+                "flow_fields": ["id", "src", "dst", "bytes", "start_ns", "fct_ns", "ideal_ns"],
+                "flows": flows,
+            })
+        })
+        .collect();
+    let mut s = serde_json::to_string(&json!({ "runs": runs })).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// A scheme's colour in the plot.
+fn color(s: super::topo::Scheme) -> &'static str {
+    use super::topo::Scheme;
+    match s {
+        Scheme::Ecmp => "#d62728",
+        Scheme::Flowlet => "#9467bd",
+        Scheme::Spray => "#ff7f0e",
+        Scheme::SprayReorder => "#2ca02c",
+    }
+}
+
+/// A flow size for an axis label: 1.2K, 350K, 2.0M (bytes, powers of 1000).
+fn size_label(b: u64) -> String {
+    match b {
+        0..=999 => format!("{b}"),
+        1_000..=999_999 => format!("{:.0}K", b as f64 / 1e3),
+        _ => format!("{:.1}M", b as f64 / 1e6),
+    }
+}
+
+/// An SVG of FCT slowdown against flow size, as papers draw it: two panels (average, p99),
+/// the 20 bins of 5% of the flows along x (each labelled with its largest flow), slowdown on
+/// a log scale along y, one line per run (colour: scheme; dashed: selective repeat), and a
+/// legend.
+pub fn svg(runs: &[SimOutcome], title: &str) -> String {
+    let all: Vec<(Slowdown, Vec<Slowdown>)> = runs.iter().map(slowdowns).collect();
+    let (pw, ph, left, top, gap) = (460.0, 300.0, 60.0, 50.0, 90.0);
+    let legend_y = top + ph + 70.0;
+    let w = left + 2.0 * pw + gap + 20.0;
+    let h = legend_y + 20.0 + runs.len() as f64 * 16.0 + 10.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"20\" font-size=\"14\">{}</text>\n",
+        xml_escape(title)
+    );
+    for (panel, name) in [(0usize, "average"), (1, "p99")] {
+        let x0 = left + panel as f64 * (pw + gap);
+        let value = |b: &Slowdown| if panel == 0 { b.avg } else { b.p99 };
+        let top_value = all
+            .iter()
+            .flat_map(|(_, bins)| bins.iter().map(value))
+            .fold(2.0, f64::max);
+        let hi = top_value.log10().ceil().max(0.5);
+        let y_of = |v: f64| top + ph - ph * (v.max(1.0).log10() / hi);
+        let _ = writeln!(
+            s,
+            "<text x=\"{x0}\" y=\"{}\" font-size=\"13\">FCT slowdown, {name}</text><rect x=\"{x0}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"black\"/>",
+            top - 8.0
+        );
+        // y ticks at 1, 2, 5 of every decade.
+        let mut decade = 1.0f64;
+        while decade.log10() <= hi + 1e-9 {
+            for m in [1.0f64, 2.0, 5.0] {
+                let v = decade * m;
+                if v.log10() > hi + 1e-9 {
+                    break;
+                }
+                let y = y_of(v);
+                let _ = writeln!(s, "<line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#eee\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>", x0 + pw, x0 - 4.0, y + 4.0);
+            }
+            decade *= 10.0;
+        }
+        let x_of = |i: usize| x0 + pw * (i as f64 + 0.5) / 20.0;
+        if let Some((_, bins)) = all.first() {
+            for (i, b) in bins.iter().enumerate() {
+                let x = x_of(i);
+                let _ = writeln!(s, "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"black\"/>", top + ph, top + ph + 4.0);
+                if i % 2 == 1 {
+                    let _ = writeln!(
+                        s,
+                        "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                        top + ph + 16.0,
+                        size_label(b.max_bytes)
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">flow size (bins of 5% of the flows, labelled with their largest, bytes)</text>",
+            x0 + pw / 2.0,
+            top + ph + 34.0
+        );
+        let _ = writeln!(
+            s,
+            "<text transform=\"translate({:.1},{:.1}) rotate(-90)\" text-anchor=\"middle\">slowdown (log scale)</text>",
+            x0 - 40.0,
+            top + ph / 2.0
+        );
+        for (r, (_, bins)) in runs.iter().zip(&all) {
+            let pts: Vec<String> = bins
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.flows > 0)
+                .map(|(i, b)| format!("{:.1},{:.1}", x_of(i), y_of(value(b))))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} points=\"{}\"/>",
+                color(r.scheme),
+                dash(r),
+                pts.join(" ")
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{left}\" y=\"{legend_y}\" font-size=\"12\">Legend (colour: scheme; dashed: selective-repeat RNICs; each label with its overall average and p99)</text>"
+    );
+    for (i, (r, (o, _))) in runs.iter().zip(&all).enumerate() {
+        let y = legend_y + 18.0 + i as f64 * 16.0;
+        let _ = writeln!(
+            s,
+            "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"{}/><text x=\"{}\" y=\"{y:.1}\">{} {}: average {:.2}, p99 {:.2}</text>",
+            y - 4.0,
+            left + 30.0,
+            y - 4.0,
+            color(r.scheme),
+            dash(r),
+            left + 36.0,
+            r.scheme.name(),
+            crate::rack::demo::receiver_name(r.receiver),
+            o.avg,
+            o.p99
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn dash(r: &SimOutcome) -> &'static str {
+    if r.receiver == crate::traffic::rnic::ReceiverMode::Sr {
+        " stroke-dasharray=\"6,3\""
+    } else {
+        ""
+    }
+}
+
+fn xml_escape(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

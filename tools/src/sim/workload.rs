@@ -1,5 +1,6 @@
-//! Flows: sizes drawn from a CDF file, Poisson arrivals per host sized to a load on the ToR
-//! uplinks, destinations in other racks.
+//! Flows: sizes drawn from a CDF file, Poisson arrivals per host sized to a load (on the ToR
+//! uplinks, or on the receiver's link for an incast), destinations in other racks, every other
+//! host in turn, or one host.
 //!
 //! A CDF file has one point per line, `<size in bytes> <cumulative percent>`, ascending, `#`
 //! comments (the source of the data); sizes between points are interpolated linearly, as the
@@ -151,65 +152,142 @@ pub struct Flow {
 pub enum Pattern {
     /// Each flow to a host drawn uniformly from the other racks.
     Uniform,
-    /// Every host of rack 0 but the first, and of every other rack, to host 0 of rack 0: an
-    /// incast onto one host (arrivals still Poisson per sender).
+    /// Every host sends to every other host in turn (its own rack's included), starting at a
+    /// place of its own: each pair carries the same share of every host's flows.
+    AllToAll,
+    /// Every other host, of rack 0 and of every other rack, to host 0 of rack 0: an incast onto
+    /// one host (arrivals still Poisson per sender).
     Incast,
 }
 
-/// Poisson arrivals at every host for `duration_ns`, sized so that the ToR uplinks carry `load`
-/// of their capacity: a rack of `hosts_per_rack` hosts with `uplinks` of `uplink_bps` each
-/// sends `load * uplinks * uplink_bps` into the fabric.
-#[allow(clippy::too_many_arguments)]
-pub fn poisson(
-    cdf: &SizeCdf,
-    racks: u32,
-    hosts_per_rack: u32,
-    uplinks: u32,
-    uplink_bps: u64,
-    load: f64,
-    duration_ns: u64,
-    pattern: Pattern,
-    seed: u64,
-) -> Vec<Flow> {
-    let mut rng = Rng::new(seed);
-    let per_host_bps =
-        load * f64::from(uplinks) * uplink_bps as f64 / f64::from(hosts_per_rack.max(1));
-    let mean_gap_ns = cdf.mean() * 8.0 / per_host_bps.max(1.0) * 1e9;
-    let hosts = racks * hosts_per_rack;
-    let mut flows = Vec::new();
-    for src in 0..hosts {
-        if pattern == Pattern::Incast && src == 0 {
-            continue;
+impl Pattern {
+    /// By name (`uniform`, `all-to-all`, `incast`).
+    ///
+    /// # Errors
+    /// An unknown name.
+    pub fn parse(s: &str) -> Result<Pattern, String> {
+        match s {
+            "uniform" => Ok(Pattern::Uniform),
+            "all-to-all" | "alltoall" => Ok(Pattern::AllToAll),
+            "incast" => Ok(Pattern::Incast),
+            other => Err(format!(
+                "pattern '{other}': use uniform, all-to-all or incast"
+            )),
         }
-        let mut t = 0.0f64;
-        loop {
-            let u = ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
-            t += -u.ln() * mean_gap_ns;
-            if t >= duration_ns as f64 {
-                break;
+    }
+}
+
+/// What flows arrive: a fabric's racks, the load and the pattern.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Arrivals {
+    /// Racks (leaves).
+    pub racks: u32,
+    /// Hosts per rack.
+    pub hosts_per_rack: u32,
+    /// Uplinks per rack.
+    pub uplinks: u32,
+    /// Each uplink's rate, bit/s.
+    pub uplink_bps: u64,
+    /// Each host link's rate, bit/s.
+    pub host_bps: u64,
+    /// The load, 0 to 1: of the racks' uplinks (uniform, all-to-all), or of the one
+    /// receiver's link (incast: every sender's share of it).
+    pub load: f64,
+    /// Arrivals start in `0..duration_ns`.
+    pub duration_ns: u64,
+    /// Who sends to whom.
+    pub pattern: Pattern,
+    /// The seed.
+    pub seed: u64,
+}
+
+impl Arrivals {
+    /// The arrivals of `t` at `load` for `duration_ns`.
+    pub fn on(
+        t: &super::topo::Topology,
+        load: f64,
+        duration_ns: u64,
+        pattern: Pattern,
+        seed: u64,
+    ) -> Arrivals {
+        Arrivals {
+            racks: t.leaves,
+            hosts_per_rack: t.hosts_per_leaf,
+            uplinks: t.spines,
+            uplink_bps: t.fabric_bps(),
+            host_bps: t.host_bps(),
+            load,
+            duration_ns,
+            pattern,
+            seed,
+        }
+    }
+
+    /// What each sending host offers, bit/s. Uniform: a rack's hosts together offer `load` of
+    /// its uplinks. All-to-all: the same on the uplinks, which carry only the flows to other
+    /// racks. Incast: the senders together offer `load` of the receiver's link.
+    pub fn per_host_bps(&self) -> f64 {
+        let hosts = f64::from(self.racks * self.hosts_per_rack);
+        let rack = f64::from(self.hosts_per_rack.max(1));
+        let uplink_share = self.load * f64::from(self.uplinks) * self.uplink_bps as f64 / rack;
+        match self.pattern {
+            Pattern::Uniform => uplink_share,
+            Pattern::AllToAll => {
+                let away = (hosts - rack) / (hosts - 1.0).max(1.0);
+                uplink_share / away.max(f64::MIN_POSITIVE)
             }
-            let dst = match pattern {
-                Pattern::Incast => 0,
-                Pattern::Uniform => {
-                    let rack = src / hosts_per_rack;
-                    let other = (rack + 1 + rng.below(u64::from(racks - 1)) as u32) % racks;
-                    other * hosts_per_rack + rng.below(u64::from(hosts_per_rack)) as u32
-                }
-            };
-            flows.push(Flow {
-                id: 0,
-                src,
-                dst,
-                bytes: cdf.sample(&mut rng),
-                start_ns: t as u64,
-            });
+            Pattern::Incast => self.load * self.host_bps as f64 / (hosts - 1.0).max(1.0),
         }
     }
-    flows.sort_by_key(|f| (f.start_ns, f.src));
-    for (i, f) in flows.iter_mut().enumerate() {
-        f.id = i as u32;
+
+    /// Poisson arrivals at every sending host, flow sizes from `cdf`, in start order with ids
+    /// from 0.
+    pub fn flows(&self, cdf: &SizeCdf) -> Vec<Flow> {
+        let mut rng = Rng::new(self.seed);
+        let mean_gap_ns = cdf.mean() * 8.0 / self.per_host_bps().max(1.0) * 1e9;
+        let (racks, per_rack) = (self.racks, self.hosts_per_rack);
+        let hosts = racks * per_rack;
+        let mut flows = Vec::new();
+        for src in 0..hosts {
+            if self.pattern == Pattern::Incast && src == 0 {
+                continue;
+            }
+            // All-to-all: this host's next destination, counted from a place of its own.
+            let mut turn = rng.below(u64::from(hosts - 1)) as u32;
+            let mut t = 0.0f64;
+            loop {
+                let u = ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
+                t += -u.ln() * mean_gap_ns;
+                if t >= self.duration_ns as f64 {
+                    break;
+                }
+                let dst = match self.pattern {
+                    Pattern::Incast => 0,
+                    Pattern::AllToAll => {
+                        turn = (turn + 1) % (hosts - 1);
+                        (src + 1 + turn) % hosts
+                    }
+                    Pattern::Uniform => {
+                        let rack = src / per_rack;
+                        let other = (rack + 1 + rng.below(u64::from(racks - 1)) as u32) % racks;
+                        other * per_rack + rng.below(u64::from(per_rack)) as u32
+                    }
+                };
+                flows.push(Flow {
+                    id: 0,
+                    src,
+                    dst,
+                    bytes: cdf.sample(&mut rng),
+                    start_ns: t as u64,
+                });
+            }
+        }
+        flows.sort_by_key(|f| (f.start_ns, f.src));
+        for (i, f) in flows.iter_mut().enumerate() {
+            f.id = i as u32;
+        }
+        flows
     }
-    flows
 }
 
 #[cfg(test)]
@@ -244,39 +322,75 @@ mod tests {
         assert!(SizeCdf::embedded("nope").is_err());
     }
 
+    fn arrivals(pattern: Pattern, load: f64) -> Arrivals {
+        Arrivals {
+            racks: 4,
+            hosts_per_rack: 4,
+            uplinks: 2,
+            uplink_bps: 10_000_000_000,
+            host_bps: 10_000_000_000,
+            load,
+            duration_ns: 100_000_000,
+            pattern,
+            seed: 3,
+        }
+    }
+
+    fn offered_bps(f: &[Flow], dur_ns: u64, keep: impl Fn(&Flow) -> bool) -> f64 {
+        let bits: f64 = f
+            .iter()
+            .filter(|f| keep(f))
+            .map(|f| f.bytes as f64 * 8.0)
+            .sum();
+        bits / (dur_ns as f64 / 1e9)
+    }
+
     #[test]
     fn arrivals_carry_the_load_asked_for_and_go_to_other_racks() {
         let c = SizeCdf::parse("t", "0 0\n100000 100\n").unwrap();
-        let (racks, hosts, uplinks, rate) = (4, 4, 2, 10_000_000_000u64);
-        let dur = 100_000_000;
-        let f = poisson(
-            &c,
-            racks,
-            hosts,
-            uplinks,
-            rate,
-            0.5,
-            dur,
-            Pattern::Uniform,
-            3,
-        );
-        let bits: f64 = f.iter().map(|f| f.bytes as f64 * 8.0).sum();
-        let offered = bits / (dur as f64 / 1e9) / f64::from(racks);
-        let want = 0.5 * f64::from(uplinks) * rate as f64;
+        let a = arrivals(Pattern::Uniform, 0.5);
+        let f = a.flows(&c);
+        let offered = offered_bps(&f, a.duration_ns, |_| true) / f64::from(a.racks);
+        let want = 0.5 * f64::from(a.uplinks) * a.uplink_bps as f64;
         assert!((offered / want - 1.0).abs() < 0.05, "{offered} vs {want}");
-        assert!(f.iter().all(|f| f.src / hosts != f.dst / hosts));
+        assert!(f.iter().all(|f| f.src / 4 != f.dst / 4));
         assert!(f.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
-        let again = poisson(
-            &c,
-            racks,
-            hosts,
-            uplinks,
-            rate,
-            0.5,
-            dur,
-            Pattern::Uniform,
-            3,
-        );
-        assert_eq!(f, again, "the same seed, the same flows");
+        assert_eq!(f, a.flows(&c), "the same seed, the same flows");
+    }
+
+    #[test]
+    fn all_to_all_reaches_every_host_evenly_and_loads_the_uplinks_as_asked() {
+        let c = SizeCdf::parse("t", "0 0\n100000 100\n").unwrap();
+        let a = arrivals(Pattern::AllToAll, 0.5);
+        let f = a.flows(&c);
+        let mut pairs = std::collections::HashMap::new();
+        for x in &f {
+            assert_ne!(x.src, x.dst);
+            *pairs.entry((x.src, x.dst)).or_insert(0u32) += 1;
+        }
+        assert_eq!(pairs.len(), 16 * 15, "every ordered pair");
+        for src in 0..16 {
+            let n: Vec<u32> = (0..16)
+                .filter(|d| *d != src)
+                .map(|d| pairs[&(src, d)])
+                .collect();
+            let (lo, hi) = (n.iter().min().unwrap(), n.iter().max().unwrap());
+            assert!(hi - lo <= 1, "host {src} in turn: {lo}..{hi}");
+        }
+        let away = offered_bps(&f, a.duration_ns, |x| x.src / 4 != x.dst / 4) / 4.0;
+        let want = 0.5 * 2.0 * 10e9;
+        assert!((away / want - 1.0).abs() < 0.05, "{away} vs {want}");
+    }
+
+    #[test]
+    fn incast_loads_the_receivers_link_as_asked() {
+        let c = SizeCdf::parse("t", "0 0\n100000 100\n").unwrap();
+        let a = arrivals(Pattern::Incast, 0.8);
+        let f = a.flows(&c);
+        assert!(f.iter().all(|x| x.dst == 0 && x.src != 0));
+        let into = offered_bps(&f, a.duration_ns, |_| true);
+        assert!((into / 8e9 - 1.0).abs() < 0.05, "{into}");
+        assert_eq!(Pattern::parse("all-to-all"), Ok(Pattern::AllToAll));
+        assert!(Pattern::parse("permutation").is_err());
     }
 }

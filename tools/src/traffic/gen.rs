@@ -261,7 +261,7 @@ pub fn run_requester(
                 continue;
             };
             let Some(r) = c.roce() else { continue };
-            let mad = &p.data()[usize::from(r.payload_offset)..][..usize::from(r.payload_len)];
+            let mad = r.payload(p.data());
             if let Ok(CmMessage::Rep {
                 remote_comm_id,
                 qpn,
@@ -394,7 +394,7 @@ pub fn run_responder(
                 let L4Summary::Udp { src_port, .. } = r.ip.l4 else {
                     continue;
                 };
-                let mad = &p.data()[usize::from(r.payload_offset)..][..usize::from(r.payload_len)];
+                let mad = r.payload(p.data());
                 let Ok(CmMessage::Req {
                     local_comm_id,
                     qpn: peer_qpn,

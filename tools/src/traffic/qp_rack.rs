@@ -342,11 +342,7 @@ pub fn run(
                     if qpn == 1 {
                         // RDMA CM: B replies once the REQ reached it; A starts once the REP
                         // reached it (as rdma_cm applications do).
-                        let mad = p
-                            .data()
-                            .get(usize::from(r.payload_offset)..)
-                            .and_then(|m| m.get(..usize::from(r.payload_len)));
-                        let msg = mad.and_then(|m| sprayswitch::wire::cm::parse(m).ok());
+                        let msg = sprayswitch::wire::cm::parse(r.payload(p.data())).ok();
                         for l in live.iter_mut() {
                             match msg {
                                 Some(CmMessage::Req { local_comm_id, .. })

@@ -165,6 +165,9 @@ pub struct Requester {
     payload: Vec<u8>,
     high: Psn,
     retrying: Option<Psn>,
+    /// The last PSN an ACK covered inside the oldest outstanding WRITE or SEND (`None`: none
+    /// of it yet): progress that restarts the timer, and where a timeout resends from.
+    acked_within: Option<Psn>,
     retransmit: Retransmit,
     resend: VecDeque<Psn>,
     now: u64,
@@ -217,6 +220,7 @@ impl Requester {
             payload: vec![0x3C; pmtu.bytes() as usize],
             high: psn,
             retrying: None,
+            acked_within: None,
             retransmit: Retransmit::GoBackN,
             resend: VecDeque::new(),
             now: 0,
@@ -282,6 +286,7 @@ impl Requester {
     }
 
     fn complete_front(&mut self) {
+        self.acked_within = None;
         if let Some(o) = self.out.pop_front() {
             self.stats.completed += 1;
             self.cursor = self.cursor.saturating_sub(1);
@@ -335,7 +340,8 @@ impl Requester {
         if !self.out.is_empty() && now.saturating_sub(self.last_progress) > self.timeout_ns {
             self.stats.timeouts += 1;
             self.last_progress = now;
-            let first = self.out[0].psn;
+            // From the first PSN not acknowledged, as rxe's req_retry does (mid-message).
+            let first = self.acked_within.map_or(self.out[0].psn, |a| a.add(1));
             self.go_back_to(first);
         }
         // New work into the window; at most `MAX_RD_ATOMIC` READs outstanding, as RNICs limit.
@@ -548,6 +554,18 @@ impl Requester {
                     }
                     self.complete_front();
                     self.last_progress = now;
+                }
+                // An ACK inside a multi-packet WRITE or SEND is progress too: real RNICs
+                // restart the retransmission timer on every ACK that moves (rxe's completer),
+                // so a message longer than the timeout is not resent while it is acknowledged.
+                if let Some(o) = self.out.front().copied() {
+                    let d = psn.distance(o.psn);
+                    let inside = d >= 0 && (d as u32) < o.span;
+                    let moved = self.acked_within.is_none_or(|a| psn.is_after(a));
+                    if inside && moved && !matches!(o.work, Work::Read(_)) {
+                        self.acked_within = Some(psn);
+                        self.last_progress = now;
+                    }
                 }
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
@@ -870,6 +888,48 @@ mod tests {
         );
         assert_eq!(resp.duplicates, 1);
         assert_eq!(req.completed, 4);
+    }
+
+    /// A WRITE of 64 packets, delivered 8 at a time, one virtual ms apart, to a responder
+    /// that ACKs every 8: the transfer lasts longer than the requester's 3 ms timeout, yet
+    /// every ACK restarts the timer, so nothing is resent; after the responder stops
+    /// answering, the timeout resends from the first PSN not acknowledged (as rxe's
+    /// req_retry does), not from the WRITE's start.
+    #[test]
+    fn acks_inside_a_long_write_restart_the_timer_and_a_timeout_resends_from_the_first_unacked() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 128);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 128);
+        let mut req = Requester::new(ea, Psn::new(100), Pmtu::DEFAULT, 1000, 3_000_000);
+        let mut resp = Responder::new(eb, Psn::new(100), Pmtu::DEFAULT, 8);
+        req.post(Work::Write(64 * 1024));
+        req.poll(1, &mut req_port);
+        req.poll(2, &mut req_port);
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 128);
+        assert_eq!(sent.len(), 64);
+        let mut back = Vec::new();
+        // 5 ms for the first 40 packets: longer than the timeout.
+        for (k, chunk) in sent.chunks(8).take(5).enumerate() {
+            let now = 1_000_000 * (k as u64 + 1);
+            for p in chunk {
+                resp.handle(p.data(), now, &mut resp_port);
+            }
+            wire_b.rx_burst(0, &mut back, 128);
+            for p in back.drain(..) {
+                req.handle(p.data(), now);
+            }
+            req.poll(now, &mut req_port);
+        }
+        assert_eq!((req.stats.timeouts, req.stats.retransmitted), (0, 0));
+        // Silence: the timeout resends the 24 packets after the last ACK (PSN 139).
+        req.poll(9_000_000, &mut req_port);
+        let mut again = Vec::new();
+        wire_a.rx_burst(0, &mut again, 128);
+        assert_eq!(req.stats.timeouts, 1);
+        assert_eq!(again.len(), 24, "from PSN 140 on");
+        let first = sprayswitch::wire::classify(again[0].data(), Pmtu::DEFAULT).unwrap();
+        assert_eq!(first.roce().unwrap().bth.psn, Psn::new(140));
     }
 
     #[test]
