@@ -224,7 +224,8 @@ fn color(s: super::topo::Scheme) -> &'static str {
 fn size_label(b: u64) -> String {
     match b {
         0..=999 => format!("{b}"),
-        1_000..=999_999 => format!("{:.0}K", b as f64 / 1e3),
+        1_000..=9_999 => format!("{:.1}K", b as f64 / 1e3),
+        10_000..=999_999 => format!("{:.0}K", b as f64 / 1e3),
         _ => format!("{:.1}M", b as f64 / 1e6),
     }
 }

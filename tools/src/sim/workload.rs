@@ -253,7 +253,11 @@ impl Arrivals {
                 continue;
             }
             // All-to-all: this host's next destination, counted from a place of its own.
-            let mut turn = rng.below(u64::from(hosts - 1)) as u32;
+            let mut turn = if self.pattern == Pattern::AllToAll {
+                rng.below(u64::from(hosts - 1)) as u32
+            } else {
+                0
+            };
             let mut t = 0.0f64;
             loop {
                 let u = ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).max(1e-12);
