@@ -345,6 +345,11 @@ impl Requester {
             self.go_back_to(first);
         }
         // New work into the window; at most `MAX_RD_ATOMIC` READs outstanding, as RNICs limit.
+        // The timer starts with the first packet outstanding, not at the last progress before
+        // the QP went idle (a QP idle longer than the timeout would time out at once).
+        if self.out.is_empty() && !self.pending.is_empty() {
+            self.last_progress = now;
+        }
         while let Some(w) = self.pending.front().copied() {
             let span = segments(w, self.pmtu);
             // A message larger than the window still goes, alone.
@@ -930,6 +935,36 @@ mod tests {
         assert_eq!(again.len(), 24, "from PSN 140 on");
         let first = sprayswitch::wire::classify(again[0].data(), Pmtu::DEFAULT).unwrap();
         assert_eq!(first.roce().unwrap().bth.psn, Psn::new(140));
+    }
+
+    /// A QP idle for longer than its timeout (a long-lived QP between messages) does not
+    /// time out on its next message: the timer starts when something is outstanding again.
+    #[test]
+    fn an_idle_qp_does_not_time_out_on_its_next_message() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        let mut req = Requester::new(ea, Psn::new(7), Pmtu::DEFAULT, 64, 1_000_000);
+        let mut resp = Responder::new(eb, Psn::new(7), Pmtu::DEFAULT, 1);
+        let mut pkts = Vec::new();
+        for (k, start) in [1_000u64, 10_000_000].into_iter().enumerate() {
+            req.post(Work::Write(1024));
+            req.poll(start, &mut req_port);
+            // Polled again before the ACK is back, as a NIC's scheduler does.
+            req.poll(start + 5_000, &mut req_port);
+            wire_a.rx_burst(0, &mut pkts, 64);
+            assert_eq!(pkts.len(), 1, "message {k}: sent once");
+            for p in pkts.drain(..) {
+                resp.handle(p.data(), start + 10_000, &mut resp_port);
+            }
+            wire_b.rx_burst(0, &mut pkts, 64);
+            for p in pkts.drain(..) {
+                req.handle(p.data(), start + 20_000);
+            }
+            req.poll(start + 20_000, &mut req_port);
+            assert!(req.done(), "message {k}");
+        }
+        assert_eq!((req.stats.timeouts, req.stats.retransmitted), (0, 0));
     }
 
     #[test]
