@@ -31,9 +31,9 @@
 #     (a real-time thread that spins or yields starves everything else on its core)
 #   HOST_KIND [veth]: "tap" makes each host port a tap device in its ToR's namespace instead of a
 #     host namespace, for qemu guests to attach to (scripts/rxe-rack.sh); no host namespaces then.
-#   TAP_QLEN [10000]: the taps' transmit queue (frames towards a guest; tun's default is 1000,
-#     which a TCG guest that stalls for a few ms overflows: host-side loss a lossless RoCE link
-#     would not have)
+#   TAP_QLEN [1000, tun's default]: the taps' transmit queue (frames towards a guest), which a
+#     TCG guest that stalls for a few ms overflows: host-side loss a lossless RoCE link would not
+#     have (see rxe-rack.sh)
 #   CORES ["" = no pinning; "0 1" pins tor-a to 0, tor-b to 1 and the fabric to 0]
 #   RACK_CPUS [""]: a CPU list (taskset -c, e.g. "0") every process it starts is confined to,
 #     in both shapes (in the split one, CORES then pins each worker within it)
@@ -65,7 +65,7 @@ RATE_MBPS=${RATE_MBPS:-}
 HOST_RATE_MBPS=${HOST_RATE_MBPS:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
-TAP_QLEN=${TAP_QLEN:-10000}
+TAP_QLEN=${TAP_QLEN:-1000}
 RT_PRIO=${RT_PRIO:-}
 RACK_CPUS=${RACK_CPUS:-}
 IDLE=${IDLE:-backoff}

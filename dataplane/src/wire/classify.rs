@@ -271,8 +271,8 @@ impl RoceSummary {
         }
     }
 
-    /// The payload of `frame`, the frame this summary was made from (after the extension
-    /// headers, without pad; a MAD for RDMA CM). Empty if `frame` is not that frame.
+    /// The payload of `frame`, which must be the frame this summary was made from (after the
+    /// extension headers, without pad; a MAD for RDMA CM). Empty if `frame` is too short.
     pub fn payload<'f>(&self, frame: &'f [u8]) -> &'f [u8] {
         let start = usize::from(self.payload_offset);
         frame

@@ -598,12 +598,24 @@ impl Worker {
 
     /// Flushes what the worker still holds (bounded in time) and hands its ports back: what
     /// [`Worker::run`] does once asked to stop, for loops that drive workers themselves.
-    pub fn finish(mut self) -> WorkerExit {
+    pub fn finish(self) -> WorkerExit {
+        self.finish_by(None)
+    }
+
+    /// [`Worker::finish`] for a loop that drives its workers on a clock of its own (virtual
+    /// time): one flush at `now`, nothing waited for in real time, so the same run always
+    /// ends the same way.
+    pub fn finish_at(self, now: u64) -> WorkerExit {
+        self.finish_by(Some(now))
+    }
+
+    fn finish_by(mut self, at: Option<u64>) -> WorkerExit {
+        let clock = || at.unwrap_or_else(now_ns);
         // Drain what is still queued: hand-offs, reorder holds, transmit buffers, for a bounded
         // time (a peer that never reads must not hang shutdown).
-        let deadline = now_ns() + 200_000_000;
+        let deadline = clock() + 200_000_000;
         loop {
-            let now = now_ns();
+            let now = clock();
             while let Some(h) = self.sh.inbox.pop() {
                 self.enqueue_local(h.port, h.pkt, now);
             }
@@ -619,7 +631,7 @@ impl Worker {
             }
             let left: usize =
                 self.ports.iter().map(|p| p.q.len()).sum::<usize>() + self.reorder.held();
-            if left == 0 || now > deadline {
+            if left == 0 || now > deadline || at.is_some() {
                 break;
             }
             std::thread::yield_now();
@@ -629,7 +641,7 @@ impl Worker {
             .counters
             .count_drop(DropReason::Unresolved, self.parked.len() as u64);
         self.parked.clear();
-        self.publish_ports(now_ns());
+        self.publish_ports(clock());
         self.publish_depths(true);
         let unsent: usize = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
             + self.waiting

@@ -81,7 +81,7 @@ struct Cli {
     /// Draw slowdown against flow size (average and p99 panels, a line per run) as SVG here.
     #[arg(long)]
     svg: Option<PathBuf>,
-    /// No progress line on stderr.
+    /// No progress bar on stderr (there is none either when stderr is not a terminal).
     #[arg(long)]
     quiet: bool,
     /// Exit with an error unless spray + reorder beats ECMP on average and p99 slowdown for
@@ -124,8 +124,14 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         cli.load
     );
     anyhow::ensure!(
-        cli.duration_ms > 0.0 && cli.drain_ms >= 0.0,
-        "--duration-ms above 0, --drain-ms at least 0"
+        cli.duration_ms > 0.0 && cli.duration_ms <= 10_000.0,
+        "--duration-ms {}: above 0, at most 10000 (10 s of arrivals)",
+        cli.duration_ms
+    );
+    anyhow::ensure!(
+        (0.0..=10_000.0).contains(&cli.drain_ms),
+        "--drain-ms {}: 0 to 10000",
+        cli.drain_ms
     );
     anyhow::ensure!(cli.step_ns >= 1, "--step-ns at least 1");
     let pattern = Pattern::parse(&cli.pattern).map_err(|e| anyhow::anyhow!("--pattern: {e}"))?;
@@ -149,7 +155,16 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         p => Some(DcqcnConfig::named(p, topology.host_bps()).map_err(|e| anyhow::anyhow!(e))?),
     };
     let duration_ns = (cli.duration_ms * 1e6) as u64;
-    let flows = Arrivals::on(&topology, cli.load, duration_ns, pattern, cli.seed).flows(&cdf);
+    let arrivals = Arrivals::on(&topology, cli.load, duration_ns, pattern, cli.seed);
+    if arrivals.per_host_bps() > topology.host_bps() as f64 {
+        eprintln!(
+            "sprayswitch-sim: warning: each host offers {:.1} Gbit/s, more than its {} Gbit/s link \
+             (the load is of the uplinks; at this load the hosts' links are the bottleneck)",
+            arrivals.per_host_bps() / 1e9,
+            topology.host_rate_gbps
+        );
+    }
+    let flows = arrivals.flows(&cdf);
     println!(
         "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns; \
          {} at {:.0}% load ({}), {} flows in {} ms (mean {:.0} B), {}; DCQCN {}; step {} ns",
@@ -192,9 +207,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     anyhow::ensure!(jobs >= 1, "--jobs at least 1");
-    let board = Board::new(&opts, !cli.quiet);
-    let runs = run_all(&opts, &flows, jobs, &|i, p| board.update(i, p))?;
+    use std::io::IsTerminal as _;
+    let board = Board::new(&opts, !cli.quiet && std::io::stderr().is_terminal());
+    let runs = run_all(&opts, &flows, jobs, &|i, p| board.update(i, p));
     board.finish();
+    let runs = runs?;
     for out in &runs {
         eprintln!(
             "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",

@@ -4,7 +4,9 @@
 //! [`crate::traffic::rnic`] (Go-Back-N or selective repeat, DCQCN). Each flow is one RDMA WRITE
 //! on its own QP, connected with RDMA CM first (the switches learn its PSNs from it, as they do
 //! from a real application), its completion time measured from its first packet to its last
-//! ACK and compared with the ideal: the flow alone on the fabric.
+//! ACK; or (long-lived QPs) a message on the QP its pair of hosts keeps, timed from its posting
+//! (or the QP's connection, if later) to its last ACK. Either is compared with the ideal: the
+//! flow alone on the fabric.
 //!
 //! The clock advances in fixed steps (`step_ns`, 100 ns by default: about one 1 KB frame at
 //! 100 Gbit/s); each step every host polls its QPs and every switch runs one loop iteration.
@@ -73,9 +75,10 @@ pub struct SimOutcome {
     pub uplink_imbalance: Vec<f64>,
     /// Per leaf: the most packets its reorder stage held at once in one stream.
     pub reorder_max_depth: Vec<u64>,
-    /// Per leaf: the most bytes its reorder stage held at once.
+    /// Per leaf: the most bytes its reorder stage held at once (a leaf runs one worker here;
+    /// with several, the largest worker's peak).
     pub reorder_peak_bytes: Vec<u64>,
-    /// Per leaf: the most streams its reorder stage tracked at once.
+    /// Per leaf: the most streams its reorder stage tracked at once (as above).
     pub reorder_peak_streams: Vec<u64>,
     /// Per leaf: reorder streams at the end.
     pub reorder_streams: Vec<u64>,
@@ -558,7 +561,7 @@ pub fn run_reporting(
     let leaves = t.leaves as usize;
     for (k, (sw, ws)) in fabric.switches.into_iter().enumerate() {
         let s = sw
-            .stop_driven(ws.into_iter().map(|w| w.finish()).collect())
+            .stop_driven(ws.into_iter().map(|w| w.finish_at(now)).collect())
             .stats;
         out.drops += s.drops_total();
         out.switch_tx_pkts += s.tx_pkts;
@@ -586,7 +589,7 @@ pub fn run_reporting(
 /// the order given. `report` hears each run's progress with its index.
 ///
 /// # Errors
-/// The first run's error, in `runs` order.
+/// The first run's error, in `runs` order. A run that panics panics the caller.
 pub fn run_all(
     runs: &[SimOpts],
     flows: &[Flow],
@@ -611,7 +614,7 @@ pub fn run_all(
         .map(|m| {
             m.into_inner()
                 .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(anyhow::anyhow!("a run did not report (its thread died)")))
+                .unwrap_or_else(|| Err(anyhow::anyhow!("run did not report")))
         })
         .collect()
 }

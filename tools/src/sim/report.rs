@@ -17,9 +17,11 @@ pub struct FlowResult {
     pub dst: u32,
     /// Bytes.
     pub bytes: u64,
-    /// When it was posted.
+    /// When it arrived (the application posted it).
     pub start_ns: u64,
-    /// Its completion time, first packet to last ACK (`None`: not finished).
+    /// Its completion time (`None`: not finished): on a QP of its own, first packet to last
+    /// ACK; on a long-lived QP, from its arrival (or the QP's connection, if later) to its last
+    /// ACK.
     pub fct_ns: Option<u64>,
     /// The ideal: alone on the fabric.
     pub ideal_ns: u64,
@@ -222,10 +224,11 @@ fn color(s: super::topo::Scheme) -> &'static str {
 
 /// A flow size for an axis label: 1.2K, 350K, 2.0M (bytes, powers of 1000).
 fn size_label(b: u64) -> String {
+    // Bounds where the rounded figure would reach the next unit's first label.
     match b {
         0..=999 => format!("{b}"),
-        1_000..=9_999 => format!("{:.1}K", b as f64 / 1e3),
-        10_000..=999_999 => format!("{:.0}K", b as f64 / 1e3),
+        1_000..=9_949 => format!("{:.1}K", b as f64 / 1e3),
+        9_950..=999_499 => format!("{:.0}K", b as f64 / 1e3),
         _ => format!("{:.1}M", b as f64 / 1e6),
     }
 }

@@ -243,10 +243,15 @@ impl Arrivals {
     /// Poisson arrivals at every sending host, flow sizes from `cdf`, in start order with ids
     /// from 0.
     pub fn flows(&self, cdf: &SizeCdf) -> Vec<Flow> {
+        // Every pattern needs two hosts, and uniform and all-to-all loads need other racks
+        // to size on; nothing arrives otherwise (the topology file asks for two leaves).
+        let hosts = self.racks * self.hosts_per_rack;
+        if hosts < 2 || (self.pattern != Pattern::Incast && self.racks < 2) {
+            return Vec::new();
+        }
         let mut rng = Rng::new(self.seed);
         let mean_gap_ns = cdf.mean() * 8.0 / self.per_host_bps().max(1.0) * 1e9;
         let (racks, per_rack) = (self.racks, self.hosts_per_rack);
-        let hosts = racks * per_rack;
         let mut flows = Vec::new();
         for src in 0..hosts {
             if self.pattern == Pattern::Incast && src == 0 {

@@ -312,7 +312,7 @@ impl Requester {
                 let d = psn.distance(o.psn) as u32;
                 (
                     i,
-                    if matches!(o.work, Work::Write(_)) {
+                    if matches!(o.work, Work::Write(_) | Work::Send(_)) {
                         d
                     } else {
                         0
@@ -340,7 +340,8 @@ impl Requester {
         if !self.out.is_empty() && now.saturating_sub(self.last_progress) > self.timeout_ns {
             self.stats.timeouts += 1;
             self.last_progress = now;
-            // From the first PSN not acknowledged, as rxe's req_retry does (mid-message).
+            // From the first PSN not acknowledged, mid-message for a WRITE or SEND, as rxe's
+            // req_retry does.
             let first = self.acked_within.map_or(self.out[0].psn, |a| a.add(1));
             self.go_back_to(first);
         }
@@ -560,9 +561,10 @@ impl Requester {
                     self.complete_front();
                     self.last_progress = now;
                 }
-                // An ACK inside a multi-packet WRITE or SEND is progress too: real RNICs
-                // restart the retransmission timer on every ACK that moves (rxe's completer),
-                // so a message longer than the timeout is not resent while it is acknowledged.
+                // An ACK inside a multi-packet WRITE or SEND is progress too: it restarts the
+                // retransmission timer (rxe's completer restarts it after every batch of
+                // responses while anything is outstanding; here only ACKs that move do), so a
+                // message longer than the timeout is not resent while it is acknowledged.
                 if let Some(o) = self.out.front().copied() {
                     let d = psn.distance(o.psn);
                     let inside = d >= 0 && (d as u32) < o.span;
@@ -575,6 +577,18 @@ impl Requester {
             }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
                 self.stats.naks += 1;
+                // A NAK older than what an ACK already covered (overtaken on another path) asks
+                // for nothing: rxe's completer drops a response below its PSN (check_psn).
+                let front = self.out.front().map(|o| o.psn);
+                let stale = match (front, self.acked_within) {
+                    (None, _) => true,
+                    (Some(f), _) if psn.is_before(f) => true,
+                    (_, Some(a)) => !psn.is_after(a),
+                    _ => false,
+                };
+                if stale {
+                    return;
+                }
                 // Everything before the NAKed PSN arrived.
                 while let Some(o) = self.out.front().copied() {
                     if !o.psn.add(o.span - 1).is_before(psn) || matches!(o.work, Work::Read(_)) {
@@ -965,6 +979,42 @@ mod tests {
             assert!(req.done(), "message {k}");
         }
         assert_eq!((req.stats.timeouts, req.stats.retransmitted), (0, 0));
+    }
+
+    /// A NAK overtaken by a later ACK (ACKs and NAKs of a sprayed return path are not ordered)
+    /// asks for nothing: only a NAK beyond what was acknowledged makes the requester go back.
+    #[test]
+    fn a_nak_older_than_an_ack_is_ignored() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let start = Psn::new(0xFF_FFFC);
+        let mut req = Requester::new(ea, start, Pmtu::DEFAULT, 64, u64::MAX / 4);
+        req.post(Work::Write(8 * 1024));
+        req.poll(1, &mut req_port);
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 64);
+        assert_eq!(sent.len(), 8);
+        let reply = |syndrome: Syndrome, k: u32| {
+            let ext = ExtRepr {
+                aeth: Some(AethRepr { syndrome, msn: 0 }),
+                ..ExtRepr::default()
+            };
+            eb.frame(Opcode::RcAcknowledge, start.add(k), false, ext, &[])
+        };
+        let nak = Syndrome::Nak(NakCode::PsnSequenceError);
+        req.handle(reply(Syndrome::Ack { credits: 31 }, 5).data(), 10);
+        req.handle(reply(nak, 3).data(), 11);
+        req.poll(12, &mut req_port);
+        assert_eq!(req.stats.retransmitted, 0, "PSN 3 was acknowledged already");
+        req.handle(reply(nak, 6).data(), 13);
+        req.poll(14, &mut req_port);
+        sent.clear();
+        wire_a.rx_burst(0, &mut sent, 64);
+        assert_eq!(
+            (req.stats.retransmitted, sent.len()),
+            (2, 2),
+            "6 and 7 again"
+        );
     }
 
     #[test]
