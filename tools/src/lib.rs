@@ -16,11 +16,13 @@
 //! - [`rxerack`]: the analysis of `scripts/rxe-rack.sh`'s Soft-RoCE runs (`rxerack`).
 //! - [`vethbench`]: the port backends on veth pairs in namespaces, against the kernel bridge.
 //! - [`percentile`]: the one quantile helper of every report.
+//! - [`svg`]: what the tools' SVG plots share.
 
 pub mod capture;
 pub mod percentile;
 pub mod rack;
 pub mod rxerack;
 pub mod sim;
+pub mod svg;
 pub mod traffic;
 pub mod vethbench;

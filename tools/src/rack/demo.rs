@@ -535,9 +535,7 @@ pub fn svg(rows: &[Outcome]) -> String {
     let legend_h = 16.0 + rows.len() as f64 * 15.0;
     let w = 1120.0;
     let h = bars_h.max(legend_y + legend_h) + 20.0;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    );
+    let mut s = crate::svg::begin(w, h);
     // Left: goodput bars.
     let _ = writeln!(
         s,
@@ -594,17 +592,13 @@ pub fn svg(rows: &[Outcome]) -> String {
         let y = y0 + ph - ph * f;
         let _ = writeln!(s, "<line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{}\" y2=\"{y:.1}\" stroke=\"#eee\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{f}</text>", x0 + pw, x0 - 4.0, y + 4.0);
     }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">completion time (ms, log scale)</text>",
-        x0 + pw / 2.0,
-        y0 + ph + 30.0
-    );
-    let _ = writeln!(
-        s,
-        "<text transform=\"translate({},{}) rotate(-90)\" text-anchor=\"middle\">fraction of messages</text>",
-        x0 - 30.0,
-        y0 + ph / 2.0
+    crate::svg::axis_titles(
+        &mut s,
+        (x0, y0, pw, ph),
+        "completion time (ms, log scale)",
+        30.0,
+        "fraction of messages",
+        30.0,
     );
     for r in rows {
         if r.completion_ns.is_empty() {

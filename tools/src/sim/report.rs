@@ -243,8 +243,10 @@ pub fn svg(runs: &[SimOutcome], title: &str) -> String {
     let legend_y = top + ph + 70.0;
     let w = left + 2.0 * pw + gap + 20.0;
     let h = legend_y + 20.0 + runs.len() as f64 * 16.0 + 10.0;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{left}\" y=\"20\" font-size=\"14\">{}</text>\n",
+    let mut s = crate::svg::begin(w, h);
+    let _ = writeln!(
+        s,
+        "<text x=\"{left}\" y=\"20\" font-size=\"14\">{}</text>",
         xml_escape(title)
     );
     for (panel, name) in [(0usize, "average"), (1, "p99")] {
@@ -289,17 +291,13 @@ pub fn svg(runs: &[SimOutcome], title: &str) -> String {
                 }
             }
         }
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">flow size (bins of 5% of the flows, labelled with their largest, bytes)</text>",
-            x0 + pw / 2.0,
-            top + ph + 34.0
-        );
-        let _ = writeln!(
-            s,
-            "<text transform=\"translate({:.1},{:.1}) rotate(-90)\" text-anchor=\"middle\">slowdown (log scale)</text>",
-            x0 - 40.0,
-            top + ph / 2.0
+        crate::svg::axis_titles(
+            &mut s,
+            (x0, top, pw, ph),
+            "flow size (bins of 5% of the flows, labelled with their largest, bytes)",
+            34.0,
+            "slowdown (log scale)",
+            40.0,
         );
         for (r, (_, bins)) in runs.iter().zip(&all) {
             let pts: Vec<String> = bins
