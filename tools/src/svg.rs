@@ -34,3 +34,16 @@ pub fn axis_titles(
         y0 + ph / 2.0
     );
 }
+
+/// A legend entry at (`x`, `y`, the label's baseline): a short line in `stroke` with the
+/// extra stroke attributes `style` (a dash pattern, or nothing), then `label`.
+pub fn legend_entry(s: &mut String, (x, y): (f64, f64), stroke: &str, style: &str, label: &str) {
+    let _ = writeln!(
+        s,
+        "<line x1=\"{x}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{stroke}\" stroke-width=\"2\"{style}/><text x=\"{}\" y=\"{y:.1}\">{label}</text>",
+        y - 4.0,
+        x + 30.0,
+        y - 4.0,
+        x + 36.0
+    );
+}

@@ -629,19 +629,13 @@ pub fn svg(rows: &[Outcome]) -> String {
     let _ = writeln!(s, "<text x=\"{x0}\" y=\"{legend_y}\" font-size=\"12\">Legend (colour: fabric; dashed: selective repeat; dotted: lossy fabric)</text>");
     for (i, r) in rows.iter().enumerate() {
         let y = legend_y + 16.0 + i as f64 * 15.0;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{x0}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"{}/><text x=\"{}\" y=\"{y:.1}\">{} {} {}</text>",
-            y - 4.0,
-            x0 + 30.0,
-            y - 4.0,
-            color(r.mode),
-            dash(r),
-            x0 + 36.0,
+        let label = format!(
+            "{} {} {}",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver)
         );
+        crate::svg::legend_entry(&mut s, (x0, y), color(r.mode), dash(r), &label);
     }
     s.push_str("</svg>\n");
     s

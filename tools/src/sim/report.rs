@@ -321,20 +321,14 @@ pub fn svg(runs: &[SimOutcome], title: &str) -> String {
     );
     for (i, (r, (o, _))) in runs.iter().zip(&all).enumerate() {
         let y = legend_y + 18.0 + i as f64 * 16.0;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\"{}/><text x=\"{}\" y=\"{y:.1}\">{} {}: average {:.2}, p99 {:.2}</text>",
-            y - 4.0,
-            left + 30.0,
-            y - 4.0,
-            color(r.scheme),
-            dash(r),
-            left + 36.0,
+        let label = format!(
+            "{} {}: average {:.2}, p99 {:.2}",
             r.scheme.name(),
             crate::rack::demo::receiver_name(r.receiver),
             o.avg,
             o.p99
         );
+        crate::svg::legend_entry(&mut s, (left, y), color(r.scheme), dash(r), &label);
     }
     s.push_str("</svg>\n");
     s
