@@ -223,6 +223,7 @@ fn marked_frames_of_real_stacks_keep_their_icrc_and_header_checksum() {
 
     let every = EgressConfig {
         rate_bps: None,
+        burst_bytes: None,
         ecn: Some(EcnProfile {
             kmin_bytes: 0,
             kmax_bytes: 0,

@@ -7,7 +7,7 @@
 use sprayswitch_tools::sim::report::slowdowns;
 use sprayswitch_tools::sim::topo::{Scheme, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Flow, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, SimOpts, SimOutcome};
+use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, QpParams, SimOpts, SimOutcome};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
@@ -30,6 +30,7 @@ fn opts(scheme: Scheme) -> SimOpts {
         drain_ns: 20_000_000,
         long_lived: false,
         progress: false,
+        qp: QpParams::default(),
     }
 }
 
@@ -48,6 +49,7 @@ fn a_flow_alone_completes_in_its_ideal_time() {
                 dst,
                 bytes,
                 start_ns: 1_000,
+                sport: None,
             }];
             for scheme in [Scheme::Ecmp, Scheme::SprayReorder] {
                 let r = run_one(scheme, &flows);
@@ -75,6 +77,7 @@ fn messages_on_a_long_lived_qp_complete_in_order_and_in_their_ideal_time() {
         dst: 5,
         bytes,
         start_ns,
+        sport: None,
     };
     let mut o = opts(Scheme::SprayReorder);
     o.long_lived = true;
@@ -136,6 +139,7 @@ fn flows_on_one_bottleneck_get_their_fair_share_under_dcqcn() {
             dst: 0,
             bytes,
             start_ns: 1_000,
+            sport: None,
         })
         .collect();
     for scheme in [Scheme::Ecmp, Scheme::SprayReorder] {

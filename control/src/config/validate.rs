@@ -332,6 +332,7 @@ impl PortSection {
             mtu: self.mtu,
             pmtu,
             pmtu_fixed: self.pmtu.is_some(),
+            rate_burst_bytes: None,
             rate_bps,
             ecn: None,
             peer_mac,

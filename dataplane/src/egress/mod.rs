@@ -57,6 +57,9 @@ pub const DEFAULT_PAUSE_RATE_BPS: u64 = 100_000_000_000;
 pub struct EgressConfig {
     /// The port's rate (`None`: as fast as the port takes packets).
     pub rate_bps: Option<u64>,
+    /// What the rate lets through back to back after an idle spell, bytes (`None`:
+    /// [`shaper::BURST_BYTES`]).
+    pub burst_bytes: Option<u32>,
     /// ECN marking (`None`: never marks).
     pub ecn: Option<EcnProfile>,
 }
@@ -172,8 +175,14 @@ impl EgressQueue {
 
     /// Applies new settings (a configuration reload); what is queued stays queued.
     pub fn configure(&mut self, cfg: EgressConfig) {
-        if self.shaper.as_ref().map(Shaper::rate_bps) != cfg.rate_bps {
-            self.shaper = cfg.rate_bps.map(Shaper::new);
+        let burst = cfg.burst_bytes.map_or(shaper::BURST_BYTES, f64::from);
+        if self
+            .shaper
+            .as_ref()
+            .map(|s| (s.rate_bps(), s.burst_bytes()))
+            != cfg.rate_bps.map(|r| (r, burst))
+        {
+            self.shaper = cfg.rate_bps.map(|r| Shaper::with_burst(r, burst));
         }
         self.pause_rate_bps = cfg.rate_bps.unwrap_or(DEFAULT_PAUSE_RATE_BPS);
         self.ecn = cfg.ecn.map(Marker::new);

@@ -74,6 +74,7 @@ fn a_shaped_queue_sends_its_rate_in_order() {
     // 8 Gbit/s: one byte per ns.
     let cfg = EgressConfig {
         rate_bps: Some(8_000_000_000),
+        burst_bytes: None,
         ecn: None,
     };
     let mut q = EgressQueue::new(cfg, 10_000, 1);
@@ -113,6 +114,7 @@ fn marking_follows_the_configured_curve_within_two_percent() {
     };
     let cfg = EgressConfig {
         rate_bps: None,
+        burst_bytes: None,
         ecn: Some(profile),
     };
     for depth in [50_000u64, 100_000, 175_000, 250_000, 400_000, 500_000] {
@@ -141,6 +143,7 @@ fn marking_follows_the_configured_curve_within_two_percent() {
 fn only_ect_packets_are_marked_and_marks_keep_the_icrc_and_checksum() {
     let cfg = EgressConfig {
         rate_bps: None,
+        burst_bytes: None,
         ecn: Some(EcnProfile {
             kmin_bytes: 0,
             kmax_bytes: 0,
@@ -176,6 +179,7 @@ fn only_ect_packets_are_marked_and_marks_keep_the_icrc_and_checksum() {
 fn a_pause_stops_every_priority_for_its_quanta_and_zero_resumes() {
     let cfg = EgressConfig {
         rate_bps: Some(100_000_000_000),
+        burst_bytes: None,
         ecn: None,
     };
     let mut q = EgressQueue::new(cfg, 64, 1);

@@ -69,6 +69,10 @@ pub struct PortInfo {
     /// Line rate in bits per second, if configured: the egress queue holds the port to it; it
     /// weighs spraying and times pause quanta.
     pub rate_bps: Option<u64>,
+    /// Bytes the egress queue may send back to back after an idle spell, above the rate
+    /// (`None`: [`crate::egress::shaper::BURST_BYTES`]). A port that models a link (the
+    /// simulator's) keeps it near one frame.
+    pub rate_burst_bytes: Option<u32>,
     /// ECN marking of the port's egress queue (`None`: it marks nothing).
     pub ecn: Option<crate::egress::EcnProfile>,
     /// Next-hop MAC of an uplink (the switch at the other end of the fabric path).

@@ -474,6 +474,7 @@ mod tests {
                 mtu: 1500,
                 pmtu: Pmtu::DEFAULT,
                 pmtu_fixed: false,
+                rate_burst_bytes: None,
                 rate_bps: None,
                 ecn: None,
                 peer_mac: Some([2, 0, 0, 0, 2, i as u8]),

@@ -27,6 +27,7 @@ pub(super) fn egress_config(tables: &Tables, id: PortId) -> EgressConfig {
         .get(usize::from(id))
         .map(|p| EgressConfig {
             rate_bps: p.rate_bps,
+            burst_bytes: p.rate_burst_bytes,
             ecn: p.ecn,
         })
         .unwrap_or_default()

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use sprayswitch_tools::sim::topo::{Scheme, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{report, run_all, Progress, SimOpts};
+use sprayswitch_tools::sim::{replay, report, run_all, Progress, QpParams, SimOpts};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
@@ -88,6 +88,14 @@ struct Cli {
     /// every receiver (both must be among the schemes).
     #[arg(long)]
     check: bool,
+    /// Instead of a fabric: run the demo's loss-free scenarios (its rack pair, paths and QPs)
+    /// in the real-time in-process rack and in the simulator, and print their goodputs side by
+    /// side. --check then fails unless every ECMP and spray + reorder pair agrees within 5%.
+    #[arg(long)]
+    replay_demo: bool,
+    /// With --replay-demo: the demo's message counts scaled by this (0.05 to 4).
+    #[arg(long, default_value_t = 1.0)]
+    replay_scale: f64,
 }
 
 fn main() -> ExitCode {
@@ -101,6 +109,9 @@ fn main() -> ExitCode {
 }
 
 fn real_main(cli: Cli) -> anyhow::Result<()> {
+    if cli.replay_demo {
+        return replay_demo(&cli);
+    }
     let topology = match &cli.topology {
         Some(p) => Topology::parse(
             &std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
@@ -166,7 +177,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     }
     let flows = arrivals.flows(&cdf);
     println!(
-        "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns; \
+        "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns{}; \
          {} at {:.0}% load ({}), {} flows in {} ms (mean {:.0} B), {}; DCQCN {}; step {} ns",
         topology.leaves,
         topology.spines,
@@ -174,6 +185,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         topology.host_rate_gbps,
         topology.fabric_rate_gbps,
         topology.link_delay_ns,
+        if topology.spine_delays_ns.is_empty() {
+            String::new()
+        } else {
+            format!(" (spines {:?} ns)", topology.spine_delays_ns)
+        },
         cdf.name,
         cli.load * 100.0,
         match pattern {
@@ -200,6 +216,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 drain_ns: (cli.drain_ms * 1e6) as u64,
                 long_lived: cli.long_lived,
                 progress: false,
+                qp: QpParams::default(),
             });
         }
     }
@@ -356,4 +373,45 @@ impl Board {
             eprintln!();
         }
     }
+}
+
+/// `--replay-demo`: the demo's scenarios in the real-time rack and in the simulator.
+fn replay_demo(cli: &Cli) -> anyhow::Result<()> {
+    use sprayswitch_tools::rack::demo::{self, DemoOpts, Mode};
+    anyhow::ensure!(
+        (0.05..=4.0).contains(&cli.replay_scale),
+        "--replay-scale {}: 0.05 to 4",
+        cli.replay_scale
+    );
+    let d = DemoOpts::default();
+    println!(
+        "the demo's rack pair: paths {:?} us at {} Mbit/s each, window {} packets, seed {}; \
+         real time, then virtual time",
+        d.path_delays_us, d.path_rate_mbps, d.window, d.seed
+    );
+    let mut rows = Vec::new();
+    for w in demo::workloads(cli.replay_scale) {
+        for receiver in [ReceiverMode::Gbn, ReceiverMode::Sr] {
+            for mode in Mode::ALL {
+                rows.push(replay::compare(&d, &w, mode, receiver)?);
+            }
+        }
+    }
+    print!("{}", replay::table(&rows));
+    if cli.check {
+        for a in &rows {
+            if a.real.mode != Mode::Spray {
+                anyhow::ensure!(
+                    (a.ratio() - 1.0).abs() <= 0.05,
+                    "{} {} {}: the simulator's goodput is {:.3}x the real-time rack's",
+                    a.real.workload,
+                    a.real.mode.name(),
+                    demo::receiver_name(a.real.receiver),
+                    a.ratio()
+                );
+            }
+        }
+        println!("check: ECMP and spray + reorder within 5% of the real-time rack");
+    }
+    Ok(())
 }

@@ -170,6 +170,42 @@ fn sports(src: Ipv4Addr, dst: Ipv4Addr, n: usize, colliding: bool, rng: &mut Rng
     out
 }
 
+/// One QP of a demo workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedQp {
+    /// Its pair of hosts: host `pair` of rack A writes to host `pair` of rack B.
+    pub pair: usize,
+    /// Its place among the pair's QPs.
+    pub k: usize,
+    /// UDP source port (a colliding workload's ports all hash onto one of four paths).
+    pub sport: u16,
+    /// Starting PSN.
+    pub start: Psn,
+}
+
+/// The QPs of `w` with `seed` between the pairs of hosts `pairs` (each: its rack A and rack B
+/// address): the demo's, and the simulator's when it replays the demo
+/// ([`crate::sim::replay`]).
+pub fn plan_qps(seed: u64, w: &Workload, pairs: &[(Ipv4Addr, Ipv4Addr)]) -> Vec<PlannedQp> {
+    let mut rng = Rng::new(seed ^ u64::from(w.colliding));
+    let mut out = Vec::new();
+    for (pair, (a, b)) in pairs.iter().enumerate() {
+        for (k, sport) in sports(*a, *b, w.qps_per_host, w.colliding, &mut rng)
+            .into_iter()
+            .enumerate()
+        {
+            let start = Psn::new(rng.next_u64() as u32);
+            out.push(PlannedQp {
+                pair,
+                k,
+                sport,
+                start,
+            });
+        }
+    }
+    out
+}
+
 struct Qp {
     req: Requester,
     resp: Responder,
@@ -283,54 +319,51 @@ pub fn run(
         ..RackPairSpec::default()
     };
     let mut rp = RackPair::start(&spec)?;
-    let mut rng = Rng::new(opts.seed ^ u64::from(w.colliding));
     let pmtu = Pmtu::DEFAULT;
     let mut qps: Vec<Qp> = Vec::new();
     let mut starts = Vec::new();
-    for host in 0..2 {
+    let pairs: Vec<(Ipv4Addr, Ipv4Addr)> = (0..2)
+        .map(|h| (rp.hosts_a[h].ip4, rp.hosts_b[h].ip4))
+        .collect();
+    for planned in plan_qps(opts.seed, w, &pairs) {
+        let (host, k, sport, start) = (planned.pair, planned.k, planned.sport, planned.start);
         let (a, b) = (&rp.hosts_a[host], &rp.hosts_b[host]);
-        for (k, sport) in sports(a.ip4, b.ip4, w.qps_per_host, w.colliding, &mut rng)
-            .into_iter()
-            .enumerate()
-        {
-            let qpn_a = 0x100 + (host * 64 + k) as u32;
-            let qpn_b = 0x800 + (host * 64 + k) as u32;
-            let ea = Endpoint {
-                mac: a.mac,
-                gw_mac: a.gw_mac,
-                ip: IpAddr::V4(a.ip4),
-                peer_ip: IpAddr::V4(b.ip4),
-                peer_qpn: qpn_b,
-                sport,
-            };
-            let eb = Endpoint {
-                mac: b.mac,
-                gw_mac: b.gw_mac,
-                ip: IpAddr::V4(b.ip4),
-                peer_ip: IpAddr::V4(a.ip4),
-                peer_qpn: qpn_a,
-                sport,
-            };
-            let start = Psn::new(rng.next_u64() as u32);
-            starts.push((host, qpn_a, qpn_b, start, ea, eb));
-            // Retransmission timeout 67 ms, perftest's default.
-            let mut req = Requester::new(ea, start, pmtu, opts.window, 67_000_000);
-            let mut resp = Responder::new(eb, start, pmtu, 8);
-            resp.set_mode(receiver);
-            if receiver == ReceiverMode::Sr {
-                req.set_retransmit(Retransmit::Selective);
-            }
-            for _ in 0..w.messages {
-                req.post(Work::Write(w.message));
-            }
-            qps.push(Qp {
-                req,
-                resp,
-                host,
-                qpn_a,
-                qpn_b,
-            });
+        let qpn_a = 0x100 + (host * 64 + k) as u32;
+        let qpn_b = 0x800 + (host * 64 + k) as u32;
+        let ea = Endpoint {
+            mac: a.mac,
+            gw_mac: a.gw_mac,
+            ip: IpAddr::V4(a.ip4),
+            peer_ip: IpAddr::V4(b.ip4),
+            peer_qpn: qpn_b,
+            sport,
+        };
+        let eb = Endpoint {
+            mac: b.mac,
+            gw_mac: b.gw_mac,
+            ip: IpAddr::V4(b.ip4),
+            peer_ip: IpAddr::V4(a.ip4),
+            peer_qpn: qpn_a,
+            sport,
+        };
+        starts.push((host, qpn_a, qpn_b, start, ea, eb));
+        // Retransmission timeout 67 ms, perftest's default.
+        let mut req = Requester::new(ea, start, pmtu, opts.window, 67_000_000);
+        let mut resp = Responder::new(eb, start, pmtu, 8);
+        resp.set_mode(receiver);
+        if receiver == ReceiverMode::Sr {
+            req.set_retransmit(Retransmit::Selective);
         }
+        for _ in 0..w.messages {
+            req.post(Work::Write(w.message));
+        }
+        qps.push(Qp {
+            req,
+            resp,
+            host,
+            qpn_a,
+            qpn_b,
+        });
     }
     let posted = qps.len() as u64 * u64::from(w.messages);
     connect(&mut rp, &qps, &starts)?;

@@ -14,8 +14,10 @@
 //! robin). The same seed gives the same flows and the same results.
 //!
 //! The files: [`topo`] the fabric and its configurations, [`workload`] flow sizes and arrivals,
-//! [`report`] slowdowns and the table.
+//! [`report`] slowdowns and the table, [`replay`] the demo's scenarios in the simulator (to
+//! compare it with the real-time rack).
 
+pub mod replay;
 pub mod report;
 pub mod topo;
 pub mod workload;
@@ -50,10 +52,35 @@ pub struct SimOpts {
     /// done are reported unfinished).
     pub drain_ns: u64,
     /// Each flow on its own QP (false), or one long-lived QP per pair of hosts carrying all
-    /// their flows as messages, in order (true).
+    /// their flows as messages, in order (true; flows that name their UDP source port: one QP
+    /// per pair of hosts and port).
     pub long_lived: bool,
     /// Print progress to stderr (see [`run_reporting`] for another reporter).
     pub progress: bool,
+    /// The hosts' QP settings.
+    pub qp: QpParams,
+}
+
+/// How the hosts' QPs are set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpParams {
+    /// Packets a requester may have unacknowledged (the default is no limit in practice:
+    /// DCQCN and the NIC's line rate pace the senders).
+    pub window: u32,
+    /// A responder ACKs every this many packets (and a message's last).
+    pub ack_every: u32,
+    /// The requester's retransmission timeout, ns.
+    pub timeout_ns: u64,
+}
+
+impl Default for QpParams {
+    fn default() -> Self {
+        QpParams {
+            window: 1 << 20,
+            ack_every: 16,
+            timeout_ns: 4_000_000,
+        }
+    }
 }
 
 /// What a run gives.
@@ -134,6 +161,8 @@ impl Port for Nic<'_> {
 struct Live {
     src: u32,
     dst: u32,
+    /// Its UDP source port.
+    sport: u16,
     req: Requester,
     /// The REP came: messages are posted.
     connected: bool,
@@ -181,8 +210,8 @@ const HEADERS: u64 = 14 + 20 + 8 + 12 + 4;
 /// slowest link's rate, then the last packet stored and forwarded again by every switch on the
 /// way (between racks: the leaf, the spine and the far leaf, at the fabric, fabric and host
 /// rates; within a rack: the leaf, at the host rate), a link's delay per hop each way (four
-/// links between racks, two within one), and the ACK's serialisation at every transmitter on
-/// the way back.
+/// links between racks, two within one; with spines of their own delays, the shortest
+/// spine's), and the ACK's serialisation at every transmitter on the way back.
 pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64, same_rack: bool) -> u64 {
     let (host, fabric) = (t.host_bps() as f64, t.fabric_bps() as f64);
     let packets = bytes.div_ceil(pmtu).max(1);
@@ -193,7 +222,8 @@ pub fn ideal_fct_ns(t: &Topology, bytes: u64, pmtu: u64, same_rack: bool) -> u64
     let base = if same_rack {
         4.0 * t.link_delay_ns as f64 + ns(last, host) + ns(ack, host) * 2.0
     } else {
-        8.0 * t.link_delay_ns as f64
+        4.0 * t.link_delay_ns as f64
+            + 4.0 * t.shortest_spine_delay_ns() as f64
             + ns(last, fabric) * 2.0
             + ns(last, host)
             + ns(ack, host) * 2.0
@@ -284,14 +314,15 @@ pub fn run_reporting(
         "step {} ns: too short for a host to send a byte per step",
         o.step_ns
     );
-    let mut fabric = Fabric::start(t, o.scheme)?;
+    let mut fabric = Fabric::start(t, o.scheme, o.step_ns.max(1))?;
     let pmtu = Pmtu::DEFAULT;
     let nhosts = fabric.hosts.len();
     let rack_of = |h: u32| h / t.hosts_per_leaf;
     let mut qps: Vec<HostQps> = (0..nhosts).map(|_| HostQps::default()).collect();
     let mut live: Vec<Option<Live>> = Vec::new();
-    // Long-lived QPs: the QP of each (sender, receiver) pair.
-    let mut pair_qp: HashMap<(u32, u32), u32> = HashMap::new();
+    // Long-lived QPs: the QP of each (sender, receiver) pair, or of each pair and UDP source
+    // port when the flows name one.
+    let mut pair_qp: HashMap<(u32, u32, Option<u16>), u32> = HashMap::new();
     let mut results: Vec<FlowResult> = flows
         .iter()
         .map(|f| FlowResult {
@@ -352,7 +383,7 @@ pub fn run_reporting(
             let f = flows[next_flow];
             next_flow += 1;
             let existing = if o.long_lived {
-                pair_qp.get(&(f.src, f.dst)).copied()
+                pair_qp.get(&(f.src, f.dst, f.sport)).copied()
             } else {
                 None
             };
@@ -369,11 +400,12 @@ pub fn run_reporting(
             }
             let q = live.len() as u32;
             if o.long_lived {
-                pair_qp.insert((f.src, f.dst), q);
+                pair_qp.insert((f.src, f.dst, f.sport), q);
             }
-            let ea = endpoint(f.src, f.dst, receiver_qpn(q), sport_of(q));
+            let sport = f.sport.unwrap_or_else(|| sport_of(q));
+            let ea = endpoint(f.src, f.dst, receiver_qpn(q), sport);
             let start = Psn::new(q.wrapping_mul(7919) & 0xff_ffff);
-            let mut req = Requester::new(ea, start, pmtu, 1 << 20, 4_000_000);
+            let mut req = Requester::new(ea, start, pmtu, o.qp.window, o.qp.timeout_ns);
             req.set_dcqcn(o.dcqcn);
             if o.receiver == ReceiverMode::Sr {
                 req.set_retransmit(Retransmit::Selective);
@@ -392,6 +424,7 @@ pub fn run_reporting(
             live.push(Some(Live {
                 src: f.src,
                 dst: f.dst,
+                sport,
                 req,
                 connected: false,
                 req_at: now,
@@ -427,11 +460,12 @@ pub fn run_reporting(
                             let Some(Some(l)) = live.get(q as usize) else {
                                 continue;
                             };
-                            let eb = endpoint(l.dst, l.src, peer, sport_of(q));
+                            let eb = endpoint(l.dst, l.src, peer, l.sport);
                             // A REQ sent again (its REP lost or on its way) gets the REP
                             // again; the responder stays as it is.
                             h.receivers.entry(receiver_qpn(q)).or_insert_with(|| {
-                                let mut resp = Responder::new(eb, starting_psn, pmtu, 16);
+                                let mut resp =
+                                    Responder::new(eb, starting_psn, pmtu, o.qp.ack_every);
                                 resp.set_mode(o.receiver);
                                 resp.set_cnp_interval(o.dcqcn.map(|d| d.cnp_interval_ns));
                                 resp

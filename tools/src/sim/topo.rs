@@ -12,7 +12,8 @@
 //!
 //! Rates: every switch port is held to its rate by its egress queue (host ports at
 //! `host_rate_gbps`, fabric ports at `fabric_rate_gbps`), which also marks ECN and bounds the
-//! queue (`buffer_packets`); links add `link_delay_ns` each way.
+//! queue (`buffer_packets`); links add `link_delay_ns` each way (a spine's links their own delay
+//! when `spine_delays_ns` gives one).
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -44,6 +45,10 @@ pub struct Topology {
     pub fabric_rate_gbps: f64,
     /// One-way delay of every link, ns.
     pub link_delay_ns: u64,
+    /// One-way delay of the links of each spine, ns, one per spine (both of a path's
+    /// leaf-spine links): paths of different lengths. Empty (the default): `link_delay_ns`.
+    #[serde(default)]
+    pub spine_delays_ns: Vec<u64>,
     /// Packets each switch port's egress queue holds.
     pub buffer_packets: usize,
     /// ECN marking thresholds of every switch port, KB (1000 bytes), and Pmax.
@@ -99,6 +104,15 @@ impl Topology {
             t.link_delay_ns
         );
         anyhow::ensure!(
+            t.spine_delays_ns.is_empty() || t.spine_delays_ns.len() == t.spines as usize,
+            "spine_delays_ns: {} delays for {} spines (give one per spine, or none)",
+            t.spine_delays_ns.len(),
+            t.spines
+        );
+        if let Some(d) = t.spine_delays_ns.iter().find(|d| **d > 1_000_000_000) {
+            anyhow::bail!("spine_delays_ns: {d}: at most 1 s");
+        }
+        anyhow::ensure!(
             t.ecn_kmin_kb >= 0.0
                 && t.ecn_kmax_kb >= t.ecn_kmin_kb
                 && (0.0..=1.0).contains(&t.ecn_pmax),
@@ -125,6 +139,22 @@ impl Topology {
     /// Fabric link rate, bit/s.
     pub fn fabric_bps(&self) -> u64 {
         (self.fabric_rate_gbps * 1e9) as u64
+    }
+
+    /// One-way delay of spine `sp`'s links, ns.
+    pub fn spine_delay_ns(&self, sp: u32) -> u64 {
+        self.spine_delays_ns
+            .get(sp as usize)
+            .copied()
+            .unwrap_or(self.link_delay_ns)
+    }
+
+    /// The shortest one-way delay of a leaf-spine link, ns.
+    pub fn shortest_spine_delay_ns(&self) -> u64 {
+        (0..self.spines)
+            .map(|sp| self.spine_delay_ns(sp))
+            .min()
+            .unwrap_or(self.link_delay_ns)
     }
 }
 
@@ -257,6 +287,9 @@ fn spine_config(t: &Topology, sp: u32) -> String {
     s
 }
 
+/// The largest frame the hosts send (RoCE path MTU 1024: headers, RETH, payload, ICRC).
+const MAX_FRAME: f64 = 1024.0 + 14.0 + 20.0 + 8.0 + 12.0 + 16.0 + 4.0;
+
 fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dyn Port> {
     Box::new(FaultInjector::new(
         p,
@@ -270,12 +303,17 @@ fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dy
 }
 
 impl Fabric {
-    /// Builds and starts the fabric of `t` for `scheme` (the switches flush every iteration:
-    /// in virtual time nothing waits for a deadline).
+    /// Builds and starts the fabric of `t` for `scheme`, to be stepped every `step_ns` (the
+    /// switches flush every iteration: in virtual time nothing waits for a deadline). Every
+    /// switch port is a link: its egress queue lets through at most one frame and a step's
+    /// worth of its rate back to back after an idle spell (a link serialises what it sends;
+    /// the default 64 KB, room for a real worker's visits, would let an idle 100 Gbit/s port
+    /// send 5 us of traffic at once).
     ///
     /// # Errors
     /// When a generated configuration does not validate (a bug) or a switch does not start.
-    pub fn start(t: &Topology, scheme: Scheme) -> anyhow::Result<Fabric> {
+    pub fn start(t: &Topology, scheme: Scheme, step_ns: u64) -> anyhow::Result<Fabric> {
+        let burst = |bps: u64| (MAX_FRAME + bps as f64 * step_ns as f64 / 8e9).ceil() as u32;
         let cap = (t.buffer_packets * 2).max(4096);
         let mut leaf_ports: Vec<Vec<Box<dyn Port>>> = Vec::new();
         let mut spine_ports: Vec<Vec<Option<Box<dyn Port>>>> = (0..t.spines)
@@ -302,9 +340,10 @@ impl Fabric {
             }
             for sp in 0..t.spines {
                 let (leaf_end, spine_end) = mem::link(&format!("u{sp}"), &format!("l{r}"), cap);
-                ports.push(delayed(leaf_end, t.link_delay_ns, cap, next_seed()));
+                let d = t.spine_delay_ns(sp);
+                ports.push(delayed(leaf_end, d, cap, next_seed()));
                 spine_ports[sp as usize][(r - 1) as usize] =
-                    Some(delayed(spine_end, t.link_delay_ns, cap, next_seed()));
+                    Some(delayed(spine_end, d, cap, next_seed()));
             }
             leaf_ports.push(ports);
         }
@@ -319,11 +358,13 @@ impl Fabric {
             let cfg = Config::parse(&leaf_config(t, r, scheme), &format!("leaf-{r}"))?;
             let mut v = cfg.validate().with_context(|| format!("leaf {r}"))?;
             for (k, p) in v.tables.ports.iter_mut().enumerate() {
-                p.rate_bps = Some(if k < t.hosts_per_leaf as usize {
+                let rate = if k < t.hosts_per_leaf as usize {
                     t.host_bps()
                 } else {
                     t.fabric_bps()
-                });
+                };
+                p.rate_bps = Some(rate);
+                p.rate_burst_bytes = Some(burst(rate));
                 p.ecn = Some(ecn);
             }
             for h in 1..=t.hosts_per_leaf {
@@ -346,6 +387,7 @@ impl Fabric {
             let mut v = cfg.validate().with_context(|| format!("spine {sp}"))?;
             for p in &mut v.tables.ports {
                 p.rate_bps = Some(t.fabric_bps());
+                p.rate_burst_bytes = Some(burst(t.fabric_bps()));
                 p.ecn = Some(ecn);
             }
             v.run.worker.idle = IdlePolicy::Spin;

@@ -145,6 +145,9 @@ pub struct Flow {
     pub bytes: u64,
     /// When the application posts it.
     pub start_ns: u64,
+    /// Its QP's UDP source port (`None`: one derived from the QP's number, as an RNIC hashes
+    /// its QPN into it). With long-lived QPs, flows with the same hosts and port share a QP.
+    pub sport: Option<u16>,
 }
 
 /// Who sends to whom.
@@ -288,6 +291,7 @@ impl Arrivals {
                     dst,
                     bytes: cdf.sample(&mut rng),
                     start_ns: t as u64,
+                    sport: None,
                 });
             }
         }
