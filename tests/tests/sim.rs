@@ -5,7 +5,7 @@
 //! retransmission.
 
 use sprayswitch_tools::sim::report::slowdowns;
-use sprayswitch_tools::sim::topo::{Scheme, Topology};
+use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Flow, Pattern, SizeCdf};
 use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, QpParams, SimOpts, SimOutcome};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
@@ -31,6 +31,7 @@ fn opts(scheme: Scheme) -> SimOpts {
         long_lived: false,
         progress: false,
         qp: QpParams::default(),
+        leaf: LeafReorder::towards(ReceiverMode::Gbn),
     }
 }
 

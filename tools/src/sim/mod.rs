@@ -32,7 +32,7 @@ use sprayswitch::wire::{classify, Pmtu, Psn};
 use crate::traffic::dcqcn::DcqcnConfig;
 use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
 use report::FlowResult;
-use topo::{Fabric, Scheme, Topology};
+use topo::{Fabric, LeafReorder, Scheme, Topology};
 use workload::Flow;
 
 /// One simulation run.
@@ -59,6 +59,8 @@ pub struct SimOpts {
     pub progress: bool,
     /// The hosts' QP settings.
     pub qp: QpParams,
+    /// The leaves' reorder settings (spray + reorder).
+    pub leaf: LeafReorder,
 }
 
 /// How the hosts' QPs are set up.
@@ -109,6 +111,13 @@ pub struct SimOutcome {
     pub reorder_peak_streams: Vec<u64>,
     /// Per leaf: reorder streams at the end.
     pub reorder_streams: Vec<u64>,
+    /// Gaps the leaves declared lost by path order.
+    pub path_losses: u64,
+    /// Gaps the leaves declared lost after the hold timeout.
+    pub reorder_timeouts: u64,
+    /// Path-order detection time (gap opened to declared), 99th percentile over every leaf,
+    /// ns (`None`: nothing declared by path order).
+    pub detect_p99_ns: Option<u64>,
     /// Virtual time simulated (ns).
     pub simulated_ns: u64,
     /// Frames the switches transmitted.
@@ -314,7 +323,7 @@ pub fn run_reporting(
         "step {} ns: too short for a host to send a byte per step",
         o.step_ns
     );
-    let mut fabric = Fabric::start(t, o.scheme, o.step_ns.max(1))?;
+    let mut fabric = Fabric::start(t, o.scheme, o.step_ns.max(1), &o.leaf)?;
     let pmtu = Pmtu::DEFAULT;
     let nhosts = fabric.hosts.len();
     let rack_of = |h: u32| h / t.hosts_per_leaf;
@@ -588,15 +597,29 @@ pub fn run_reporting(
         reorder_peak_bytes: Vec::new(),
         reorder_peak_streams: Vec::new(),
         reorder_streams: Vec::new(),
+        path_losses: 0,
+        reorder_timeouts: 0,
+        detect_p99_ns: None,
         simulated_ns: now,
         switch_tx_pkts: 0,
         wall_s: 0.0,
     };
     let leaves = t.leaves as usize;
+    let mut detection: Option<hdrhistogram::Histogram<u64>> = None;
     for (k, (sw, ws)) in fabric.switches.into_iter().enumerate() {
-        let s = sw
-            .stop_driven(ws.into_iter().map(|w| w.finish_at(now)).collect())
-            .stats;
+        let exits = ws.into_iter().map(|w| w.finish_at(now)).collect();
+        // Complete once the workers finished (their last poll publishes it).
+        if let Some(h) = sw.detection_histogram() {
+            match detection.as_mut() {
+                Some(all) => {
+                    let _ = all.add(&h);
+                }
+                None => detection = Some(h),
+            }
+        }
+        let s = sw.stop_driven(exits).stats;
+        out.path_losses += s.reorder.path_losses;
+        out.reorder_timeouts += s.reorder.timeouts;
         out.drops += s.drops_total();
         out.switch_tx_pkts += s.tx_pkts;
         if k < leaves {
@@ -614,6 +637,9 @@ pub fn run_reporting(
             out.reorder_streams.push(s.reorder.streams);
         }
     }
+    out.detect_p99_ns = detection
+        .filter(|h| !h.is_empty())
+        .map(|h| h.value_at_quantile(0.99));
     out.wall_s = wall.elapsed().as_secs_f64();
     Ok(out)
 }

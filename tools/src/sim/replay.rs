@@ -1,19 +1,21 @@
 //! The demo's scenarios in the simulator: the same rack pair (two leaves of two hosts, a spine
 //! per path with the path's rate and delay), the same QPs (hosts, UDP source ports, so ECMP
-//! hashes them onto the same paths), the same messages, window, ACK interval and timeout, no
-//! DCQCN and no ECN (the demo has neither), run in virtual time. [`compare`] runs a scenario in
+//! hashes them onto the same paths), the same messages, window, ACK interval and timeout, the
+//! same loss per path and reorder timers and recovery, no DCQCN and no ECN (the demo has
+//! neither), run in virtual time. [`compare`] runs a scenario in
 //! both, the in-process real-time rack and the simulated fabric, so that the simulator can be
 //! checked against the rack it models (`sprayswitch-sim --replay-demo`).
 //!
 //! What differs: a demo path is one rate-limited link between the ToRs, a simulated one a spine
 //! between two links of half its delay each (the spine's egress queue holds it to the path's
-//! rate); the demo's hosts send as fast as their window allows, the simulated ones at 10
-//! Gbit/s; the simulated clock advances in steps of 500 ns.
+//! rate, and a lossy path's loss is split over its two links); the demo's hosts send as fast
+//! as their window allows, the simulated ones at 10 Gbit/s; the simulated clock advances in
+//! steps of 500 ns; and the losses fall on other packets (each link draws its own).
 
 use crate::rack::demo::{self, DemoOpts, Mode, Workload};
 use crate::traffic::rnic::ReceiverMode;
 
-use super::topo::{host_ip, Scheme, Topology};
+use super::topo::{host_ip, LeafReorder, Scheme, Topology};
 use super::workload::Flow;
 use super::{run, QpParams, SimOpts, SimOutcome};
 
@@ -28,13 +30,18 @@ pub fn topology(d: &DemoOpts) -> anyhow::Result<Topology> {
         .iter()
         .map(|us| (us * 1000 / 2).to_string())
         .collect();
+    let loss: Vec<String> = (0..spines)
+        .map(|i| format!("{:?}", d.path_loss.get(i).copied().unwrap_or(0.0)))
+        .collect();
     // ECN thresholds no queue reaches: the demo marks nothing.
     Topology::parse(&format!(
         "leaves = 2\nspines = {spines}\nhosts_per_leaf = 2\nhost_rate_gbps = 10\n\
          fabric_rate_gbps = {}\nlink_delay_ns = 0\nspine_delays_ns = [{}]\n\
-         buffer_packets = 8192\necn_kmin_kb = 1e9\necn_kmax_kb = 1e9\necn_pmax = 0\n",
+         spine_loss = [{}]\nbuffer_packets = 8192\necn_kmin_kb = 1e9\necn_kmax_kb = 1e9\n\
+         ecn_pmax = 0\n",
         d.path_rate_mbps as f64 / 1000.0,
-        delays.join(", ")
+        delays.join(", "),
+        loss.join(", ")
     ))
 }
 
@@ -77,10 +84,10 @@ pub fn simulate(
     mode: Mode,
     receiver: ReceiverMode,
 ) -> anyhow::Result<SimOutcome> {
-    anyhow::ensure!(
-        d.path_loss.iter().all(|l| *l == 0.0),
-        "the simulated fabric loses nothing: replay the loss-free scenarios only"
-    );
+    let mut leaf = LeafReorder::towards(receiver);
+    // The demo's timers.
+    leaf.config.hold_timeout_ns = d.hold_timeout_us * 1000;
+    leaf.config.learn_ns = 5_000_000;
     let opts = SimOpts {
         topology: topology(d)?,
         scheme: scheme(mode),
@@ -95,6 +102,7 @@ pub fn simulate(
             ack_every: 8,
             timeout_ns: 67_000_000,
         },
+        leaf,
     };
     run(&opts, &flows(d, w))
 }
@@ -152,8 +160,14 @@ pub fn compare(
 /// The comparison as a table.
 pub fn table(rows: &[Agreement]) -> String {
     use std::fmt::Write as _;
+    let width = rows
+        .iter()
+        .map(|a| demo::scenario(&a.real).len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
     let mut s = format!(
-        "{:<14} {:<14} {:<5} {:>11} {:>11} {:>7} {:>9} {:>9} {:>9} {:>9}\n",
+        "{:<width$} {:<14} {:<5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}\n",
         "scenario",
         "fabric",
         "rnic",
@@ -163,13 +177,18 @@ pub fn table(rows: &[Agreement]) -> String {
         "NAKs re",
         "NAKs sim",
         "retx re",
-        "retx sim"
+        "retx sim",
+        "lost re",
+        "lost sim",
+        "det re",
+        "det sim"
     );
+    let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
     for a in rows {
         let _ = writeln!(
             s,
-            "{:<14} {:<14} {:<5} {:>11.1} {:>11.1} {:>7.3} {:>9} {:>9} {:>9} {:>9}",
-            a.real.workload,
+            "{:<width$} {:<14} {:<5} {:>10.1} {:>10.1} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}",
+            demo::scenario(&a.real),
             a.real.mode.name(),
             demo::receiver_name(a.real.receiver),
             a.real.goodput_bps / 1e6,
@@ -179,7 +198,15 @@ pub fn table(rows: &[Agreement]) -> String {
             a.sim.naks,
             a.real.retransmitted,
             a.sim.retransmitted,
+            format!("{}/{}", a.real.path_losses, a.real.reorder_timeouts),
+            format!("{}/{}", a.sim.path_losses, a.sim.reorder_timeouts),
+            us(a.real.detect_p99_us),
+            us(a.sim.detect_p99_ns.map(|n| n as f64 / 1e3)),
         );
     }
+    s.push_str(
+        "(lost = gaps the destination ToR declared lost, by path order / after the hold timeout; \
+         det = path-order detection p99, us)\n",
+    );
     s
 }

@@ -23,7 +23,7 @@ use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector};
 use sprayswitch::port::mem;
 use sprayswitch::port::Port;
-use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::reorder::{LossRecovery, ReorderConfig};
 use sprayswitch::switch::Switch;
 use sprayswitch::wire::format_mac;
 use sprayswitch::worker::{IdlePolicy, Worker};
@@ -49,6 +49,11 @@ pub struct Topology {
     /// leaf-spine links): paths of different lengths. Empty (the default): `link_delay_ns`.
     #[serde(default)]
     pub spine_delays_ns: Vec<u64>,
+    /// Per spine, the probability that a packet crossing its path one way (leaf, spine, leaf)
+    /// is lost, split evenly over the path's two links, in both directions: a lossy path.
+    /// Empty (the default): no loss.
+    #[serde(default)]
+    pub spine_loss: Vec<f64>,
     /// Packets each switch port's egress queue holds.
     pub buffer_packets: usize,
     /// ECN marking thresholds of every switch port, KB (1000 bytes), and Pmax.
@@ -113,6 +118,15 @@ impl Topology {
             anyhow::bail!("spine_delays_ns: {d}: at most 1 s");
         }
         anyhow::ensure!(
+            t.spine_loss.is_empty() || t.spine_loss.len() == t.spines as usize,
+            "spine_loss: {} values for {} spines (give one per spine, or none)",
+            t.spine_loss.len(),
+            t.spines
+        );
+        if let Some(l) = t.spine_loss.iter().find(|l| !(0.0..1.0).contains(*l)) {
+            anyhow::bail!("spine_loss: {l}: from 0 to below 1");
+        }
+        anyhow::ensure!(
             t.ecn_kmin_kb >= 0.0
                 && t.ecn_kmax_kb >= t.ecn_kmin_kb
                 && (0.0..=1.0).contains(&t.ecn_pmax),
@@ -147,6 +161,13 @@ impl Topology {
             .get(sp as usize)
             .copied()
             .unwrap_or(self.link_delay_ns)
+    }
+
+    /// The loss probability of each of spine `sp`'s links, so that a packet crossing its path
+    /// (two links) is lost with the spine's `spine_loss`.
+    pub fn spine_link_loss(&self, sp: u32) -> f64 {
+        let p = self.spine_loss.get(sp as usize).copied().unwrap_or(0.0);
+        1.0 - (1.0 - p).sqrt()
     }
 
     /// The shortest one-way delay of a leaf-spine link, ns.
@@ -206,6 +227,31 @@ impl Scheme {
             Scheme::Ecmp => SprayPolicy::Ecmp,
             Scheme::Flowlet => SprayPolicy::Flowlet,
             Scheme::Spray | Scheme::SprayReorder => SprayPolicy::RoundRobin,
+        }
+    }
+}
+
+/// The leaves' reorder settings (with spray + reorder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LeafReorder {
+    /// The reorder stage's settings.
+    pub config: ReorderConfig,
+    /// What a declared loss releases towards the hosts (as a downlink towards such RNICs is
+    /// configured: `nak_first` for Go-Back-N, `release_run` for selective repeat).
+    pub recovery: LossRecovery,
+}
+
+impl LeafReorder {
+    /// The default reorder settings, with the recovery a downlink towards `r` is configured
+    /// with.
+    pub fn towards(r: crate::traffic::rnic::ReceiverMode) -> LeafReorder {
+        LeafReorder {
+            config: ReorderConfig::default(),
+            recovery: if r == crate::traffic::rnic::ReceiverMode::Sr {
+                LossRecovery::ReleaseRun
+            } else {
+                LossRecovery::NakFirst
+            },
         }
     }
 }
@@ -291,10 +337,21 @@ fn spine_config(t: &Topology, sp: u32) -> String {
 const MAX_FRAME: f64 = 1024.0 + 14.0 + 20.0 + 8.0 + 12.0 + 16.0 + 4.0;
 
 fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dyn Port> {
+    lossy(p, delay_ns, 0.0, capacity, seed)
+}
+
+fn lossy(
+    p: mem::MemPort,
+    delay_ns: u64,
+    drop_rate: f64,
+    capacity: usize,
+    seed: u64,
+) -> Box<dyn Port> {
     Box::new(FaultInjector::new(
         p,
         FaultConfig {
             delay_ns,
+            drop_rate,
             queue_limit: capacity,
             seed,
             ..FaultConfig::default()
@@ -312,7 +369,12 @@ impl Fabric {
     ///
     /// # Errors
     /// When a generated configuration does not validate (a bug) or a switch does not start.
-    pub fn start(t: &Topology, scheme: Scheme, step_ns: u64) -> anyhow::Result<Fabric> {
+    pub fn start(
+        t: &Topology,
+        scheme: Scheme,
+        step_ns: u64,
+        leaf: &LeafReorder,
+    ) -> anyhow::Result<Fabric> {
         let burst = |bps: u64| (MAX_FRAME + bps as f64 * step_ns as f64 / 8e9).ceil() as u32;
         let cap = (t.buffer_packets * 2).max(4096);
         let mut leaf_ports: Vec<Vec<Box<dyn Port>>> = Vec::new();
@@ -340,10 +402,10 @@ impl Fabric {
             }
             for sp in 0..t.spines {
                 let (leaf_end, spine_end) = mem::link(&format!("u{sp}"), &format!("l{r}"), cap);
-                let d = t.spine_delay_ns(sp);
-                ports.push(delayed(leaf_end, d, cap, next_seed()));
+                let (d, l) = (t.spine_delay_ns(sp), t.spine_link_loss(sp));
+                ports.push(lossy(leaf_end, d, l, cap, next_seed()));
                 spine_ports[sp as usize][(r - 1) as usize] =
-                    Some(delayed(spine_end, d, cap, next_seed()));
+                    Some(lossy(spine_end, d, l, cap, next_seed()));
             }
             leaf_ports.push(ports);
         }
@@ -376,7 +438,10 @@ impl Fabric {
                     .neighbors
                     .insert(ip_key(IpAddr::V4(host_ip(r, h))), n);
             }
-            v.reorder = (scheme == Scheme::SprayReorder).then(ReorderConfig::default);
+            v.reorder = (scheme == Scheme::SprayReorder).then_some(leaf.config);
+            for p in &mut v.port_reorder {
+                p.recovery = leaf.recovery;
+            }
             v.run.worker.idle = IdlePolicy::Spin;
             v.run.worker.flush_ns = 0;
             v.run.worker.tx_queue_limit = t.buffer_packets;
