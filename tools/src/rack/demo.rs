@@ -16,7 +16,7 @@ use sprayswitch::reorder::{LossRecovery, ReorderConfig};
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
 
-use crate::rack::topo::{PathSpec, RackPair, RackPairSpec};
+use crate::rack::topo::{DrivenRackPair, Host, PathSpec, RackPair, RackPairSpec};
 use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
 
 /// What the fabric does with a QP's packets.
@@ -77,6 +77,10 @@ pub struct DemoOpts {
     pub window: u32,
     /// Seed.
     pub seed: u64,
+    /// Run on the scenario's own clock, advanced this many ns per step (the ToRs' workers
+    /// driven by it, as the simulator drives them): the same every run and on every machine.
+    /// `None`: real time, the ToRs on threads of their own.
+    pub virtual_step_ns: Option<u64>,
 }
 
 impl Default for DemoOpts {
@@ -87,8 +91,9 @@ impl Default for DemoOpts {
             path_loss: Vec::new(),
             hold_timeout_us: 5_000,
             deadline_s: 3.0,
-            window: 64,
+            window: 32,
             seed: 7,
+            virtual_step_ns: None,
         }
     }
 }
@@ -218,7 +223,61 @@ type Start = (usize, u32, u32, Psn, Endpoint, Endpoint);
 
 /// RDMA CM handshake of every QP (REQ from rack A, REP from rack B) before any data, as an
 /// RDMA CM application does: the ToRs learn each QP pair and its starting PSNs from it.
-fn connect(rp: &mut RackPair, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<()> {
+/// The rack pair a scenario runs on: in real time, or on the scenario's clock.
+enum Rig {
+    Real(RackPair),
+    Virtual(DrivenRackPair),
+}
+
+impl Rig {
+    fn hosts(&mut self) -> (&mut [Host], &mut [Host]) {
+        match self {
+            Rig::Real(r) => (&mut r.hosts_a, &mut r.hosts_b),
+            Rig::Virtual(v) => (&mut v.hosts_a, &mut v.hosts_b),
+        }
+    }
+}
+
+/// A scenario's clock: real (ns since it started), or virtual (advanced a step at a time, the
+/// ToRs iterating at each).
+struct Clock {
+    start: Instant,
+    virtual_now: Option<(u64, u64)>,
+}
+
+impl Clock {
+    fn new(step_ns: Option<u64>) -> Clock {
+        Clock {
+            start: Instant::now(),
+            virtual_now: step_ns.map(|s| (1, s.max(1))),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        match self.virtual_now {
+            Some((now, _)) => now,
+            None => self.start.elapsed().as_nanos() as u64 + 1,
+        }
+    }
+
+    /// Lets time pass: one step of the ToRs in virtual time; in real time a sleep of `idle`
+    /// when nothing came.
+    fn pass(&mut self, rig: &mut Rig, worked: bool, idle: Duration) {
+        match (&mut self.virtual_now, rig) {
+            (Some((now, step)), Rig::Virtual(v)) => {
+                *now += *step;
+                v.step(*now);
+            }
+            _ => {
+                if !worked {
+                    std::thread::sleep(idle);
+                }
+            }
+        }
+    }
+}
+
+fn connect(rp: &mut Rig, clock: &mut Clock, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<()> {
     use sprayswitch::wire::cm::{self, CmMessage};
     let mut pending = std::collections::HashMap::new();
     for (i, (host, qpn_a, _, start, ea, _)) in starts.iter().enumerate() {
@@ -230,17 +289,17 @@ fn connect(rp: &mut RackPair, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<(
         };
         let mut v = vec![ea.cm_frame(&req)];
         while !v.is_empty() {
-            rp.hosts_a[*host].port.tx_burst(0, &mut v);
+            rp.hosts().0[*host].port.tx_burst(0, &mut v);
         }
         pending.insert(comm, i);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = clock.now() + 5_000_000_000;
     let mut rx = Vec::with_capacity(256);
     let mut connected = 0;
     while connected < starts.len() {
-        anyhow::ensure!(Instant::now() < deadline, "CM handshake did not complete");
+        anyhow::ensure!(clock.now() < deadline, "CM handshake did not complete");
         for host in 0..2 {
-            rp.hosts_b[host].port.rx_burst(0, &mut rx, 256);
+            rp.hosts().1[host].port.rx_burst(0, &mut rx, 256);
             for p in rx.drain(..) {
                 let Ok(c) = sprayswitch::wire::classify(p.data(), Pmtu::DEFAULT) else {
                     continue;
@@ -258,16 +317,16 @@ fn connect(rp: &mut RackPair, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<(
                         };
                         let mut v = vec![eb.cm_frame(&rep)];
                         while !v.is_empty() {
-                            rp.hosts_b[host].port.tx_burst(0, &mut v);
+                            rp.hosts().1[host].port.tx_burst(0, &mut v);
                         }
                     }
                 }
             }
-            rp.hosts_a[host].port.rx_burst(0, &mut rx, 256);
+            rp.hosts().0[host].port.rx_burst(0, &mut rx, 256);
             connected += rx.len();
             rx.clear();
         }
-        std::thread::sleep(Duration::from_micros(100));
+        clock.pass(rp, false, Duration::from_micros(100));
     }
     Ok(())
 }
@@ -318,16 +377,22 @@ pub fn run(
         },
         ..RackPairSpec::default()
     };
-    let mut rp = RackPair::start(&spec)?;
+    let mut clock = Clock::new(opts.virtual_step_ns);
+    let mut rp = if opts.virtual_step_ns.is_some() {
+        Rig::Virtual(DrivenRackPair::start(&spec)?)
+    } else {
+        Rig::Real(RackPair::start(&spec)?)
+    };
     let pmtu = Pmtu::DEFAULT;
     let mut qps: Vec<Qp> = Vec::new();
     let mut starts = Vec::new();
     let pairs: Vec<(Ipv4Addr, Ipv4Addr)> = (0..2)
-        .map(|h| (rp.hosts_a[h].ip4, rp.hosts_b[h].ip4))
+        .map(|h| (rp.hosts().0[h].ip4, rp.hosts().1[h].ip4))
         .collect();
     for planned in plan_qps(opts.seed, w, &pairs) {
         let (host, k, sport, start) = (planned.pair, planned.k, planned.sport, planned.start);
-        let (a, b) = (&rp.hosts_a[host], &rp.hosts_b[host]);
+        let (hosts_a, hosts_b) = rp.hosts();
+        let (a, b) = (&hosts_a[host], &hosts_b[host]);
         let qpn_a = 0x100 + (host * 64 + k) as u32;
         let qpn_b = 0x800 + (host * 64 + k) as u32;
         let ea = Endpoint {
@@ -366,19 +431,20 @@ pub fn run(
         });
     }
     let posted = qps.len() as u64 * u64::from(w.messages);
-    connect(&mut rp, &qps, &starts)?;
-    let t0 = Instant::now();
-    let deadline = t0 + Duration::from_secs_f64(opts.deadline_s);
+    connect(&mut rp, &mut clock, &qps, &starts)?;
+    let t0 = clock.now();
+    let deadline = t0 + (opts.deadline_s * 1e9) as u64;
     let mut rx: Vec<Pkt> = Vec::with_capacity(512);
     let mut finished_at = None;
-    while Instant::now() < deadline {
-        let now = t0.elapsed().as_nanos() as u64 + 1;
+    while clock.now() < deadline {
+        let now = clock.now() - t0 + 1;
         let mut work = 0;
+        let (hosts_a, hosts_b) = rp.hosts();
         for q in qps.iter_mut() {
-            q.req.poll(now, &mut rp.hosts_a[q.host].port);
+            q.req.poll(now, &mut hosts_a[q.host].port);
         }
         for host in 0..2 {
-            rp.hosts_a[host].port.rx_burst(now, &mut rx, 512);
+            hosts_a[host].port.rx_burst(now, &mut rx, 512);
             work += rx.len();
             for p in rx.drain(..) {
                 let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
@@ -386,33 +452,41 @@ pub fn run(
                     q.req.handle(p.data(), now);
                 }
             }
-            rp.hosts_b[host].port.rx_burst(now, &mut rx, 512);
+            hosts_b[host].port.rx_burst(now, &mut rx, 512);
             work += rx.len();
             for p in rx.drain(..) {
                 let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
                 if let Some(q) = qps.iter_mut().find(|q| q.qpn_b == qpn) {
-                    q.resp.handle(p.data(), now, &mut rp.hosts_b[host].port);
+                    q.resp.handle(p.data(), now, &mut hosts_b[host].port);
                 }
             }
         }
         if qps.iter().all(|q| q.req.done()) {
-            finished_at = Some(t0.elapsed());
+            finished_at = Some(clock.now() - t0);
             break;
         }
-        if work == 0 {
-            std::thread::sleep(Duration::from_micros(20));
-        }
+        clock.pass(&mut rp, work > 0, Duration::from_micros(20));
     }
-    let seconds = finished_at.unwrap_or_else(|| t0.elapsed()).as_secs_f64();
-    // The workers publish their histograms every 100 ms: wait for the last one.
-    std::thread::sleep(Duration::from_millis(150));
-    let tor_b = rp.tor_b.stats();
-    let detect_p99_us = rp
-        .tor_b
-        .detection_histogram()
+    let seconds = finished_at.unwrap_or_else(|| clock.now() - t0) as f64 / 1e9;
+    // The workers publish their histograms every 100 ms of their clock: wait for the last one
+    // (in virtual time, one more step that much later, with nothing left to do).
+    let (tor_b, detection) = match &mut rp {
+        Rig::Real(r) => {
+            std::thread::sleep(Duration::from_millis(150));
+            (r.tor_b.stats(), r.tor_b.detection_histogram())
+        }
+        Rig::Virtual(v) => {
+            v.step(clock.now() + 150_000_000);
+            (v.tor_b.stats(), v.tor_b.detection_histogram())
+        }
+    };
+    let detect_p99_us = detection
         .filter(|h| !h.is_empty())
         .map(|h| h.value_at_quantile(0.99) as f64 / 1e3);
-    rp.stop();
+    match rp {
+        Rig::Real(r) => drop(r.stop()),
+        Rig::Virtual(v) => drop(v.stop()),
+    }
     let bytes: u64 = qps.iter().map(|q| q.req.bytes_done).sum();
     let mut completion_ns: Vec<u64> = qps
         .iter()
@@ -672,4 +746,26 @@ pub fn svg(rows: &[Outcome]) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scenario_in_virtual_time_is_the_same_every_run() {
+        let opts = DemoOpts {
+            virtual_step_ns: Some(500),
+            ..DemoOpts::default()
+        };
+        let w = &workloads(0.05)[0];
+        for mode in [Mode::Ecmp, Mode::SprayReorder] {
+            let a = run(&opts, w, mode, ReceiverMode::Gbn).unwrap();
+            let b = run(&opts, w, mode, ReceiverMode::Gbn).unwrap();
+            assert_eq!(a.completed, a.posted);
+            assert_eq!(a.completion_ns, b.completion_ns, "{mode:?}");
+            assert_eq!(a.seconds, b.seconds, "{mode:?}");
+            assert_eq!((a.naks, a.retransmitted), (0, 0), "{mode:?}");
+        }
+    }
 }
