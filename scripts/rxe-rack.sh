@@ -91,12 +91,13 @@ GUEST=$(scripts/rxe-guest.sh build)
 mkdir -p "$OUT"
 RECORDS="$OUT/records.jsonl"; : >"$RECORDS"
 
-QEMU_PIDS=() DUMP_PIDS=() DIRECT_NS="" WIRE_PID="" SAMPLER_PID="" WIRE_PATH=""
+QEMU_PIDS=() DUMP_PIDS=() DIRECT_NS="" WIRE_PID="" SAMPLER_PID="" TORS_PID="" WIRE_PATH=""
 stop_pid() { [ -n "${1:-}" ] && { kill "${2:--TERM}" "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }; return 0; }
 stop_guests() { for p in "${QEMU_PIDS[@]}"; do stop_pid "$p"; done; QEMU_PIDS=(); }
 stop_dumps() { for p in "${DUMP_PIDS[@]}"; do stop_pid "$p" -INT; done; DUMP_PIDS=(); }
 cleanup() {
   stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
+  stop_pid "$TORS_PID"; TORS_PID=""
   stop_guests; stop_dumps
   stop_pid "$WIRE_PID"; WIRE_PID=""
   scripts/netns-rack.sh down "$NAME" >/dev/null 2>&1 || true
@@ -192,6 +193,11 @@ run_mode() {  # ROUND MODE PMTU
     if [ -n "${CAPTURE:-}" ]; then
       for t in a b; do "$BIN/sprayctl" -s "$st/tor-$t.sock" capture start h1 "$OUT/tor-$t-h1-$mode-$pmtu.pcap" >/dev/null; done
     fi
+    # The ToRs' counters at each test's end: what each guest sent that reached its ToR.
+    "$RX" tors --sprayctl "$BIN/sprayctl" --sock-a "$st/tor-a.sock" --sock-b "$st/tor-b.sock" \
+      --client-log "$OUT/cli-$mode-$pmtu.log" --out "$OUT/tors-$mode-$pmtu.txt" &
+    TORS_PID=$!
+    args+=(--tor-samples "$OUT/tors-$mode-$pmtu.txt")
   fi
   if [ -n "$THREADS" ]; then
     # The qemu processes are the children of the `timeout` processes started (ip netns exec,
@@ -211,6 +217,9 @@ run_mode() {  # ROUND MODE PMTU
   for p in "${QEMU_PIDS[@]}"; do wait "$p" || true; done
   QEMU_PIDS=()
   stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
+  # It ends by itself once the client's console says all tests are done (a moment after).
+  for _ in $(seq 20); do kill -0 "$TORS_PID" 2>/dev/null || break; sleep 0.1; done
+  stop_pid "$TORS_PID"; TORS_PID=""
   stop_dumps
   if [ "$mode" = direct ] || [ "$mode" = wire ]; then
     # The taps' own counters (TX dropped: a guest that did not take what was sent to it).

@@ -77,6 +77,25 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Samples both ToRs' counters (what each sprayed, its host port's drops) at the start and
+    /// at the end of each test the client's console reports, until it reports all done.
+    Tors {
+        /// The `sprayctl` binary.
+        #[arg(long)]
+        sprayctl: PathBuf,
+        /// ToR A's control socket (the client's).
+        #[arg(long = "sock-a")]
+        sock_a: PathBuf,
+        /// ToR B's control socket (the server's).
+        #[arg(long = "sock-b")]
+        sock_b: PathBuf,
+        /// The client's console log.
+        #[arg(long = "client-log")]
+        client_log: PathBuf,
+        /// Where to append the samples.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Turns what a mode run left into a record, appends it (one JSON line) to `--records`,
     /// and prints its failures; with `--check`, exits 1 when there is one.
     Mode {
@@ -116,6 +135,9 @@ enum Cmd {
         /// The thread sample file (THREADS=1).
         #[arg(long)]
         threads: Option<PathBuf>,
+        /// The ToR sample file (`rxerack tors`).
+        #[arg(long = "tor-samples")]
+        tor_samples: Option<PathBuf>,
         /// The records file to append to.
         #[arg(long)]
         records: PathBuf,
@@ -211,6 +233,26 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 &out,
             )?;
         }
+        Cmd::Tors {
+            sprayctl,
+            sock_a,
+            sock_b,
+            client_log,
+            out,
+        } => {
+            let tors = sprayswitch_tools::rxerack::tors::Tors {
+                sprayctl,
+                sockets: [sock_a, sock_b],
+            };
+            // A mode's guests give up long before this.
+            sprayswitch_tools::rxerack::tors::sample(
+                &tors,
+                &client_log,
+                &out,
+                std::time::Duration::from_secs(3600),
+            )
+            .with_context(|| format!("{}", out.display()))?;
+        }
         Cmd::Mode {
             dir,
             round,
@@ -224,6 +266,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             ports_json,
             wire_log,
             threads,
+            tor_samples,
             records,
             check,
         } => {
@@ -235,6 +278,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 tors: [tor_b, tor_a],
                 late_logs,
                 threads,
+                tor_samples,
             };
             let r = record(round, &mode, pmtu, &tests, &loss, &files);
             let mut f = std::fs::OpenOptions::new()
@@ -244,6 +288,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 .with_context(|| format!("{}", records.display()))?;
             writeln!(f, "{}", serde_json::to_string(&r)?)?;
             let failures = r.failures(sampled);
+            for l in r.notes() {
+                eprintln!("NOTE: {l}");
+            }
             if check {
                 for l in &failures {
                     eprintln!("FAIL: {l}");

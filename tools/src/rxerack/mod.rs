@@ -7,6 +7,7 @@
 //! - [`guest`]: a guest's console log (exit status, rxe counters per test, perftest's result);
 //! - [`host`]: CPU and wake-ups of the host's processes, how late the emulated paths were;
 //! - [`threads`]: the guests' qemu threads sampled on the host, reported per test;
+//! - [`tors`]: the ToRs' counters sampled at each test's end (host-side loss per test);
 //! - [`report`]: the record, its checks and the tables.
 
 pub mod guest;
@@ -14,6 +15,7 @@ pub mod host;
 pub mod profile;
 pub mod report;
 pub mod threads;
+pub mod tors;
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +39,8 @@ pub struct RunFiles {
     pub late_logs: Vec<PathBuf>,
     /// The thread sample file (THREADS=1).
     pub threads: Option<PathBuf>,
+    /// The ToR sample file ([`tors`]).
+    pub tor_samples: Option<PathBuf>,
 }
 
 fn read(p: &Path) -> String {
@@ -56,6 +60,11 @@ pub fn record(
     let cli = read(&files.dir.join(format!("cli-{mode}-{pmtu}.log")));
     let list = profile::split_tests(tests);
     let labels = profile::labels(&list);
+    let tor_tests = files
+        .tor_samples
+        .as_ref()
+        .map(|p| tors::per_test(&read(p), list.len()))
+        .unwrap_or_default();
     let rows = list
         .iter()
         .zip(&labels)
@@ -75,6 +84,7 @@ pub fn record(
                     guest::hw_delta(&srv, "server", n),
                     guest::hw_delta(&cli, "client", n),
                 ],
+                tors: tor_tests.get(i).copied().flatten(),
             }
         })
         .collect();

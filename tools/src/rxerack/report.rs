@@ -22,6 +22,9 @@ pub struct TestRow {
     pub perf: Option<Perf>,
     /// Growth of each rxe hw counter over the test, server and client (`None`: not read).
     pub hw: [Option<Vec<(String, i64)>>; 2],
+    /// What the ToRs counted over the test (`None`: not sampled).
+    #[serde(default)]
+    pub tors: Option<super::tors::TorTest>,
 }
 
 impl TestRow {
@@ -32,6 +35,19 @@ impl TestRow {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| *v)
+    }
+
+    /// Packets guest `g` (0 server, 1 client) counted as sent over the test that its ToR never
+    /// received, while the ToR dropped nothing such a packet could have been: lost inside that
+    /// host (its stack, qemu, the tap), before any switch. `None` when the ToRs were not
+    /// sampled, the guest's `sent_pkts` was not read, or the ToR dropped something (then the
+    /// loss is the switch's to answer for).
+    pub fn host_lost(&self, g: usize) -> Option<i64> {
+        let t = self.tors?;
+        // ToR A serves the client, ToR B the server.
+        let tor = if g == 1 { 0 } else { 1 };
+        let sent = self.counter(g, "sent_pkts")?;
+        (t.switch_drops[tor] == 0).then(|| sent - t.sprayed[tor] as i64)
     }
 
     /// `server/client` growth of `name`, `?` for what was not read.
@@ -109,12 +125,36 @@ pub struct ModeRecord {
 }
 
 impl ModeRecord {
+    /// What the record shows that is no failure of the switch's but must be said: tests whose
+    /// guest errors follow packets lost inside a host (see [`TestRow::host_lost`]), with the
+    /// errors they excuse from the loss-free check.
+    pub fn notes(&self) -> Vec<String> {
+        let (m, p) = (&self.mode, self.pmtu);
+        let mut out = Vec::new();
+        for t in &self.tests {
+            for (g, who) in [(0, "server"), (1, "client")] {
+                if let Some(n) = t.host_lost(g).filter(|n| *n > 0) {
+                    out.push(format!(
+                        "{m} {p} {}: the {who}'s rxe sent {n} packet(s) its ToR never received (the ToR dropped nothing): lost inside the {who}'s host; out_of_seq_request {}, duplicate_request {}, rcvd_seq_err {}, completer_retry_err {} (server/client) not counted against the switch",
+                        t.label,
+                        t.pair("out_of_seq_request"),
+                        t.pair("duplicate_request"),
+                        t.pair("rcvd_seq_err"),
+                        t.pair("completer_retry_err")
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The failures of this record (each names the test, the guest, the counter and its value):
     /// every test completes in direct, wire, ecmp and reorder modes and no QP exhausts its
     /// retries there; spraying without reorder shows out-of-sequence requests in every
     /// bandwidth test (for READ and atomic tests, whose long stream is the responses, retries
     /// at the requester count too); reorder on a loss-free fabric makes neither guest count
-    /// `out_of_seq_request`, `duplicate_request`, `rcvd_seq_err` or `completer_retry_err`; with
+    /// `out_of_seq_request`, `duplicate_request`, `rcvd_seq_err` or `completer_retry_err`
+    /// (unless packets were lost inside a host in that test: [`ModeRecord::notes`]); with
     /// loss, the ToRs declare losses (by path order or hold timeout). `threads_sampled`: THREADS=1 was on (every mode but
     /// spray must then have a thread report).
     pub fn failures(&self, threads_sampled: bool) -> Vec<String> {
@@ -168,7 +208,12 @@ impl ModeRecord {
                     }
                 }
             }
-            if m == "reorder" && self.loss.is_empty() {
+            // Errors that a packet lost inside a guest's host explains (its rxe sent it, its ToR
+            // never got it) are that host's, not the switch's: noted, not failed (see `notes`).
+            let host_side = [0, 1]
+                .iter()
+                .any(|g| t.host_lost(*g).is_some_and(|n| n > 0));
+            if m == "reorder" && self.loss.is_empty() && !host_side {
                 for c in [
                     "out_of_seq_request",
                     "duplicate_request",
@@ -431,6 +476,13 @@ pub fn summary(records: &[ModeRecord]) -> String {
             }
         }
     }
+    let notes: Vec<String> = records.iter().flat_map(ModeRecord::notes).collect();
+    if !notes.is_empty() {
+        s += "\nPackets lost inside a guest's host (the ToRs sampled at each test's end):\n";
+        for l in &notes {
+            let _ = writeln!(s, "{l}");
+        }
+    }
     s += "\nHow late the emulated paths released packets against their delay and rate (the emulating thread's wake-up and loop latency):\n";
     for r in records {
         if let Some(l) = &r.lateness {
@@ -480,6 +532,7 @@ mod tests {
                 },
             }),
             hw: [side(0), side(1)],
+            tors: None,
         }
     }
 
@@ -547,6 +600,52 @@ mod tests {
         assert!(lossy.failures(false)[0].contains("no loss declared"));
         // THREADS on and no report.
         assert!(ok.failures(true)[0].contains("no thread report"));
+    }
+
+    #[test]
+    fn errors_after_a_packet_lost_inside_a_host_are_noted_not_failed() {
+        use super::super::tors::TorTest;
+        let errors = [
+            ("out_of_seq_request", 1, 0),
+            ("duplicate_request", 0, 0),
+            ("rcvd_seq_err", 0, 1),
+            ("completer_retry_err", 0, 64),
+            ("sent_pkts", 5_000, 20_545),
+        ];
+        let mut r = record(
+            1,
+            "reorder",
+            vec![row("write_bw-q8", "ib_write_bw", 80.0, &errors)],
+        );
+        // Not sampled: the errors fail the run.
+        assert_eq!(r.failures(false).len(), 3, "{:?}", r.failures(false));
+        assert!(r.notes().is_empty());
+        // The client's rxe sent one packet more than ToR A sprayed, and ToR A's host port
+        // dropped nothing: lost in the client's host.
+        r.tests[0].tors = Some(TorTest {
+            sprayed: [20_544, 5_000],
+            switch_drops: [0, 0],
+        });
+        assert_eq!(r.tests[0].host_lost(1), Some(1));
+        assert_eq!(r.tests[0].host_lost(0), Some(0));
+        assert!(r.failures(false).is_empty(), "{:?}", r.failures(false));
+        let n = r.notes();
+        assert_eq!(n.len(), 1);
+        assert!(n[0].contains("the client's rxe sent 1 packet(s)"), "{n:?}");
+        // The switch received everything the client sent: the errors are the switch's.
+        r.tests[0].tors = Some(TorTest {
+            sprayed: [20_545, 5_000],
+            switch_drops: [0, 0],
+        });
+        assert_eq!(r.failures(false).len(), 3);
+        // ToR A dropped something itself: the switch's too.
+        r.tests[0].tors = Some(TorTest {
+            sprayed: [20_544, 5_000],
+            switch_drops: [1, 0],
+        });
+        assert_eq!(r.tests[0].host_lost(1), None);
+        assert_eq!(r.failures(false).len(), 3);
+        assert!(r.notes().is_empty());
     }
 
     #[test]
