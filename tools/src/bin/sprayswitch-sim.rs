@@ -389,7 +389,7 @@ fn replay_demo(cli: &Cli) -> anyhow::Result<()> {
     let d = DemoOpts::default();
     println!(
         "the demo's rack pair: paths {:?} us at {} Mbit/s each, window {} packets, seed {}; \
-         real time, then virtual time",
+         the rack in real time and on its own clock, then the simulator",
         d.path_delays_us, d.path_rate_mbps, d.window, d.seed
     );
     let all = demo::workloads(cli.replay_scale);

@@ -2,9 +2,9 @@
 //! per path with the path's rate and delay), the same QPs (hosts, UDP source ports, so ECMP
 //! hashes them onto the same paths), the same messages, window, ACK interval and timeout, the
 //! same loss per path and reorder timers and recovery, no DCQCN and no ECN (the demo has
-//! neither), run in virtual time. [`compare`] runs a scenario in
-//! both, the in-process real-time rack and the simulated fabric, so that the simulator can be
-//! checked against the rack it models (`sprayswitch-sim --replay-demo`).
+//! neither), run in virtual time. [`compare`] runs a scenario in the in-process rack in real
+//! time, in the same rack on the scenario's own clock, and in the simulated fabric, so that the
+//! simulator can be checked against the rack it models (`sprayswitch-sim --replay-demo`).
 //!
 //! What differs: a demo path is one rate-limited link between the ToRs, a simulated one a spine
 //! between two links of half its delay each (the spine's egress queue holds it to the path's
@@ -119,11 +119,13 @@ pub fn goodput_bps(o: &SimOutcome) -> f64 {
     bytes as f64 * 8e9 / last as f64
 }
 
-/// One scenario in both.
+/// One scenario in the rack, in real time and in virtual time, and in the simulator.
 #[derive(Debug, Clone)]
 pub struct Agreement {
     /// The real-time rack's outcome.
     pub real: demo::Outcome,
+    /// The same rack's on the scenario's own clock (`--virtual-time`).
+    pub virt: demo::Outcome,
     /// The simulated one.
     pub sim: SimOutcome,
     /// Its goodput, bit/s.
@@ -135,9 +137,15 @@ impl Agreement {
     pub fn ratio(&self) -> f64 {
         self.sim_goodput_bps / self.real.goodput_bps.max(1.0)
     }
+
+    /// Simulated goodput over the virtual-time rack's.
+    pub fn virtual_ratio(&self) -> f64 {
+        self.sim_goodput_bps / self.virt.goodput_bps.max(1.0)
+    }
 }
 
-/// Runs one scenario in the real-time rack, then in the simulator.
+/// Runs one scenario in the real-time rack, in the same rack on its own clock (steps of 500
+/// ns), then in the simulator.
 ///
 /// # Errors
 /// As [`demo::run`] and [`simulate`].
@@ -148,10 +156,16 @@ pub fn compare(
     receiver: ReceiverMode,
 ) -> anyhow::Result<Agreement> {
     let real = demo::run(d, w, mode, receiver)?;
+    let v = DemoOpts {
+        virtual_step_ns: Some(500),
+        ..d.clone()
+    };
+    let virt = demo::run(&v, w, mode, receiver)?;
     let sim = simulate(d, w, mode, receiver)?;
     let sim_goodput_bps = goodput_bps(&sim);
     Ok(Agreement {
         real,
+        virt,
         sim,
         sim_goodput_bps,
     })
@@ -167,13 +181,15 @@ pub fn table(rows: &[Agreement]) -> String {
         .unwrap_or(8)
         .max(8);
     let mut s = format!(
-        "{:<width$} {:<14} {:<5} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}\n",
+        "{:<width$} {:<14} {:<5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}\n",
         "scenario",
         "fabric",
         "rnic",
         "real Mb/s",
+        "virt Mb/s",
         "sim Mb/s",
         "sim/real",
+        "sim/virt",
         "NAKs re",
         "NAKs sim",
         "retx re",
@@ -187,13 +203,15 @@ pub fn table(rows: &[Agreement]) -> String {
     for a in rows {
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<5} {:>10.1} {:>10.1} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}",
+            "{:<width$} {:<14} {:<5} {:>10.1} {:>10.1} {:>10.1} {:>8.3} {:>8.3} {:>8} {:>8} {:>8} {:>8} {:>11} {:>11} {:>8} {:>8}",
             demo::scenario(&a.real),
             a.real.mode.name(),
             demo::receiver_name(a.real.receiver),
             a.real.goodput_bps / 1e6,
+            a.virt.goodput_bps / 1e6,
             a.sim_goodput_bps / 1e6,
             a.ratio(),
+            a.virtual_ratio(),
             a.real.naks,
             a.sim.naks,
             a.real.retransmitted,
@@ -205,7 +223,9 @@ pub fn table(rows: &[Agreement]) -> String {
         );
     }
     s.push_str(
-        "(lost = gaps the destination ToR declared lost, by path order / after the hold timeout; \
+        "(real: the in-process rack in real time; virt: the same rack on the scenario's own clock; \
+         sim: the simulator; NAKs, retx, lost and det: real time against the simulator; \
+         lost = gaps the destination ToR declared lost, by path order / after the hold timeout; \
          det = path-order detection p99, us)\n",
     );
     s
