@@ -135,7 +135,7 @@ impl ModeRecord {
             for (g, who) in [(0, "server"), (1, "client")] {
                 if let Some(n) = t.host_lost(g).filter(|n| *n > 0) {
                     out.push(format!(
-                        "{m} {p} {}: the {who}'s rxe sent {n} packet(s) its ToR never received (the ToR dropped nothing): lost inside the {who}'s host; out_of_seq_request {}, duplicate_request {}, rcvd_seq_err {}, completer_retry_err {} (server/client) not counted against the switch",
+                        "{m} {p} {}: the {who}'s rxe sent {n} packet(s) its ToR never received, and the ToR dropped nothing: lost on the {who}'s side of its ToR (its stack, qemu or the tap); out_of_seq_request {}, duplicate_request {}, rcvd_seq_err {}, completer_retry_err {} (server/client) not counted against the switch",
                         t.label,
                         t.pair("out_of_seq_request"),
                         t.pair("duplicate_request"),
@@ -478,7 +478,7 @@ pub fn summary(records: &[ModeRecord]) -> String {
     }
     let notes: Vec<String> = records.iter().flat_map(ModeRecord::notes).collect();
     if !notes.is_empty() {
-        s += "\nPackets lost inside a guest's host (the ToRs sampled at each test's end):\n";
+        s += "\nPackets lost on a guest's side of its ToR (the ToRs sampled at each test's end):\n";
         for l in &notes {
             let _ = writeln!(s, "{l}");
         }
