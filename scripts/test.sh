@@ -89,6 +89,11 @@ fi
 step "reorder stress: 4 workers, 10 million packets (release build)"
 cargo test --release -p sprayswitch-tests --test reorder_stress
 
+step "fabric simulator against the real-time rack: the demo's scenarios (release build)"
+# The real-time rack reaches the demo's rates only when optimised: in a debug build the test
+# says so and stops.
+cargo test --release -p sprayswitch-tests --test sim_replay
+
 step "fabric simulator: 10 ms of AliStorage flows at 50% load on the embedded leaf-spine"
 # Spray + reorder must beat ECMP on average and p99 FCT slowdown (--check).
 cargo run --release -q -p sprayswitch-tools --bin sprayswitch-sim -- \

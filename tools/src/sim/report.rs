@@ -192,6 +192,9 @@ pub fn json(runs: &[SimOutcome]) -> String {
                 "drops": r.drops,
                 "naks": r.naks,
                 "retransmitted": r.retransmitted,
+                "path_order_losses": r.path_losses,
+                "hold_timeouts": r.reorder_timeouts,
+                "detection_p99_ns": r.detect_p99_ns,
                 "switch_tx_packets": r.switch_tx_pkts,
                 "simulated_ns": r.simulated_ns,
                 "leaves": {
