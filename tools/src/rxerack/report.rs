@@ -131,6 +131,9 @@ impl ModeRecord {
     pub fn notes(&self) -> Vec<String> {
         let (m, p) = (&self.mode, self.pmtu);
         let mut out = Vec::new();
+        if !sprays(m) {
+            return out;
+        }
         for t in &self.tests {
             for (g, who) in [(0, "server"), (1, "client")] {
                 if let Some(n) = t.host_lost(g).filter(|n| *n > 0) {
@@ -210,9 +213,10 @@ impl ModeRecord {
             }
             // Errors that a packet lost inside a guest's host explains (its rxe sent it, its ToR
             // never got it) are that host's, not the switch's: noted, not failed (see `notes`).
-            let host_side = [0, 1]
-                .iter()
-                .any(|g| t.host_lost(*g).is_some_and(|n| n > 0));
+            let host_side = sprays(m)
+                && [0, 1]
+                    .iter()
+                    .any(|g| t.host_lost(*g).is_some_and(|n| n > 0));
             if m == "reorder" && self.loss.is_empty() && !host_side {
                 for c in [
                     "out_of_seq_request",
@@ -236,6 +240,13 @@ impl ModeRecord {
         }
         out
     }
+}
+
+/// The ToRs of mode `m` spray RoCE, so that what a ToR sprayed is what its guest's rxe sent
+/// that reached it. Under ECMP they hash RoCE together with every other packet (and the
+/// direct and wire modes have no ToR).
+fn sprays(m: &str) -> bool {
+    m == "reorder" || m == "spray"
 }
 
 /// perftest's exit status in guest `g` (0 server, 1 client), `none` when it never finished.
@@ -645,6 +656,13 @@ mod tests {
         });
         assert_eq!(r.tests[0].host_lost(1), None);
         assert_eq!(r.failures(false).len(), 3);
+        assert!(r.notes().is_empty());
+        // Under ECMP the ToRs spray nothing: no note whatever the counts.
+        r.mode = "ecmp".into();
+        r.tests[0].tors = Some(TorTest {
+            sprayed: [0, 0],
+            switch_drops: [0, 0],
+        });
         assert!(r.notes().is_empty());
     }
 
