@@ -103,6 +103,9 @@ echo "$TESTS" | tr ';' '\n' | while read -r t; do
   fi
   stats after
   say "=== $ROLE END $n $b rc=$rc"
+  # The host samples the ToRs a quarter second after the client's END line (rxerack tors):
+  # nothing of the next test may reach them before.
+  sleep 1
 done
 say "tests done"
 echo "--- hw_counters $NAME"

@@ -48,6 +48,14 @@ fn the_simulator_gives_the_real_time_racks_goodput_on_the_demos_scenarios() {
     let table = replay::table(&rows);
     eprintln!("{table}");
     for a in &rows {
+        // The same rack on the scenario's own clock, too.
+        assert!(
+            (a.virtual_ratio() - 1.0).abs() <= 0.05,
+            "{} {}: the simulator's goodput is {:.3}x the virtual-time rack's\n{table}",
+            a.real.workload,
+            a.real.mode.name(),
+            a.virtual_ratio()
+        );
         assert!(
             (a.ratio() - 1.0).abs() <= 0.05,
             "{} {}: the simulator's goodput is {:.3}x the real-time rack's\n{table}",

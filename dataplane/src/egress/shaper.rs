@@ -54,11 +54,13 @@ impl Shaper {
         self.tokens = (self.tokens + dt * self.rate_bps as f64 / 8e9).min(self.burst);
     }
 
-    /// Takes `len` bytes if the bucket holds them.
+    /// Takes `len` bytes if the bucket holds them, or if it is full (a frame larger than the
+    /// bucket then leaves the bucket owing the rest: it waits for a full bucket, never for
+    /// ever).
     #[inline]
     pub fn take(&mut self, len: usize) -> bool {
         let len = len as f64;
-        if self.tokens >= len {
+        if self.tokens >= len.min(self.burst) {
             self.tokens -= len;
             true
         } else {
@@ -68,7 +70,7 @@ impl Shaper {
 
     /// When (ns, on the refill clock) the bucket will hold `len` bytes.
     pub fn ready_at(&self, len: usize) -> u64 {
-        let missing = (len as f64 - self.tokens).max(0.0);
+        let missing = ((len as f64).min(self.burst) - self.tokens).max(0.0);
         self.last_ns + (missing * 8e9 / self.rate_bps as f64).ceil() as u64
     }
 }
@@ -119,5 +121,20 @@ mod tests {
             burst += frame;
         }
         assert_eq!(burst, 2 * frame);
+    }
+
+    #[test]
+    fn a_frame_larger_than_the_bucket_waits_for_a_full_bucket_and_the_rate_holds() {
+        // 1 byte per ns, a 100-byte bucket, 1000-byte frames.
+        let mut s = Shaper::with_burst(8_000_000_000, 100.0);
+        s.refill(0);
+        assert!(s.take(1000), "a full bucket lets it go");
+        assert!(!s.take(1000));
+        // It owes 900 bytes, then needs a full bucket again: 1000 ns after the first.
+        assert_eq!(s.ready_at(1000), 1000);
+        s.refill(999);
+        assert!(!s.take(1000));
+        s.refill(1000);
+        assert!(s.take(1000));
     }
 }

@@ -485,7 +485,7 @@ pub fn run(
         .map(|h| h.value_at_quantile(0.99) as f64 / 1e3);
     match rp {
         Rig::Real(r) => drop(r.stop()),
-        Rig::Virtual(v) => drop(v.stop()),
+        Rig::Virtual(v) => drop(v.stop_at(clock.now() + 150_000_000)),
     }
     let bytes: u64 = qps.iter().map(|q| q.req.bytes_done).sum();
     let mut completion_ns: Vec<u64> = qps

@@ -608,15 +608,24 @@ impl DrivenRackPair {
         work
     }
 
-    /// Stops both ToRs.
+    /// Stops both ToRs (their workers flushed on the real clock).
     pub fn stop(self) -> (Stopped, Stopped) {
+        self.stop_by(None)
+    }
+
+    /// Stops both ToRs at `now` on the caller's clock.
+    pub fn stop_at(self, now: u64) -> (Stopped, Stopped) {
+        self.stop_by(Some(now))
+    }
+
+    fn stop_by(self, at: Option<u64>) -> (Stopped, Stopped) {
+        let finish = |w: sprayswitch::worker::Worker| match at {
+            Some(now) => w.finish_at(now),
+            None => w.finish(),
+        };
         let [wa, wb] = self.workers;
-        let a = self
-            .tor_a
-            .stop_driven(wa.into_iter().map(|w| w.finish()).collect());
-        let b = self
-            .tor_b
-            .stop_driven(wb.into_iter().map(|w| w.finish()).collect());
+        let a = self.tor_a.stop_driven(wa.into_iter().map(finish).collect());
+        let b = self.tor_b.stop_driven(wb.into_iter().map(finish).collect());
         (a, b)
     }
 }

@@ -9,8 +9,10 @@
 //!
 //! The sample file has a line `S ENDED SPRAYED_A SPRAYED_B DROPS_A DROPS_B` per sample: one
 //! when the sampler starts (before the first test's traffic), then one a quarter second after
-//! the client's console announces the end of each test (the guests take longer than that to
-//! start the next test's traffic: each reads its counters first).
+//! the client's console announces the end of each test (the guests wait a second after each
+//! test and read their counters before starting the next one's traffic). A window that still
+//! took in the next test's packets shows as a ToR counting more than its guest sent, and
+//! [`super::report::ModeRecord::host_losses`] then trusts neither test.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -161,7 +163,7 @@ impl Tors {
     }
 }
 
-/// Samples the ToRs into `out` (appending): once now, then after each test the client's
+/// Samples the ToRs into `out` (replacing what it held): once now, then after each test the client's
 /// console (`client_log`) reports ended, until it reports `tests done` (or `give_up` passes).
 ///
 /// # Errors
@@ -173,10 +175,7 @@ pub fn sample(
     give_up: Duration,
 ) -> std::io::Result<()> {
     use std::io::Write as _;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(out)?;
+    let mut f = std::fs::File::create(out)?;
     let start = std::time::Instant::now();
     let mut ended = 0;
     if let Some(l) = tors.line(0) {

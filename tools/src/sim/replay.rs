@@ -108,11 +108,16 @@ pub fn simulate(
 }
 
 /// Goodput of a simulated run as the demo counts it: the bytes of the messages completed over
-/// the time until the last completion (every message is posted at the start).
+/// the time until the last completion (every message is posted at the start), or over the
+/// whole run when some never completed (the demo's deadline).
 pub fn goodput_bps(o: &SimOutcome) -> f64 {
     let done = o.flows.iter().filter(|f| f.fct_ns.is_some());
     let bytes: u64 = done.clone().map(|f| f.bytes).sum();
-    let last = done.filter_map(|f| f.fct_ns).max().unwrap_or(0);
+    let last = if o.flows.iter().any(|f| f.fct_ns.is_none()) {
+        o.simulated_ns
+    } else {
+        done.filter_map(|f| f.fct_ns).max().unwrap_or(0)
+    };
     if last == 0 {
         return 0.0;
     }
