@@ -122,6 +122,8 @@ fn host_port_drops(ports_json: &str) -> Option<u64> {
         "backend_drops",
         "backend_rx_dropped",
         "backend_rx_ring_full",
+        "backend_rx_no_buffer",
+        "backend_invalid",
     ] {
         n += p.get(k)?.as_u64()?;
     }
@@ -236,9 +238,9 @@ mod tests {
             Some(1024)
         );
         assert_eq!(sprayed(r#"{"ok":true,"data":{}}"#), None);
-        let ports = r#"{"data":[{"name":"u0","backend_drops":9,"backend_rx_dropped":9,"backend_rx_ring_full":9},
-            {"name":"h1","backend_drops":1,"backend_rx_dropped":2,"backend_rx_ring_full":3}]}"#;
-        assert_eq!(host_port_drops(ports), Some(6));
+        let ports = r#"{"data":[{"name":"u0","backend_drops":9,"backend_rx_dropped":9,"backend_rx_ring_full":9,"backend_rx_no_buffer":9,"backend_invalid":9},
+            {"name":"h1","backend_drops":1,"backend_rx_dropped":2,"backend_rx_ring_full":3,"backend_rx_no_buffer":4,"backend_invalid":5}]}"#;
+        assert_eq!(host_port_drops(ports), Some(15));
         let mut drops: Vec<String> = ROCE_DROPS.iter().map(|k| format!("\"{k}\":1")).collect();
         drops.push("\"not_routable\":7".into());
         let counters = format!(
@@ -247,7 +249,7 @@ mod tests {
         );
         assert_eq!(
             switch_drops(ports, &counters),
-            Some(6 + 9),
+            Some(15 + 9),
             "not_routable is not counted"
         );
     }
