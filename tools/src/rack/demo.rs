@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sprayswitch::engine::spray::flow_hash;
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::{Pkt, Port};
-use sprayswitch::reorder::{LossRecovery, ReorderConfig};
+use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
 
@@ -367,14 +367,8 @@ pub fn run(
             ..ReorderConfig::default()
         }),
         seed: opts.seed,
-        // What a declared loss releases, as a downlink towards such an RNIC is configured: one
-        // packet to make a Go-Back-N responder NAK (the rest follows the retransmission), all
-        // of it for selective repeat (which keeps it, and resends only the gap).
-        loss_recovery: if receiver == ReceiverMode::Sr {
-            LossRecovery::ReleaseRun
-        } else {
-            LossRecovery::NakFirst
-        },
+        // As a downlink towards such an RNIC is configured.
+        loss_recovery: receiver.loss_recovery(),
         ..RackPairSpec::default()
     };
     let mut clock = Clock::new(opts.virtual_step_ns);

@@ -247,11 +247,7 @@ impl LeafReorder {
     pub fn towards(r: crate::traffic::rnic::ReceiverMode) -> LeafReorder {
         LeafReorder {
             config: ReorderConfig::default(),
-            recovery: if r == crate::traffic::rnic::ReceiverMode::Sr {
-                LossRecovery::ReleaseRun
-            } else {
-                LossRecovery::NakFirst
-            },
+            recovery: r.loss_recovery(),
         }
     }
 }

@@ -639,6 +639,20 @@ pub enum ReceiverMode {
     Ideal,
 }
 
+impl ReceiverMode {
+    /// What a declared loss releases on a downlink towards such an RNIC: one packet to make a
+    /// Go-Back-N responder NAK (the rest follows the retransmission), the whole run for
+    /// selective repeat (which keeps it, and resends only the gap).
+    pub fn loss_recovery(self) -> sprayswitch::reorder::LossRecovery {
+        use sprayswitch::reorder::LossRecovery;
+        if self == ReceiverMode::Sr {
+            LossRecovery::ReleaseRun
+        } else {
+            LossRecovery::NakFirst
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Stored {
     read_len: Option<u32>,
