@@ -37,7 +37,7 @@ counter_table! {
         handoff_in: Counter, Packets, Worker, "sprayswitch_worker_handoff_in_packets_total", "Packets received from other workers for a port owned here.";
         resolve_sent: Counter, Count, Switch, "sprayswitch_resolve_sent_total", "ARP requests and neighbour solicitations sent.";
         parked: Counter, Packets, Switch, "sprayswitch_parked_packets_total", "Routed packets held until their next hop's address resolved (those never resolved are counted as unresolved drops).";
-        sprayed: Counter, Packets, Switch, "sprayswitch_sprayed_packets_total", "RoCE packets spread over an uplink group by the spray policy.";
+        sprayed: Counter, Packets, Switch, "sprayswitch_sprayed_packets_total", "RoCE packets sent over an uplink group under a spraying policy (a request that asks for responses takes its QP's hashed uplink).";
         hashed: Counter, Packets, Switch, "sprayswitch_hashed_packets_total", "Packets spread over an uplink group by flow hash.";
         fast_path: Counter, Packets, Switch, "sprayswitch_fast_path_packets_total", "Packets decided by the engine's fast path (the rest took the full path).";
         neigh_learned: Counter, Count, Switch, "sprayswitch_neighbors_learned_total", "Neighbours learned (each worker learns for itself).";

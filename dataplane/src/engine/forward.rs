@@ -90,7 +90,8 @@ pub struct EngineStats {
     pub neigh_learned: u64,
     /// Resolution requests queued.
     pub resolve_requests: u64,
-    /// RoCE packets sent over a group by the spray policy.
+    /// RoCE packets sent over a group under a spraying policy (a request that asks for
+    /// responses takes its QP's hashed uplink, see `Opcode::asks_for_responses`).
     pub sprayed: u64,
     /// Packets sent over a group by flow hash (non-RoCE, or policy `ecmp`).
     pub hashed: u64,
@@ -426,7 +427,16 @@ impl Engine {
                     self.cache.fill(u32::from(d), Hop::Group(g));
                 }
                 let hash = flow_hash(ip);
-                let policy = if roce_transport.is_some() {
+                // A request that asks for responses (READ, atomics, FLUSH, ATOMIC WRITE) takes
+                // its QP's hashed uplink even when the rest is sprayed: it carries no data, and
+                // a requester's retry resends several of them at once, which the responder
+                // replays in the order they come. Sprayed, they would overtake each other (a
+                // retransmission is behind the far reorder stage's expected PSN, so it passes
+                // unordered) and the replayed responses would go back and forth in PSN, which
+                // path-order loss detection cannot read.
+                let pinned =
+                    t.policy.sprays() && roce.is_some_and(|r| r.bth.opcode.asks_for_responses());
+                let policy = if roce_transport.is_some() && !pinned {
                     t.policy
                 } else {
                     super::SprayPolicy::Ecmp
@@ -434,7 +444,7 @@ impl Engine {
                 let Some(p) = self.sprayer.choose(t, g, status, policy, hash, now) else {
                     return Verdict::Drop(DropReason::AllUplinksDown);
                 };
-                if policy.sprays() {
+                if policy.sprays() || pinned {
                     self.stats.sprayed += 1;
                 } else {
                     self.stats.hashed += 1;
@@ -931,6 +941,57 @@ mod tests {
             ..ExtRepr::default()
         };
         d0_to_d1(BthRepr::new(op, 9, Psn::new(psn)), ext, &vec![1u8; payload])
+    }
+
+    #[test]
+    fn requests_that_ask_for_responses_keep_their_qp_s_uplink_while_the_rest_is_sprayed() {
+        let t = tor_tables(1, 4, SprayPolicy::RoundRobin);
+        let status: Vec<CachePadded<PortStatus>> = (0..5)
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect();
+        let mut e = Engine::new(&t, 1);
+        let to_fabric = |op: Opcode, psn: u32, payload: usize| {
+            let ip = IpRepr::V4 {
+                src: Ipv4Addr::new(10, 0, 0, 2),
+                dst: Ipv4Addr::new(10, 9, 0, 2),
+                id: 0,
+            };
+            let f = RoceFrameRepr {
+                udp_src_port: 0xC123,
+                ..RoceFrameRepr::new(
+                    peer_mac(0),
+                    port_mac(0),
+                    ip,
+                    BthRepr::new(op, 9, Psn::new(psn)),
+                )
+            }
+            .with_ext(crate::testkit::every_ext())
+            .with_payload(&vec![1u8; payload])
+            .to_vec()
+            .unwrap();
+            let mut p = Pkt::from_slice(&f);
+            p.rx_port = 0;
+            p
+        };
+        let mut egress = |op: Opcode, psn: u32, payload: usize| {
+            let mut p = to_fabric(op, psn, payload);
+            match e.handle(&t, &status, &mut p, 0).verdict {
+                Verdict::Forward(port) => port,
+                v => panic!("{op:?}: {v:?}"),
+            }
+        };
+        let mut asking = std::collections::BTreeSet::new();
+        let mut data = std::collections::BTreeSet::new();
+        for i in 0..8 {
+            asking.insert(egress(Opcode::RcReadRequest, 100 + i, 0));
+            asking.insert(egress(Opcode::RcFetchAdd, 200 + i, 0));
+            asking.insert(egress(Opcode::RcFlush, 300 + i, 0));
+            asking.insert(egress(Opcode::RcAtomicWrite, 400 + i, 8));
+            data.insert(egress(Opcode::RcWriteOnly, 500 + i, 64));
+        }
+        assert_eq!(asking.len(), 1, "one uplink for the QP's READs and atomics");
+        assert_eq!(data.len(), 4, "WRITEs sprayed over all four");
+        assert_eq!((e.stats.sprayed, e.stats.hashed), (40, 0));
     }
 
     #[test]

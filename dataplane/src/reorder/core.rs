@@ -436,20 +436,23 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// Declares the gap at a request stream's expected PSN lost if every fabric path the stream
-    /// uses has delivered above it ([`super::paths`]), and recovers as its downlink chose.
+    /// Declares the gap at a stream's expected PSN lost if every fabric path the stream uses
+    /// has delivered above it ([`super::paths`]), and recovers as its downlink chose.
     ///
-    /// Response streams keep the hold timeout alone. Declared early, a lost READ response makes
-    /// the requester retry the READ while the original responses after the lost one are still
-    /// arriving, and the stream cannot tell those from the retry's copies of the same PSNs: it
-    /// orders the wrong ones, and the retry's pass unordered (measured with the rxe models: the
-    /// same READs took 103 ms against 38 ms with the timeout). Early detection there needs the
-    /// fills attributed to their pass first.
+    /// A response stream's requester retries a READ or atomic only when a response or ACK
+    /// comes whose PSN is past that request's last (rxe's completer, `check_psn`: a response
+    /// out of sequence within the READ is dropped without a word; ConnectX as modelled does
+    /// the same). So a lost response is acted on once a fill of a later request is held: that
+    /// one goes out at once, out of sequence, and the requester retries from the first
+    /// response it is missing. The rest stays; the retry's first response releases it in order
+    /// (the retry's copies of what is held are dropped here as duplicates). Until a later
+    /// request's fill comes nothing would make the requester retry sooner, so the gap waits
+    /// (the hold timeout is the backstop). The responder answers the retry from the gap again,
+    /// below what the paths delivered: that starts the paths' new pass.
     pub(super) fn check_path_loss(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         let s = &self.streams[stream as usize];
         if s.held == 0
             || !matches!(s.phase, Phase::Active)
-            || !matches!(s.key, StreamKey::Request { .. })
             || !s.paths.all_above(s.expected, self.paths, self.paths_down)
         {
             return;
@@ -458,11 +461,27 @@ impl<T> ReorderCore<T> {
             // Declared already; it waits for an earlier gap's retransmission.
             return;
         }
+        let response = matches!(s.key, StreamKey::Response { .. });
+        let e = s.expected;
+        let trigger = if response {
+            match self.response_trigger(stream) {
+                Some(q) => Some(q),
+                None => return,
+            }
+        } else {
+            None
+        };
         let detected = now.saturating_sub(s.gap_since);
         self.detect_ns.push(detected);
         self.totals.path_losses += 1;
         let s = &mut self.streams[stream as usize];
         s.stats.path_losses += 1;
+        if let Some(trigger) = trigger {
+            s.paths.new_pass(false);
+            s.gap_since = now;
+            self.release_trigger(stream, trigger, now, out);
+            return;
+        }
         match s.recovery {
             LossRecovery::ReleaseRun => {
                 // A selective-repeat RNIC NAKs the first out-of-sequence packet after a gap,
@@ -479,7 +498,6 @@ impl<T> ReorderCore<T> {
                 // waits for the retransmission, a new pass; the gap gets a full hold timeout
                 // from now.
                 s.paths.new_pass(false);
-                let e = s.expected;
                 if let Some(q) = self.next_held_psn(stream, e) {
                     if let Some(slot) = self.take_held(stream, q, now) {
                         out.push(slot.item);

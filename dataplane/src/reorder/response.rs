@@ -25,6 +25,7 @@
 use super::core::ReorderCore;
 use super::pairing::HOST_PSN_REACH;
 use super::stream::{Insert, StreamKey, WaitingAck};
+use crate::meta::NO_PATH;
 use crate::wire::Psn;
 
 /// The smallest path MTU: a range may extend this far before a response shows the real one.
@@ -67,6 +68,16 @@ pub enum HostRequest {
     /// A request answered by exactly one response (atomics: ATOMIC ACKNOWLEDGE; FLUSH and
     /// ATOMIC WRITE: READ RESPONSE ONLY).
     Single,
+}
+
+/// What a response stream releases out of sequence to make its requester retry a request
+/// whose response is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Trigger {
+    /// The held fill with this PSN, of a later request.
+    Fill(Psn),
+    /// The first waiting ACK, past the request.
+    Ack,
 }
 
 /// What a response-direction packet is.
@@ -235,7 +246,8 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// Inserts a response-direction packet addressed to the local QPN `local_qpn` (its DestQP).
+    /// Inserts a response-direction packet addressed to the local QPN `local_qpn` (its DestQP)
+    /// that came over no fabric path whose order counts.
     pub fn insert_response(
         &mut self,
         local: u128,
@@ -249,6 +261,29 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
+        self.insert_response_from(
+            local, remote, sport, local_qpn, kind, psn, NO_PATH, len, item, now, out,
+        )
+    }
+
+    /// Inserts a response-direction packet that arrived on fabric `path` ([`NO_PATH`]: none
+    /// whose order counts). A responder sends its responses in PSN order, so a fill is
+    /// evidence for path-order loss detection like a request is ([`super::paths`]); ACKs and
+    /// NAKs are not (a duplicate request is answered with an old PSN).
+    pub fn insert_response_from(
+        &mut self,
+        local: u128,
+        remote: u128,
+        sport: u16,
+        local_qpn: u32,
+        kind: ResponseKind,
+        psn: Psn,
+        path: u8,
+        len: u32,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Insert {
         let stream = match self.response_stream_of(local, remote, local_qpn, sport, psn, kind) {
             Some(stream) => stream,
             None => {
@@ -257,19 +292,30 @@ impl<T> ReorderCore<T> {
                 return Insert::Passthrough;
             }
         };
-        self.streams[stream as usize].last_seen = now;
-        let s = &self.streams[stream as usize];
+        let s = &mut self.streams[stream as usize];
+        s.last_seen = now;
+        let fill = matches!(kind, ResponseKind::Fill { .. });
+        if fill {
+            // A retry's responses go back below what the paths delivered: a new pass, as
+            // for a Go-Back-N sender.
+            s.paths.see(path, psn, false);
+        }
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         }
-        match kind {
+        let r = match kind {
             ResponseKind::Fill { ends, full_payload } => {
                 self.insert_fill(stream, psn, ends, full_payload, len, item, now, out)
             }
             ResponseKind::Ack => self.insert_ack(stream, psn, len, item, now, out),
+        };
+        if path != NO_PATH {
+            // A fill may be the evidence, an ACK the trigger (see `response_trigger`).
+            self.check_path_loss(stream, now, out);
         }
+        r
     }
 
     /// The response stream of a packet towards `local_qpn`, through the QP pairing; when the
@@ -430,6 +476,50 @@ impl<T> ReorderCore<T> {
         }
         self.put(stream, item, psn, 1, None, len, now);
         Insert::Held
+    }
+
+    /// What makes the requester retry the request whose response the stream expects: the
+    /// first held fill of a later request, else the first waiting ACK if it is past that
+    /// request (see `ReorderCore::check_path_loss`).
+    pub(super) fn response_trigger(&self, stream: u32) -> Option<Trigger> {
+        let s = &self.streams[stream as usize];
+        let i = Self::range_of(s, s.expected)?;
+        let r = s.reads.get(i)?;
+        if let Some(next) = s.reads.get(i + 1).map(|n| n.start) {
+            if let Some(q) = self.next_held_psn(stream, next) {
+                if !q.is_before(next) {
+                    return Some(Trigger::Fill(q));
+                }
+            }
+        }
+        s.acks
+            .front()
+            .is_some_and(|a| a.psn.is_after(r.last()))
+            .then_some(Trigger::Ack)
+    }
+
+    /// Sends `trigger` on, out of sequence.
+    pub(super) fn release_trigger(
+        &mut self,
+        stream: u32,
+        trigger: Trigger,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        match trigger {
+            Trigger::Fill(q) => {
+                if let Some(slot) = self.take_held(stream, q, now) {
+                    out.push(slot.item);
+                }
+            }
+            Trigger::Ack => {
+                if let Some(a) = self.streams[stream as usize].acks.pop_front() {
+                    self.ack_taken(stream, &a, now);
+                    out.push(a.item);
+                }
+            }
+        }
+        self.totals.nak_releases += 1;
     }
 
     /// Whether the stream holds a response with exactly `psn` (ring or far list).

@@ -156,13 +156,14 @@ impl DownlinkStage for ReorderStage {
                     },
                     _ => ResponseKind::Ack,
                 };
-                self.core.insert_response(
+                self.core.insert_response_from(
                     meta.local,
                     meta.remote,
                     meta.sport,
                     meta.qpn,
                     kind,
                     meta.psn,
+                    meta.path,
                     meta.len,
                     item,
                     now,

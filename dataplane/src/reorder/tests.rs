@@ -1671,3 +1671,130 @@ fn a_selective_host_s_nak_does_not_move_e_back_and_the_second_gap_still_goes() {
     assert!(out.contains(&31) && out.contains(&59), "{out:?}");
     assert_eq!(h.core.held(), 0);
 }
+
+// ------------------------------------------------------------------ path order towards a requester
+
+impl H {
+    /// The local requester reads `n` PSNs from `psn` (item ids are PSNs).
+    fn reads(&mut self, psn: u32, n: u32, now: u64) {
+        read(&mut self.core, 7, psn, n, now);
+    }
+    /// A READ RESPONSE (or, `ack`, an ACK) with `psn` arrives on `path`, timers polled first.
+    fn respond(&mut self, path: u8, psn: u32, ack: bool, now: u64) -> Insert {
+        self.core.poll(now, &mut self.out);
+        let kind = if ack { ResponseKind::Ack } else { fill(false) };
+        let id = if ack { 10_000 + psn } else { psn };
+        self.core.insert_response_from(
+            LOCAL,
+            REMOTE,
+            7,
+            LQ,
+            kind,
+            Psn::new(psn),
+            path,
+            100,
+            id,
+            now,
+            &mut self.out,
+        )
+    }
+}
+
+/// rxe's completer over what the switch released towards it: a response at its expected PSN
+/// is taken; one below it is an old copy (dropped); one above it within the READ being
+/// answered is dropped silently, and one past that READ (`ends`: where each READ ends) makes
+/// it retry from its expected PSN (counted; none again until the expected PSN comes, as
+/// `started_retry` does). Returns (retries, PSNs taken).
+fn rxe_completer(released: &[u32], ends: &[u32]) -> (u32, u32) {
+    let (mut e, mut retries, mut retrying) = (0u32, 0u32, false);
+    for &p in released {
+        if p == e {
+            e += 1;
+            retrying = false;
+        } else if p > e {
+            let last = ends
+                .iter()
+                .copied()
+                .find(|end| e < *end)
+                .unwrap_or(u32::MAX);
+            if p >= last && !retrying {
+                retries += 1;
+                retrying = true;
+            }
+        }
+    }
+    (retries, e)
+}
+
+#[test]
+fn a_lost_read_response_is_declared_by_path_order_and_a_later_read_s_response_starts_the_retry() {
+    // Two READs of 40 PSNs (0..40, 40..80), their responses sprayed over 0/20/40/60 us paths
+    // one per us; PSN 10 (path 2) is lost.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    h.reads(0, 40, 0);
+    h.reads(40, 40, 0);
+    let mut before = 0;
+    for (t, path, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 80, &[10]) {
+        if psn >= 40 && h.core.totals.path_losses == 0 {
+            before = t;
+        }
+        h.respond(path, psn, false, t);
+    }
+    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals.timeouts, 0);
+    assert!(
+        before >= 40_000,
+        "not declared before a fill of READ 2 came"
+    );
+    let out = h.take();
+    // 0..10 in order, then one fill of the second READ, alone: the rest waits.
+    assert_eq!(&out[..10], &(0..10).collect::<Vec<_>>()[..]);
+    assert_eq!(out.len(), 11, "{out:?}");
+    assert!(out[10] >= 40);
+    assert_eq!(rxe_completer(&out, &[40, 80]), (1, 10));
+    // The requester retries from 10 (and asks for READ 2 again); the responder replays from
+    // 10 on one path. What was held goes out in order behind 10; the replay's copies of it
+    // are late (the requester drops them).
+    let t = 1_000_000;
+    h.reads(10, 30, t);
+    h.reads(40, 40, t);
+    for psn in 10..80 {
+        h.respond(0, psn, false, t + u64::from(psn) * 1_000);
+    }
+    let mut all = out.clone();
+    all.extend(h.take());
+    assert_eq!(
+        rxe_completer(&all, &[40, 80]),
+        (1, 80),
+        "one retry: {all:?}"
+    );
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+}
+
+#[test]
+fn a_lost_response_of_the_last_read_waits_for_an_ack_past_it_or_the_timeout() {
+    // One READ of 40 PSNs; 10 is lost. Every path passes it, but nothing released would make
+    // the requester retry: the stream waits.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    h.reads(0, 40, 0);
+    let arrivals = sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 40, &[10]);
+    let end = arrivals.last().map_or(0, |a| a.0);
+    for (t, path, psn) in arrivals {
+        h.respond(path, psn, false, t);
+    }
+    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.take(), (0..10).collect::<Vec<_>>());
+    // The ACK of a WRITE after the READ (PSN 40) comes: it goes out alone, and the requester
+    // retries the READ (an ACK past a READ's last response is its loss to rxe).
+    assert_eq!(h.respond(0, 40, true, end + 1_000), Insert::Held);
+    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.take(), vec![10_040]);
+    assert_eq!(h.core.held(), 29);
+    // Without the ACK the hold timeout would have released the rest; it still backs the
+    // retry up.
+    h.core.poll(end + 1_000 + 5_000_000, &mut h.out);
+    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.take().len(), 29);
+    assert_eq!(h.core.held(), 0);
+}

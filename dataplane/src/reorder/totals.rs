@@ -22,7 +22,7 @@ counter_table! {
     overflows: Counter, Count, Switch, "sprayswitch_reorder_overflows_total", "Window overflows: held packets released skipping a gap to make room.";
     timeouts: Counter, Count, Switch, "sprayswitch_reorder_hold_timeouts_total", "Gaps declared lost after the hold timeout.";
     path_losses: Counter, Count, Switch, "sprayswitch_reorder_path_order_losses_total", "Gaps declared lost by path order: every fabric path the stream uses delivered a PSN above the gap.";
-    nak_releases: Counter, Packets, Switch, "sprayswitch_reorder_nak_release_packets_total", "Held packets released alone at a declared loss (nak_first), so that the host NAKs the gap.";
+    nak_releases: Counter, Packets, Switch, "sprayswitch_reorder_nak_release_packets_total", "Packets released alone, out of sequence, at a declared loss (nak_first; and towards a requester, a later response or ACK), so that the host NAKs the gap or retries the request.";
     resyncs: Counter, Count, Switch, "sprayswitch_reorder_resyncs_total", "Expected PSNs moved by the host's sequence or RNR NAKs.";
     ack_advances: Counter, Count, Switch, "sprayswitch_reorder_ack_advances_total", "Expected PSNs moved forward by the host's ACKs.";
     restarts: Counter, Count, Switch, "sprayswitch_reorder_restarts_total", "Streams started over at a PSN far from the expected one (a QP re-created with its QPN, a stream back from idle).";

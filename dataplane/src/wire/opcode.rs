@@ -387,6 +387,18 @@ impl Opcode {
         matches!(self, Opcode::RcCompareSwap | Opcode::RcFetchAdd)
     }
 
+    /// True for requests that the responder answers with responses of their own PSNs (READ
+    /// RESPONSEs or an ATOMIC ACKNOWLEDGE): RDMA READ, the atomics, FLUSH and ATOMIC WRITE.
+    /// They carry no data worth spreading, and a retry of several replays in the order they
+    /// arrive.
+    #[inline]
+    pub fn asks_for_responses(self) -> bool {
+        matches!(
+            self,
+            Opcode::RcReadRequest | Opcode::RcFlush | Opcode::RcAtomicWrite
+        ) || self.is_atomic()
+    }
+
     /// Where the packet sits in its message.
     pub fn segment(self) -> Segment {
         if matches!(self, Opcode::Unknown(_) | Opcode::Cnp) {
