@@ -80,6 +80,29 @@ fn frames(path: &Path) -> usize {
     n
 }
 
+/// Frames in a capture whose opcode asks for responses (READ, atomics, FLUSH, ATOMIC WRITE)
+/// and the others.
+fn asking_and_not(path: &Path) -> (usize, usize) {
+    let mut r = sprayswitch::pcap::CaptureReader::open(path).unwrap();
+    let (mut asking, mut not) = (0, 0);
+    while let Some(ask) = r
+        .next_frame(|f| {
+            sprayswitch::wire::classify(f.data, sprayswitch::wire::Pmtu::DEFAULT)
+                .ok()
+                .and_then(|c| c.roce().map(|r| r.bth.opcode.asks_for_responses()))
+                .unwrap_or(false)
+        })
+        .unwrap()
+    {
+        if ask {
+            asking += 1;
+        } else {
+            not += 1;
+        }
+    }
+    (asking, not)
+}
+
 #[test]
 fn check_validates_and_reports_errors_with_their_field() {
     let out = bin().arg("check").output().unwrap();
@@ -114,11 +137,16 @@ fn runs_offline_over_a_capture_and_sprays_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // 40 frames of the capture go to 10.99.0.1 through the switch's MAC; round robin over 2.
-    assert_eq!(
-        (frames(&dir.join("u0.pcap")), frames(&dir.join("u1.pcap"))),
-        (20, 20)
+    // 40 frames of the capture go to 10.99.0.1 through the switch's MAC: the READ and atomic
+    // requests on the QP's hashed uplink, the rest round robin over 2.
+    let (u0, u1) = (
+        asking_and_not(&dir.join("u0.pcap")),
+        asking_and_not(&dir.join("u1.pcap")),
     );
+    assert_eq!(u0.0 + u0.1 + u1.0 + u1.1, 40);
+    assert!(u0.0 + u1.0 > 0, "the capture has READs or atomics");
+    assert!(u0.0 == 0 || u1.0 == 0, "one uplink for them: {u0:?} {u1:?}");
+    assert!(u0.1.abs_diff(u1.1) <= 1, "the rest sprayed: {u0:?} {u1:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("drop_not_for_us: 30"), "{stdout}");
     std::fs::remove_dir_all(&dir).ok();
