@@ -434,8 +434,11 @@ impl Engine {
                 // retransmission is behind the far reorder stage's expected PSN, so it passes
                 // unordered) and the replayed responses would go back and forth in PSN, which
                 // path-order loss detection cannot read.
-                let pinned =
-                    t.policy.sprays() && roce.is_some_and(|r| r.bth.opcode.asks_for_responses());
+                // Only under the per-packet policies: a flowlet keeps the whole QP on one
+                // uplink already, which a request pinned elsewhere would overtake.
+                let pinned = t.policy.sprays()
+                    && !t.policy.uses_flow_hash()
+                    && roce.is_some_and(|r| r.bth.opcode.asks_for_responses());
                 let policy = if roce_transport.is_some() && !pinned {
                     t.policy
                 } else {
@@ -992,6 +995,26 @@ mod tests {
         assert_eq!(asking.len(), 1, "one uplink for the QP's READs and atomics");
         assert_eq!(data.len(), 4, "WRITEs sprayed over all four");
         assert_eq!((e.stats.sprayed, e.stats.hashed), (40, 0));
+        // A flowlet keeps them all on its one uplink (no gap here).
+        let t = tor_tables(1, 4, SprayPolicy::Flowlet);
+        let mut e = Engine::new(&t, 1);
+        let mut ports = std::collections::BTreeSet::new();
+        for (i, op) in [
+            Opcode::RcWriteOnly,
+            Opcode::RcReadRequest,
+            Opcode::RcWriteOnly,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let payload = if op == Opcode::RcReadRequest { 0 } else { 64 };
+            let mut p = to_fabric(op, 600 + i as u32, payload);
+            match e.handle(&t, &status, &mut p, 0).verdict {
+                Verdict::Forward(port) => ports.insert(port),
+                v => panic!("{op:?}: {v:?}"),
+            };
+        }
+        assert_eq!(ports.len(), 1, "one flowlet, one uplink: {ports:?}");
     }
 
     #[test]
