@@ -26,6 +26,10 @@ use crate::wire::Psn;
 /// How many times `idle_evict_ns` a response stream with requests still unanswered is kept.
 pub const READ_WAIT_FACTOR: u64 = 10;
 
+/// How many hold timeouts a Go-Back-N host's gap is held once the host has NAKed it (see
+/// [`ReorderCore::poll`]).
+pub const NAKED_WAIT_FACTOR: u64 = 64;
+
 /// Limits and timers of a reorder core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReorderConfig {
@@ -397,7 +401,7 @@ impl<T> ReorderCore<T> {
             let s = &self.streams[stream as usize];
             if matches!(s.phase, Phase::Active)
                 && s.held > 0
-                && now.saturating_sub(s.gap_since) >= s.timeout
+                && now.saturating_sub(s.gap_since) >= self.hold_limit(stream)
             {
                 self.timeout(stream, now, out);
             }
@@ -414,6 +418,23 @@ impl<T> ReorderCore<T> {
             // within the idle time that evicts (the period is at most 1/8192 of it, 10 us).
             self.next_evict_scan = now.saturating_add((self.cfg.idle_evict_ns / 8192).min(10_000));
             self.evict_some(now, out, 32);
+        }
+    }
+
+    /// How long the gap of `stream` may stay open before it is given up: its hold timeout; but
+    /// a Go-Back-N host that has NAKed the gap (the switch saw its NAK go out, over a fabric
+    /// path) gets [`NAKED_WAIT_FACTOR`] times as long. Its sender has been told and resends
+    /// from the gap, after whatever its own send queue holds (the RNIC models' hosts and
+    /// Soft-RoCE guests take milliseconds under load); releasing what is held before that
+    /// gains nothing, because the host drops every packet out of sequence, and costs what
+    /// the switch held for it: each packet must then come again. The idle eviction and the
+    /// window bound what the stream may hold meanwhile.
+    pub(super) fn hold_limit(&self, stream: u32) -> u64 {
+        let s = &self.streams[stream as usize];
+        if s.recovery == LossRecovery::NakFirst && s.paths.host_naked(s.expected) {
+            s.timeout.saturating_mul(NAKED_WAIT_FACTOR)
+        } else {
+            s.timeout
         }
     }
 

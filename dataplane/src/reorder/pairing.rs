@@ -411,6 +411,7 @@ impl<T> super::core::ReorderCore<T> {
             self.streams[stream as usize].stats.resyncs += 1;
             self.totals.resyncs += 1;
         }
+        self.streams[stream as usize].paths.host_nak(psn);
     }
 
     /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the

@@ -61,6 +61,9 @@ struct Track {
     /// and whether a later gap's release waits for it.
     nak_pending: Option<Psn>,
     deferred: bool,
+    /// The PSN the host last NAKed (sequence error): its sender has been told and resends
+    /// from there.
+    host_naked: Option<Psn>,
 }
 
 impl PathTrack {
@@ -138,6 +141,19 @@ impl PathTrack {
             t.nak_pending = None;
             t.deferred = false;
         }
+    }
+
+    /// The host NAKed `psn` (the PSN it expects next): its sender resends from there.
+    pub(super) fn host_nak(&mut self, psn: Psn) {
+        if let Some(t) = self.0.as_mut() {
+            t.host_naked = Some(psn);
+        }
+    }
+
+    /// Whether the host has NAKed exactly `psn`, so that what fills it is the sender's
+    /// retransmission.
+    pub(super) fn host_naked(&self, psn: Psn) -> bool {
+        self.0.as_ref().is_some_and(|t| t.host_naked == Some(psn))
     }
 
     /// See [`Track::all_above`]; never without a packet from a path.

@@ -1588,6 +1588,81 @@ fn a_false_decision_costs_at_most_the_one_nak_a_timeout_would() {
     assert_eq!(h.core.totals.path_losses, 1, "no second decision");
 }
 
+/// PSN 10 lost on path 2; path order declares it, one packet goes ahead and the Go-Back-N host
+/// NAKs 10. Returns the harness and the time of the last arrival.
+fn a_loss_the_host_naked(recovery: LossRecovery) -> (H, u64) {
+    let mut h = H::with_paths(recovery);
+    h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+    let mut t_end = 0;
+    for (t, path, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 40, &[10]) {
+        h.arrive(path, psn, t);
+        t_end = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 1);
+    h.core.observe_nak(
+        LOCAL,
+        REMOTE,
+        49152,
+        0,
+        Psn::new(10),
+        t_end + 10,
+        &mut h.out,
+    );
+    (h, t_end)
+}
+
+#[test]
+fn a_gap_the_go_back_n_host_naked_waits_for_its_retransmission_past_the_hold_timeout() {
+    // The sender's retransmission of 10 is queued behind what its NIC sent before (in the
+    // demo's 32-QP workload: 9 ms): the hold timeout (5 ms) must not flush what is held, or
+    // the host, which takes nothing out of sequence, drops it all and it must come again.
+    let (mut h, t_end) = a_loss_the_host_naked(LossRecovery::NakFirst);
+    let before = h.take();
+    h.core.poll(t_end + 9_000_000, &mut h.out);
+    assert_eq!(h.core.totals.timeouts, 0, "the host NAKed the gap");
+    assert!(h.take().is_empty());
+    // The retransmission from 10 on (Go-Back-N): the held originals follow it in order.
+    let mut t = t_end + 9_000_000;
+    for psn in 10..40u32 {
+        t += 1_000;
+        h.arrive((psn % 4) as u8, psn, t);
+    }
+    let all: Vec<u32> = before.into_iter().chain(h.take()).collect();
+    assert_eq!(
+        gbn_naks(&all),
+        (1, 40),
+        "one NAK (the declared loss), everything taken"
+    );
+    assert_eq!(h.core.held(), 0);
+}
+
+#[test]
+fn a_naked_gap_is_still_given_up_at_last_and_an_un_naked_one_at_its_hold_timeout() {
+    // Nothing comes for 10: after NAKED_WAIT_FACTOR hold timeouts the gap is given up.
+    let (mut h, t_end) = a_loss_the_host_naked(LossRecovery::NakFirst);
+    h.core.poll(
+        t_end + 5_000_000 * NAKED_WAIT_FACTOR - 1_000_000,
+        &mut h.out,
+    );
+    assert_eq!(h.core.totals.timeouts, 0);
+    h.core.poll(
+        t_end + 5_000_000 * NAKED_WAIT_FACTOR + 1_000_000,
+        &mut h.out,
+    );
+    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.held(), 0);
+    // A selective-repeat host's NAK changes nothing: its stream moved past the gap at once
+    // (release_run), and the next gap, if any, keeps the plain hold timeout.
+    let (mut h, t_end) = a_loss_the_host_naked(LossRecovery::ReleaseRun);
+    assert_eq!(h.core.held(), 0, "release_run let everything go");
+    h.arrive(1, 45, t_end + 20);
+    h.core.poll(t_end + 5_000_000 + 1_000, &mut h.out);
+    assert_eq!(
+        h.core.totals.timeouts, 1,
+        "an un-NAKed gap: the hold timeout"
+    );
+}
+
 #[test]
 fn without_path_information_only_the_timeout_declares_loss() {
     let mut h = H::with_paths(LossRecovery::NakFirst);

@@ -53,6 +53,13 @@ struct Cli {
     /// Scales the amount of data per QP (1.0: 32 MB per workload).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
+    /// Fabrics to run: ecmp, spray, spray+reorder.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ecmp,spray,spray+reorder"
+    )]
+    fabrics: Vec<String>,
     /// Receiver models to run: gbn, sr, ideal.
     #[arg(long, value_delimiter = ',', default_value = "gbn,sr")]
     receivers: Vec<String>,
@@ -92,6 +99,16 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         });
+    }
+    let mut modes = Vec::new();
+    for f in &cli.fabrics {
+        match Mode::ALL.iter().find(|m| m.name() == f) {
+            Some(m) => modes.push(*m),
+            None => {
+                eprintln!("sprayswitch-demo: unknown fabric '{f}' (ecmp, spray, spray+reorder)");
+                return ExitCode::FAILURE;
+            }
+        }
     }
     for l in cli.path_loss.iter().flatten().chain(&cli.lossy_scenario) {
         if !(0.0..1.0).contains(l) {
@@ -145,8 +162,8 @@ fn main() -> ExitCode {
     let mut rows = Vec::new();
     for (o, w) in &scenarios {
         for r in &receivers {
-            for m in Mode::ALL {
-                match run(o, w, m, *r) {
+            for m in &modes {
+                match run(o, w, *m, *r) {
                     Ok(o) => rows.push(o),
                     Err(e) => {
                         eprintln!("sprayswitch-demo: {e:#}");
