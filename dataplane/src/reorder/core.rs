@@ -15,6 +15,7 @@
 
 use super::pairing::Pairing;
 use super::response::ReadRange;
+use super::skew::{SkewWindow, SKEW_TIMEOUT_FACTOR};
 use super::stream::{
     LazyDeque, LossRecovery, Phase, PortReorder, Slot, Stream, StreamKey, StreamStats, WaitingAck,
     NO_RING,
@@ -128,6 +129,8 @@ pub struct ReorderCore<T> {
     pub totals: ReorderTotals,
     pub(super) hold_ns: Vec<u64>,
     pub(super) detect_ns: Vec<u64>,
+    /// How late the paths have delivered lately ([`super::skew`]).
+    pub(super) skew: SkewWindow,
 }
 
 /// Why a packet cannot be held.
@@ -175,6 +178,7 @@ impl<T> ReorderCore<T> {
             totals: ReorderTotals::default(),
             hold_ns: Vec::with_capacity(1024),
             detect_ns: Vec::with_capacity(64),
+            skew: SkewWindow::default(),
             cfg,
         }
     }
@@ -390,6 +394,7 @@ impl<T> ReorderCore<T> {
     /// Checks timers at `now`: ends learning windows, declares timed-out gaps lost (releasing
     /// what is held, in order), and evicts a few idle streams.
     pub fn poll(&mut self, now: u64, out: &mut Vec<T>) {
+        let skew = self.skew.largest(now);
         let mut i = 0;
         while i < self.active.len() {
             let stream = self.active[i];
@@ -401,7 +406,7 @@ impl<T> ReorderCore<T> {
             let s = &self.streams[stream as usize];
             if matches!(s.phase, Phase::Active)
                 && s.held > 0
-                && now.saturating_sub(s.gap_since) >= self.hold_limit(stream)
+                && now.saturating_sub(s.gap_since) >= self.hold_limit(stream, skew)
             {
                 self.timeout(stream, now, out);
             }
@@ -421,7 +426,9 @@ impl<T> ReorderCore<T> {
         }
     }
 
-    /// How long the gap of `stream` may stay open before it is given up: its hold timeout; but
+    /// How long the gap of `stream` may stay open before it is given up: its hold timeout, but
+    /// for a stream over path-order paths at least [`SKEW_TIMEOUT_FACTOR`] times the paths'
+    /// `skew` ([`super::skew`]: a shorter timeout gives up on packets still on their way); and
     /// a Go-Back-N host that has NAKed the gap (the switch saw its NAK go out, over a fabric
     /// path) gets [`NAKED_WAIT_FACTOR`] times as long. Its sender has been told and resends
     /// from the gap, after whatever its own send queue holds (the RNIC models' hosts and
@@ -429,13 +436,35 @@ impl<T> ReorderCore<T> {
     /// gains nothing, because the host drops every packet out of sequence, and costs what
     /// the switch held for it: each packet must then come again. The idle eviction and the
     /// window bound what the stream may hold meanwhile.
-    pub(super) fn hold_limit(&self, stream: u32) -> u64 {
+    pub(super) fn hold_limit(&self, stream: u32, skew: Option<u64>) -> u64 {
         let s = &self.streams[stream as usize];
+        let limit = match skew {
+            Some(k) if s.paths.tracked() => s.timeout.max(k.saturating_mul(SKEW_TIMEOUT_FACTOR)),
+            _ => s.timeout,
+        };
         if s.recovery == LossRecovery::NakFirst && s.paths.host_naked(s.expected) {
-            s.timeout.saturating_mul(NAKED_WAIT_FACTOR)
+            limit.saturating_mul(NAKED_WAIT_FACTOR)
         } else {
-            s.timeout
+            limit
         }
+    }
+
+    /// A packet of `psn` was released in order at `now`; `gap`: the stream's expected PSN and
+    /// when its gap opened, if it held packets before. A packet that fills that gap and is not
+    /// a retransmission shows how late the paths deliver ([`super::skew`]).
+    pub(super) fn learn_skew(&mut self, stream: u32, psn: Psn, gap: Option<(Psn, u64)>, now: u64) {
+        let Some((e, since)) = gap else { return };
+        if e == psn && self.streams[stream as usize].paths.fill_is_sample(psn) {
+            let late = now.saturating_sub(since);
+            self.skew.record(now, late);
+            self.totals.peak_path_skew_ns = self.totals.peak_path_skew_ns.max(late);
+        }
+    }
+
+    /// The largest time a gap stayed open before its own packet came, lately (ns), once
+    /// learned ([`super::skew`]).
+    pub fn path_skew(&self, now: u64) -> Option<u64> {
+        self.skew.largest(now)
     }
 
     pub(super) fn timeout(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
@@ -492,11 +521,12 @@ impl<T> ReorderCore<T> {
         } else {
             None
         };
-        let detected = now.saturating_sub(s.gap_since);
+        let detected = now.saturating_sub(s.paths.opened(s.gap_since));
         self.detect_ns.push(detected);
         self.totals.path_losses += 1;
         let s = &mut self.streams[stream as usize];
         s.stats.path_losses += 1;
+        s.paths.declared(e);
         if let Some(trigger) = trigger {
             s.paths.new_pass(false);
             s.gap_since = now;

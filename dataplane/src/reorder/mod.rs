@@ -10,6 +10,7 @@
 //! - [`stream`]: what is kept per stream (its key, phase, expected PSN, held packets);
 //! - [`ring`]: a stream's ring of PSN slots in the shared pool, and its far list;
 //! - [`paths`]: path-order loss detection (what each fabric path delivered of a stream);
+//! - [`skew`]: how late the paths deliver (the hold timeout in force is never shorter);
 //! - [`request`]: the request direction (packets towards a local responder);
 //! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
 //!   local requester asked for;
@@ -24,6 +25,7 @@ pub mod paths;
 pub mod request;
 pub mod response;
 pub mod ring;
+pub mod skew;
 pub mod stage;
 pub mod stream;
 pub mod totals;

@@ -64,6 +64,11 @@ struct Track {
     /// The PSN the host last NAKed (sequence error): its sender has been told and resends
     /// from there.
     host_naked: Option<Psn>,
+    /// The last gap declared lost here: what fills it is the sender's retransmission.
+    declared: Option<Psn>,
+    /// When the first path joined the current pass (the sender's resent packets began to
+    /// arrive): a gap of the new pass opened no earlier.
+    joined_at: Option<u64>,
 }
 
 impl PathTrack {
@@ -71,13 +76,24 @@ impl PathTrack {
     /// missing (selective repeat), so a new pass is joined by new PSNs too (see
     /// [`PathTrack::new_pass`]).
     #[inline]
-    pub(super) fn see(&mut self, path: u8, psn: Psn, selective: bool) {
+    pub(super) fn see(&mut self, path: u8, psn: Psn, selective: bool, now: u64) {
         if path == NO_PATH || usize::from(path) >= MAX_PATHS {
             return;
         }
         self.0
             .get_or_insert_with(Box::default)
-            .see(path, psn, selective);
+            .see(path, psn, selective, now);
+    }
+
+    /// When the gap at a stream's expected PSN, open since `gap_since` as the stream's timer
+    /// counts it, began to be evidence of loss: after a new pass began (a loss declared, the
+    /// host asking again), not before the sender's resent packets began to arrive. Loss
+    /// detection times count from here.
+    pub(super) fn opened(&self, gap_since: u64) -> u64 {
+        match self.0.as_ref().and_then(|t| t.joined_at) {
+            Some(j) => j.max(gap_since),
+            None => gap_since,
+        }
     }
 
     /// A new pass: the host will send again from below what the paths delivered. A path joins
@@ -143,6 +159,11 @@ impl PathTrack {
         }
     }
 
+    /// Whether the stream has come over a path-order fabric path.
+    pub(super) fn tracked(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// The host NAKed `psn` (the PSN it expects next): its sender resends from there.
     pub(super) fn host_nak(&mut self, psn: Psn) {
         if let Some(t) = self.0.as_mut() {
@@ -154,6 +175,22 @@ impl PathTrack {
     /// retransmission.
     pub(super) fn host_naked(&self, psn: Psn) -> bool {
         self.0.as_ref().is_some_and(|t| t.host_naked == Some(psn))
+    }
+
+    /// The gap at `psn` was declared lost.
+    pub(super) fn declared(&mut self, psn: Psn) {
+        if let Some(t) = self.0.as_mut() {
+            t.declared = Some(psn);
+        }
+    }
+
+    /// Whether a packet filling the gap at `psn` shows how late the paths deliver: the stream
+    /// came over path-order paths and the gap is not one whose retransmission is due (declared
+    /// lost, or NAKed by the host).
+    pub(super) fn fill_is_sample(&self, psn: Psn) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|t| t.host_naked != Some(psn) && t.declared != Some(psn))
     }
 
     /// See [`Track::all_above`]; never without a packet from a path.
@@ -174,6 +211,7 @@ impl PathTrack {
 impl Track {
     fn new_pass(&mut self, selective: bool) {
         self.pass = self.pass.wrapping_add(1);
+        self.joined_at = None;
         self.floor = if selective {
             self.seen
                 .iter()
@@ -184,7 +222,7 @@ impl Track {
         };
     }
 
-    fn see(&mut self, path: u8, psn: Psn, selective: bool) {
+    fn see(&mut self, path: u8, psn: Psn, selective: bool, now: u64) {
         self.count = self.count.wrapping_add(1);
         let count = self.count;
         let Some(k) = self.seen.iter().position(|s| s.path == path) else {
@@ -221,6 +259,7 @@ impl Track {
             // The retransmission reached this path, or something sent after it.
             s.pass = pass;
             s.top = psn;
+            self.joined_at.get_or_insert(now);
         } else {
             s.top = psn;
         }
@@ -266,7 +305,7 @@ mod tests {
     impl PathTrack {
         /// `see` for a Go-Back-N host.
         fn saw(&mut self, path: u8, psn: Psn) {
-            self.see(path, psn, false);
+            self.see(path, psn, false, 0);
         }
     }
 
@@ -380,9 +419,9 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(1, p(10), true);
-        t.see(0, p(22), true);
-        t.see(1, p(23), true);
+        t.see(1, p(10), true, 0);
+        t.see(0, p(22), true, 0);
+        t.see(1, p(23), true, 0);
         assert!(t.all_above(p(10), 2, 0));
     }
 

@@ -84,8 +84,13 @@ impl<T> ReorderCore<T> {
         };
         let s = &mut self.streams[stream as usize];
         let selective = s.recovery == LossRecovery::ReleaseRun;
-        s.paths.see(path, psn, selective);
+        s.paths.see(path, psn, selective, now);
+        let gap =
+            (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
+        if r == Insert::Released {
+            self.learn_skew(stream, psn, gap, now);
+        }
         if matches!(r, Insert::Late | Insert::Released)
             && self.streams[stream as usize].paths.retransmitted(psn)
         {

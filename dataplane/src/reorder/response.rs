@@ -298,16 +298,22 @@ impl<T> ReorderCore<T> {
         if fill {
             // A retry's responses go back below what the paths delivered: a new pass, as
             // for a Go-Back-N sender.
-            s.paths.see(path, psn, false);
+            s.paths.see(path, psn, false, now);
         }
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         }
+        let s = &self.streams[stream as usize];
+        let gap = (s.held > 0).then_some((s.expected, s.gap_since));
         let r = match kind {
             ResponseKind::Fill { ends, full_payload } => {
-                self.insert_fill(stream, psn, ends, full_payload, len, item, now, out)
+                let r = self.insert_fill(stream, psn, ends, full_payload, len, item, now, out);
+                if r == Insert::Released {
+                    self.learn_skew(stream, psn, gap, now);
+                }
+                r
             }
             ResponseKind::Ack => self.insert_ack(stream, psn, len, item, now, out),
         };

@@ -1664,6 +1664,37 @@ fn a_naked_gap_is_still_given_up_at_last_and_an_un_naked_one_at_its_hold_timeout
 }
 
 #[test]
+fn a_hold_timeout_shorter_than_the_paths_skew_does_not_give_up_on_late_packets() {
+    // One packet per ms; path 3's queue grows, so its packets come later and later, up to 2
+    // ms behind (a gap waits up to 1 ms for them), and nothing is lost. The hold timeout is
+    // 500 us. The gaps its packets fill teach the switch the skew as it grows, and the timeout
+    // in force follows it (twice the skew).
+    let run = |path: u8| {
+        let mut h = H::with_paths(LossRecovery::NakFirst);
+        h.core.set_hold_timeout(500_000);
+        let n = 4_000u32;
+        let mut v: Vec<(u64, u8, u32)> = (0..n)
+            .map(|p| {
+                let lag = if p % 4 == 3 { u64::from(p) * 500 } else { 0 };
+                (u64::from(p) * 1_000_000 + lag, (p % 4) as u8, p)
+            })
+            .collect();
+        v.sort();
+        for (t, p, psn) in v {
+            h.arrive(if path == 0 { p } else { crate::meta::NO_PATH }, psn, t);
+        }
+        h
+    };
+    let h = run(0);
+    assert_eq!(h.core.totals.timeouts, 0);
+    assert!(h.core.totals.peak_path_skew_ns >= 900_000);
+    assert_eq!(h.out, (0..4_000).collect::<Vec<_>>());
+    // Without path information (no skew learned) the 500 us timeout gives up on them.
+    let h = run(1);
+    assert!(h.core.totals.timeouts > 0);
+}
+
+#[test]
 fn without_path_information_only_the_timeout_declares_loss() {
     let mut h = H::with_paths(LossRecovery::NakFirst);
     for (t, _, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 100, &[10]) {

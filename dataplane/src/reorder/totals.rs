@@ -44,6 +44,7 @@ counter_table! {
     stale_acks: Counter, Packets, Switch, "sprayswitch_reorder_stale_ack_packets_total", "ACKs and NAKs of a QP's earlier PSN sequence (it was re-created) discarded: the new QP would take them as a lost READ.";
     streams: Gauge, Count, Switch, "sprayswitch_reorder_streams", "Streams tracked now.";
     peak_streams: Max, Count, Switch, "sprayswitch_reorder_peak_streams", "Most streams one worker's stage has tracked at once.";
+    peak_path_skew_ns: Max, Count, Switch, "sprayswitch_reorder_peak_path_skew_nanoseconds", "The longest a gap stayed open before its own packet (not a retransmission) filled it: the largest skew the fabric's paths have shown, queues included.";
     peak_held_bytes: Max, Bytes, Switch, "sprayswitch_reorder_peak_held_bytes", "Most bytes one worker's stage has held at once (rings and waiting ACKs).";
     }
 }

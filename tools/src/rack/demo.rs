@@ -131,6 +131,9 @@ pub struct Outcome {
     pub reorder_timeouts: u64,
     /// Gaps the destination ToR declared lost by path order.
     pub path_losses: u64,
+    /// The longest a gap stayed open at the destination ToR before its own packet came (the
+    /// paths' largest skew, queues included), microseconds.
+    pub skew_us: Option<f64>,
     /// Path-order detection time (gap opened to declared), 99th percentile, microseconds.
     pub detect_p99_us: Option<f64>,
     /// Per-path loss of the fabric in this scenario.
@@ -506,6 +509,8 @@ pub fn run(
         out_of_sequence: qps.iter().map(|q| q.resp.stats.out_of_sequence).sum(),
         reorder_timeouts: tor_b.reorder.timeouts,
         path_losses: tor_b.reorder.path_losses,
+        skew_us: (tor_b.reorder.peak_path_skew_ns > 0)
+            .then(|| tor_b.reorder.peak_path_skew_ns as f64 / 1e3),
         detect_p99_us,
         path_loss: opts.path_loss.clone(),
     })
@@ -557,7 +562,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>9} {:>6}",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>9} {:>9} {:>6}",
         "scenario",
         "fabric",
         "rnic",
@@ -570,6 +575,7 @@ pub fn table(rows: &[Outcome]) -> String {
         "sent/ne",
         "lost po/to",
         "det p99",
+        "max skew",
         "done"
     );
     for r in rows {
@@ -578,7 +584,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>11} {:>9} {:>5.0}%",
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>11} {:>9} {:>9} {:>5.0}%",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -591,6 +597,7 @@ pub fn table(rows: &[Outcome]) -> String {
             r.sent_ratio,
             format!("{}/{}", r.path_losses, r.reorder_timeouts),
             det,
+            r.skew_us.map_or("-".to_string(), |us| format!("{us:.0} us")),
             100.0 * r.completed as f64 / r.posted.max(1) as f64
         );
     }
