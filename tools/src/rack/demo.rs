@@ -123,6 +123,10 @@ pub struct Outcome {
     pub naks: u64,
     /// Packets retransmitted.
     pub retransmitted: u64,
+    /// Retransmission timeouts of the requesters (each resends from the first packet not
+    /// acknowledged after waiting the 67 ms timer: what a loss costs when nothing after it
+    /// makes the responder NAK it, or a retransmission is lost again).
+    pub requester_timeouts: u64,
     /// Packets sent / packets needed.
     pub sent_ratio: f64,
     /// Out-of-sequence arrivals at responders.
@@ -280,37 +284,49 @@ impl Clock {
     }
 }
 
+/// How long a CM REQ waits for its REP before it is sent again (RDMA CM retries a REQ after
+/// its response timeout, up to 15 times; the demo's fabric may lose either).
+const CM_RETRY_NS: u64 = 2_000_000;
+
 fn connect(rp: &mut Rig, clock: &mut Clock, _qps: &[Qp], starts: &[Start]) -> anyhow::Result<()> {
     use sprayswitch::wire::cm::{self, CmMessage};
-    let mut pending = std::collections::HashMap::new();
-    for (i, (host, qpn_a, _, start, ea, _)) in starts.iter().enumerate() {
-        let comm = 0x1000 + i as u32;
-        let req = CmMessage::Req {
-            local_comm_id: comm,
-            qpn: *qpn_a,
-            starting_psn: *start,
-        };
-        let mut v = vec![ea.cm_frame(&req)];
-        while !v.is_empty() {
-            rp.hosts().0[*host].port.tx_burst(0, &mut v);
-        }
-        pending.insert(comm, i);
-    }
+    let req = |i: usize| {
+        let (_, qpn_a, _, start, ea, _) = starts[i];
+        ea.cm_frame(&CmMessage::Req {
+            local_comm_id: 0x1000 + i as u32,
+            qpn: qpn_a,
+            starting_psn: start,
+        })
+    };
+    // Per connection: whether its REP came back.
+    let mut connected = vec![false; starts.len()];
     let deadline = clock.now() + 5_000_000_000;
+    let mut next_try = clock.now();
     let mut rx = Vec::with_capacity(256);
-    let mut connected = 0;
-    while connected < starts.len() {
+    while connected.iter().any(|c| !c) {
         anyhow::ensure!(clock.now() < deadline, "CM handshake did not complete");
+        if clock.now() >= next_try {
+            for (i, done) in connected.iter().enumerate() {
+                if !done {
+                    let mut v = vec![req(i)];
+                    while !v.is_empty() {
+                        rp.hosts().0[starts[i].0].port.tx_burst(0, &mut v);
+                    }
+                }
+            }
+            next_try = clock.now() + CM_RETRY_NS;
+        }
         for host in 0..2 {
+            // The passive side answers every REQ, a repeated one too (its REP may be lost).
             rp.hosts().1[host].port.rx_burst(0, &mut rx, 256);
             for p in rx.drain(..) {
                 let Ok(c) = sprayswitch::wire::classify(p.data(), Pmtu::DEFAULT) else {
                     continue;
                 };
                 let Some(r) = c.roce() else { continue };
-                let mad = r.payload(p.data());
-                if let Ok(CmMessage::Req { local_comm_id, .. }) = cm::parse(mad) {
-                    if let Some(&i) = pending.get(&local_comm_id) {
+                if let Ok(CmMessage::Req { local_comm_id, .. }) = cm::parse(r.payload(p.data())) {
+                    let i = local_comm_id.wrapping_sub(0x1000) as usize;
+                    if i < starts.len() {
                         let (_, _, qpn_b, start, _, eb) = starts[i];
                         let rep = CmMessage::Rep {
                             local_comm_id: 0x2000 + i as u32,
@@ -326,8 +342,19 @@ fn connect(rp: &mut Rig, clock: &mut Clock, _qps: &[Qp], starts: &[Start]) -> an
                 }
             }
             rp.hosts().0[host].port.rx_burst(0, &mut rx, 256);
-            connected += rx.len();
-            rx.clear();
+            for p in rx.drain(..) {
+                let Ok(c) = sprayswitch::wire::classify(p.data(), Pmtu::DEFAULT) else {
+                    continue;
+                };
+                let Some(r) = c.roce() else { continue };
+                if let Ok(CmMessage::Rep { remote_comm_id, .. }) = cm::parse(r.payload(p.data())) {
+                    if let Some(done) =
+                        connected.get_mut(remote_comm_id.wrapping_sub(0x1000) as usize)
+                    {
+                        *done = true;
+                    }
+                }
+            }
         }
         clock.pass(rp, false, Duration::from_micros(100));
     }
@@ -505,6 +532,7 @@ pub fn run(
         completion_ns,
         naks: qps.iter().map(|q| q.req.stats.naks).sum(),
         retransmitted: qps.iter().map(|q| q.req.stats.retransmitted).sum(),
+        requester_timeouts: qps.iter().map(|q| q.req.stats.timeouts).sum(),
         sent_ratio: sent as f64 / needed.max(1) as f64,
         out_of_sequence: qps.iter().map(|q| q.resp.stats.out_of_sequence).sum(),
         reorder_timeouts: tor_b.reorder.timeouts,
@@ -562,7 +590,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>7} {:>11} {:>9} {:>9} {:>6}",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>6}",
         "scenario",
         "fabric",
         "rnic",
@@ -572,6 +600,7 @@ pub fn table(rows: &[Outcome]) -> String {
         "p99 ms",
         "NAKs",
         "retrans",
+        "RTOs",
         "sent/ne",
         "lost po/to",
         "det p99",
@@ -584,7 +613,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>7.2} {:>11} {:>9} {:>9} {:>5.0}%",
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>5.0}%",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -594,6 +623,7 @@ pub fn table(rows: &[Outcome]) -> String {
             r.percentile_ms(0.99),
             r.naks,
             r.retransmitted,
+            r.requester_timeouts,
             r.sent_ratio,
             format!("{}/{}", r.path_losses, r.reorder_timeouts),
             det,
@@ -767,6 +797,31 @@ mod tests {
             assert_eq!(a.completion_ns, b.completion_ns, "{mode:?}");
             assert_eq!(a.seconds, b.seconds, "{mode:?}");
             assert_eq!((a.naks, a.retransmitted), (0, 0), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn the_cm_handshake_completes_over_a_fabric_that_loses_cm_messages() {
+        // A third of every path's packets lost: of the 8 REQs and 8 REPs some are lost on
+        // every seed tried here, and each is sent again until its REP comes.
+        let opts = DemoOpts {
+            virtual_step_ns: Some(500),
+            path_loss: vec![0.3; 4],
+            deadline_s: 0.05,
+            ..DemoOpts::default()
+        };
+        let w = &workloads(0.02)[1];
+        for seed in 1..=3 {
+            let o = run(
+                &DemoOpts {
+                    seed,
+                    ..opts.clone()
+                },
+                w,
+                Mode::Spray,
+                ReceiverMode::Gbn,
+            );
+            assert!(o.is_ok(), "seed {seed}: {o:?}");
         }
     }
 }
