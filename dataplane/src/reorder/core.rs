@@ -28,7 +28,7 @@ use crate::wire::Psn;
 pub const READ_WAIT_FACTOR: u64 = 10;
 
 /// How many hold timeouts a Go-Back-N host's gap is held once the host has NAKed it (see
-/// [`ReorderCore::poll`]).
+/// `ReorderCore::hold_limit`).
 pub const NAKED_WAIT_FACTOR: u64 = 64;
 
 /// Limits and timers of a reorder core.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sprayswitch_tools::rack::demo::{run, svg, table, workloads, DemoOpts, Mode};
+use sprayswitch_tools::rack::demo::{receiver_name, run, svg, table, workloads, DemoOpts, Mode};
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[derive(Parser)]
@@ -57,12 +57,13 @@ struct Cli {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ecmp,spray,spray+reorder"
+        default_value = "ecmp,spray,spray+reorder",
+        value_parser = fabric
     )]
-    fabrics: Vec<String>,
+    fabrics: Vec<Mode>,
     /// Receiver models to run: gbn, sr, ideal.
-    #[arg(long, value_delimiter = ',', default_value = "gbn,sr")]
-    receivers: Vec<String>,
+    #[arg(long, value_delimiter = ',', default_value = "gbn,sr", value_parser = receiver)]
+    receivers: Vec<ReceiverMode>,
     /// Where to write the SVG plot.
     #[arg(long, default_value = "sprayswitch-demo.svg")]
     svg: PathBuf,
@@ -82,33 +83,27 @@ struct Cli {
     virtual_time: bool,
 }
 
+/// A fabric mode by its name in the table.
+fn fabric(name: &str) -> Result<Mode, String> {
+    Mode::ALL
+        .into_iter()
+        .find(|m| m.name() == name)
+        .ok_or_else(|| format!("unknown fabric '{name}' (ecmp, spray, spray+reorder)"))
+}
+
+/// A receiver model by its name in the table.
+fn receiver(name: &str) -> Result<ReceiverMode, String> {
+    [ReceiverMode::Gbn, ReceiverMode::Sr, ReceiverMode::Ideal]
+        .into_iter()
+        .find(|r| receiver_name(*r) == name)
+        .ok_or_else(|| format!("unknown receiver '{name}' (gbn, sr, ideal)"))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if cli.path_delays_us.len() != 4 {
         eprintln!("sprayswitch-demo: the embedded default ToR has 4 uplinks: give 4 path delays");
         return ExitCode::FAILURE;
-    }
-    let mut receivers = Vec::new();
-    for r in &cli.receivers {
-        receivers.push(match r.as_str() {
-            "gbn" => ReceiverMode::Gbn,
-            "sr" => ReceiverMode::Sr,
-            "ideal" => ReceiverMode::Ideal,
-            other => {
-                eprintln!("sprayswitch-demo: unknown receiver '{other}' (gbn, sr, ideal)");
-                return ExitCode::FAILURE;
-            }
-        });
-    }
-    let mut modes = Vec::new();
-    for f in &cli.fabrics {
-        match Mode::ALL.iter().find(|m| m.name() == f) {
-            Some(m) => modes.push(*m),
-            None => {
-                eprintln!("sprayswitch-demo: unknown fabric '{f}' (ecmp, spray, spray+reorder)");
-                return ExitCode::FAILURE;
-            }
-        }
     }
     for l in cli.path_loss.iter().flatten().chain(&cli.lossy_scenario) {
         if !(0.0..1.0).contains(l) {
@@ -161,8 +156,8 @@ fn main() -> ExitCode {
     }
     let mut rows = Vec::new();
     for (o, w) in &scenarios {
-        for r in &receivers {
-            for m in &modes {
+        for r in &cli.receivers {
+            for m in &cli.fabrics {
                 match run(o, w, *m, *r) {
                     Ok(o) => rows.push(o),
                     Err(e) => {
