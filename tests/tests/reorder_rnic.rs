@@ -155,9 +155,15 @@ fn with_reorder_no_nak_no_retransmission_when_nothing_is_lost() {
         o.hold_count_b, o.tor_b.reorder.held_total,
         "one hold time per held packet"
     );
+    // A stream's first packets wait out the learning window; a packet whose gap is still open
+    // when learning ends waits at most one hold timeout more, or a timeout is counted (there
+    // was none). The margin is for the worker's timer check on a shared machine.
+    let cfg = sprayswitch_tests::shared_cpu_reorder();
+    let bound = cfg.learn_ns + cfg.hold_timeout_ns + 2_000_000;
     assert!(
-        o.hold_max_ns_b > 0 && o.hold_max_ns_b <= 5_000_000 + 1_000_000,
-        "held no longer than the learning window and hold timeout allow"
+        o.hold_max_ns_b > 0 && o.hold_max_ns_b <= bound,
+        "held {} ns, longer than the learning window and hold timeout allow ({bound} ns)",
+        o.hold_max_ns_b
     );
 }
 
