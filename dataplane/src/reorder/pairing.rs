@@ -72,6 +72,15 @@ struct Binding {
     exact: bool,
 }
 
+/// What [`Pairing::observe_cm`] made of a CM message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CmSeen {
+    /// A REQ seen again after its REP: the active side resending it.
+    Repeated,
+    /// Anything else (what it completed, if anything, is in `learned`).
+    Other,
+}
+
 /// The pairing tables of one core.
 #[derive(Debug)]
 pub(super) struct Pairing {
@@ -83,6 +92,9 @@ pub(super) struct Pairing {
     by_remote: IntMap<PairQp, Binding>,
     /// CM REQs waiting for their REP: (requester, comm id) -> (QPN, starting PSN).
     cm_req: IntMap<PairQp, (u32, Psn)>,
+    /// CM REQs whose REP was seen, keyed as `cm_req`: a REQ with the same QPN and starting
+    /// PSN again is the active side resending it (its REP was slow), not a new connection.
+    cm_answered: IntMap<PairQp, (u32, Psn)>,
     /// Starting PSNs from CM for request streams not created yet.
     cm_start: IntMap<StreamKey, Psn>,
 }
@@ -95,6 +107,7 @@ impl Pairing {
             by_local: IntMap::default(),
             by_remote: IntMap::default(),
             cm_req: IntMap::default(),
+            cm_answered: IntMap::default(),
             cm_start: IntMap::default(),
         }
     }
@@ -216,7 +229,7 @@ impl Pairing {
         receiver_local: bool,
         msg: CmMessage,
         learned: &mut Vec<(u128, u128, u32, u32, Psn)>,
-    ) {
+    ) -> CmSeen {
         if self.cm_req.len() >= self.cap {
             self.cm_req.clear();
         }
@@ -226,8 +239,13 @@ impl Pairing {
                 qpn,
                 starting_psn,
             } => {
-                self.cm_req
-                    .insert(PairQp(sender, 0, local_comm_id), (qpn, starting_psn));
+                let key = PairQp(sender, 0, local_comm_id);
+                if self.cm_answered.get(&key) == Some(&(qpn, starting_psn)) {
+                    // Resent after its REP: the REP it brings again must not start the
+                    // connection's streams over (their data may be on its way already).
+                    return CmSeen::Repeated;
+                }
+                self.cm_req.insert(key, (qpn, starting_psn));
             }
             CmMessage::Rep {
                 remote_comm_id,
@@ -237,11 +255,14 @@ impl Pairing {
             } => {
                 // The REP goes back to the requester: its receiver sent the REQ.
                 let requester = receiver;
-                let Some((req_qpn, req_psn)) =
-                    self.cm_req.remove(&PairQp(requester, 0, remote_comm_id))
-                else {
-                    return;
+                let key = PairQp(requester, 0, remote_comm_id);
+                let Some((req_qpn, req_psn)) = self.cm_req.remove(&key) else {
+                    return CmSeen::Other;
                 };
+                if self.cm_answered.len() >= self.cap {
+                    self.cm_answered.clear();
+                }
+                self.cm_answered.insert(key, (req_qpn, req_psn));
                 if receiver_local {
                     // Local requester: its responder sees the replier's PSNs first.
                     learned.push((requester, sender, req_qpn, rep_qpn, rep_psn));
@@ -259,6 +280,7 @@ impl Pairing {
                 }
             }
         }
+        CmSeen::Other
     }
 
     /// A request stream was created or reset with its CM starting PSN: forget the PSN.
@@ -466,10 +488,11 @@ impl<T> super::core::ReorderCore<T> {
     /// Learns from an RDMA CM REQ or REP passing the switch. A REQ is remembered until its
     /// REP; the REP gives both QPNs and the starting PSN the local host's responder will see
     /// first. A request stream of a QPN the exchange names starts over at that PSN (the QPN was
-    /// reused by a new connection); what it held is released in order.
+    /// reused by a new connection); what it held is released in order. A REQ resent after its
+    /// REP (same communication ID, QPN and starting PSN) is counted and changes nothing.
     pub fn observe_cm(&mut self, ev: &CmEvent, now: u64, out: &mut Vec<T>) {
         let mut learned = Vec::new();
-        self.pairing.observe_cm(
+        let seen = self.pairing.observe_cm(
             ev.sender,
             ev.receiver,
             ev.sender_local,
@@ -477,6 +500,9 @@ impl<T> super::core::ReorderCore<T> {
             ev.msg,
             &mut learned,
         );
+        if seen == CmSeen::Repeated {
+            self.totals.cm_repeated += 1;
+        }
         for (local, _remote, local_qpn, _remote_qpn, start) in learned {
             self.totals.cm_learned += 1;
             let key = StreamKey::Request {

@@ -1120,6 +1120,65 @@ fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
 }
 
 #[test]
+fn a_resent_req_and_its_resent_rep_after_data_began_do_not_restart_the_stream() {
+    // The active side resends its REQ when the REP is slow; the passive side answers the
+    // duplicate with the same REP again (Linux cm_dup_req_handler in REP_SENT). The REP of the
+    // resent REQ can pass the ToR after the requester, which started sending on the first
+    // REP, has data in flight: it is the same connection and must not move `e` back.
+    use crate::wire::cm::CmMessage;
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 1_000,
+        ..cfg()
+    });
+    let mut out = Vec::new();
+    let req = |comm: u32, start: u32| super::pairing::CmEvent {
+        sender: REMOTE,
+        receiver: LOCAL,
+        sender_local: false,
+        receiver_local: true,
+        msg: CmMessage::Req {
+            local_comm_id: comm,
+            qpn: 0x500,
+            starting_psn: Psn::new(start),
+        },
+    };
+    let rep = |comm: u32| super::pairing::CmEvent {
+        sender: LOCAL,
+        receiver: REMOTE,
+        sender_local: true,
+        receiver_local: false,
+        msg: CmMessage::Rep {
+            local_comm_id: comm + 1,
+            remote_comm_id: comm,
+            qpn: 0x33,
+            starting_psn: Psn::new(5),
+        },
+    };
+    h.core.observe_cm(&req(1, 1000), 0, &mut out);
+    h.core.observe_cm(&rep(1), 0, &mut out);
+    for (i, psn) in (1000..1004).enumerate() {
+        assert_eq!(h.ins(0x33, psn, i as u32, 10), Insert::Released);
+    }
+    // The resent REQ and its REP, with data in flight.
+    h.core.observe_cm(&req(1, 1000), 20, &mut out);
+    h.core.observe_cm(&rep(1), 30, &mut out);
+    assert_eq!(
+        h.ins(0x33, 1004, 4, 40),
+        Insert::Released,
+        "the stream goes on"
+    );
+    assert_eq!(h.core.totals.restarts, 0);
+    assert_eq!(h.core.totals.cm_repeated, 1);
+    assert_eq!(h.take(), vec![0, 1, 2, 3, 4]);
+    // A REQ with the same communication ID but another QP or starting PSN is a new
+    // connection (a reused ID), and its REP starts the stream over.
+    h.core.observe_cm(&req(1, 80_000), 50, &mut out);
+    h.core.observe_cm(&rep(1), 60, &mut out);
+    assert_eq!(h.core.totals.restarts, 1);
+    assert_eq!(h.ins(0x33, 80_000, 5, 70), Insert::Released);
+}
+
+#[test]
 fn a_cm_reply_during_learning_times_gaps_from_now() {
     use crate::wire::cm::CmMessage;
     let mut h = H::new(ReorderConfig {
