@@ -11,6 +11,7 @@
 # Usage: scripts/loss-sweep.sh
 # Environment (defaults in brackets):
 #   SEEDS ["1 2 ... 16"]  HOLDS_US ["5000 500"]  LOSS ["0,0.01,0,0"]  SCALE [1.0]
+#   DEMO_ARGS [""] (more sprayswitch-demo options, e.g. "--window 128")
 #   BIN [target/release] (built first with cargo build --release unless NO_BUILD=1)
 # Time: about 3 s per seed and hold timeout on the project's 2-core VM (64 seeds, two hold
 # timeouts: 7 minutes).
@@ -45,7 +46,7 @@ rows() {
 demo() { # seed hold loss
     "$BIN/sprayswitch-demo" --virtual-time --no-incast --no-lossy --fabrics spray+reorder \
         --seed "$1" --hold-timeout-us "$2" --scale "$SCALE" --svg /dev/null \
-        ${3:+--path-loss "$3"} | rows
+        ${3:+--path-loss "$3"} ${DEMO_ARGS:-} | rows
 }
 
 results=$(mktemp)

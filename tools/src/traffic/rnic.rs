@@ -158,7 +158,12 @@ pub struct Requester {
     cursor: usize,
     /// Within a multi-packet WRITE at `cursor`, the next segment.
     segment: u32,
+    /// PSNs the requester may have sent and not had acknowledged (rxe: `RXE_MAX_UNACKED_PSNS`,
+    /// 128): checked per packet, as rxe's requester does, so a message's first packets go
+    /// while the one before it is still being acknowledged.
     window: u32,
+    /// Packets sent since the last one that asked for an ACK.
+    noack: u32,
     timeout_ns: u64,
     last_progress: u64,
     tx: Vec<Pkt>,
@@ -214,6 +219,7 @@ impl Requester {
             cursor: 0,
             segment: 0,
             window,
+            noack: 0,
             timeout_ns,
             last_progress: 0,
             tx: Vec::with_capacity(64),
@@ -278,10 +284,34 @@ impl Requester {
         self.pending.is_empty() && self.out.is_empty()
     }
 
-    fn outstanding_psns(&self) -> u32 {
-        match self.out.front() {
-            Some(o) => self.next_psn.forward_from(o.psn),
-            None => 0,
+    /// The first PSN not acknowledged yet (rxe's `comp.psn`), when anything is outstanding.
+    fn first_unacked(&self) -> Option<Psn> {
+        let o = self.out.front()?;
+        Some(match (o.work, self.acked_within) {
+            (Work::Read(_), _) => o.psn.add(o.got),
+            (_, Some(a)) => a.add(1),
+            (_, None) => o.psn,
+        })
+    }
+
+    /// Whether `psn` is beyond the window: `window` PSNs from the first not acknowledged.
+    fn beyond_window(&self, psn: Psn) -> bool {
+        self.first_unacked().is_some_and(|f| {
+            let d = psn.distance(f);
+            d >= 0 && d as u32 >= self.window
+        })
+    }
+
+    /// Whether the packet about to go asks for an ACK: the last of its message, and one in
+    /// every half window besides (rxe: every `RXE_MAX_PKT_PER_ACK`, 64, of its 128), so that a
+    /// responder that coalesces ACKs still opens the window.
+    fn ack_request(&mut self, last: bool) -> bool {
+        self.noack += 1;
+        if last || self.noack >= (self.window / 2).max(1) {
+            self.noack = 0;
+            true
+        } else {
+            false
         }
     }
 
@@ -353,8 +383,8 @@ impl Requester {
         }
         while let Some(w) = self.pending.front().copied() {
             let span = segments(w, self.pmtu);
-            // A message larger than the window still goes, alone.
-            if !self.out.is_empty() && self.outstanding_psns() + span > self.window {
+            // The next message is taken when its first packet is inside the window.
+            if self.beyond_window(self.next_psn) {
                 break;
             }
             let reads = self
@@ -385,7 +415,7 @@ impl Requester {
                 let o = self.out[i];
                 if !matches!(o.work, Work::Read(_)) {
                     let k = psn.forward_from(o.psn);
-                    let pkt = self.segment_packet(&o, k);
+                    let pkt = self.segment_packet(&o, k, k + 1 == o.span);
                     self.tx.push(pkt);
                     self.count_send(psn);
                 }
@@ -397,6 +427,13 @@ impl Requester {
                 break;
             }
             let o = self.out[self.cursor];
+            let next = match o.work {
+                Work::Write(_) | Work::Send(_) => o.psn.add(self.segment),
+                Work::Read(_) => o.psn,
+            };
+            if self.beyond_window(next) {
+                break;
+            }
             if o.sent_ns == 0 {
                 self.out[self.cursor].sent_ns = now;
             }
@@ -404,8 +441,9 @@ impl Requester {
                 Work::Write(_) | Work::Send(_) => {
                     let k = self.segment;
                     let psn = o.psn.add(k);
-                    let pkt = self.segment_packet(&o, k);
                     let last = k + 1 == o.span;
+                    let ack_req = self.ack_request(last);
+                    let pkt = self.segment_packet(&o, k, ack_req);
                     self.tx.push(pkt);
                     self.count_send(psn);
                     if last {
@@ -440,7 +478,7 @@ impl Requester {
     }
 
     /// Packet `k` of a WRITE or SEND.
-    fn segment_packet(&self, o: &Outstanding, k: u32) -> Pkt {
+    fn segment_packet(&self, o: &Outstanding, k: u32, ack_req: bool) -> Pkt {
         let (len, write) = match o.work {
             Work::Write(len) => (len, true),
             Work::Send(len) | Work::Read(len) => (len, false),
@@ -468,7 +506,7 @@ impl Requester {
             ..ExtRepr::default()
         };
         self.ep
-            .frame(opcode, psn, k + 1 == o.span, ext, &self.payload[..bytes])
+            .frame(opcode, psn, ack_req, ext, &self.payload[..bytes])
     }
 
     fn count_send(&mut self, psn: Psn) {
@@ -1029,6 +1067,61 @@ mod tests {
             (2, 2),
             "6 and 7 again"
         );
+    }
+
+    /// rxe's requester checks its window per packet (`req.psn` against `comp.psn` +
+    /// `RXE_MAX_UNACKED_PSNS`): a message longer than the window goes as ACKs open it, and the
+    /// next message's first packets follow the last one's tail without waiting for its
+    /// completion.
+    #[test]
+    fn the_window_is_counted_in_packets_and_the_next_message_follows_the_tail() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 256);
+        let start = Psn::new(0xFF_FFF0);
+        let reply = |syndrome: Syndrome, k: u32| {
+            let ext = ExtRepr {
+                aeth: Some(AethRepr { syndrome, msn: 0 }),
+                ..ExtRepr::default()
+            };
+            eb.frame(Opcode::RcAcknowledge, start.add(k), false, ext, &[])
+        };
+        let mut req = Requester::new(ea, start, Pmtu::DEFAULT, 32, u64::MAX / 4);
+        req.post(Work::Write(64 * 1024));
+        req.post(Work::Write(64 * 1024));
+        let mut sent = Vec::new();
+        let psns = |sent: &mut Vec<Pkt>, wire: &mut dyn Port| {
+            wire.rx_burst(0, sent, 256);
+            let v: Vec<(u32, bool)> = sent
+                .iter()
+                .map(|p| {
+                    let c = classify(p.data(), Pmtu::DEFAULT).unwrap();
+                    let b = c.roce().unwrap().bth;
+                    (b.psn.forward_from(start), b.ack_req)
+                })
+                .collect();
+            sent.clear();
+            v
+        };
+        req.poll(1, &mut req_port);
+        let first = psns(&mut sent, &mut wire_a);
+        assert_eq!(
+            first.iter().map(|p| p.0).collect::<Vec<_>>(),
+            (0..32).collect::<Vec<_>>(),
+            "one window of the first message"
+        );
+        let asked: Vec<u32> = first.iter().filter(|p| p.1).map(|p| p.0).collect();
+        assert_eq!(asked, vec![15, 31], "an ACK asked for every half window");
+        // ACK up to PSN 47 (relative): the window reaches 80, past the first message's end
+        // (63), so the second message's first 16 packets follow its tail.
+        for (k, at) in [(15u32, 10), (31, 20)] {
+            req.handle(reply(Syndrome::Ack { credits: 31 }, k).data(), at);
+            req.poll(at + 1, &mut req_port);
+        }
+        req.handle(reply(Syndrome::Ack { credits: 31 }, 47).data(), 30);
+        req.poll(31, &mut req_port);
+        let more: Vec<u32> = psns(&mut sent, &mut wire_a).iter().map(|p| p.0).collect();
+        assert_eq!(more, (32..80).collect::<Vec<_>>());
+        assert_eq!(req.stats.completed, 0);
     }
 
     #[test]
