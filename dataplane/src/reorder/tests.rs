@@ -1058,9 +1058,39 @@ fn rings_come_back_after_byte_cap_refusals_while_learning() {
     );
 }
 
+/// A CM REQ from the remote host's QP 0x500 (communication ID `comm`) to the local host.
+fn remote_req(comm: u32, start: u32) -> super::pairing::CmEvent {
+    super::pairing::CmEvent {
+        sender: REMOTE,
+        receiver: LOCAL,
+        sender_local: false,
+        receiver_local: true,
+        msg: crate::wire::cm::CmMessage::Req {
+            local_comm_id: comm,
+            qpn: 0x500,
+            starting_psn: Psn::new(start),
+        },
+    }
+}
+
+/// The local host's REP to [`remote_req`] `comm`: its QP 0x33, starting at PSN 5.
+fn local_rep(comm: u32) -> super::pairing::CmEvent {
+    super::pairing::CmEvent {
+        sender: LOCAL,
+        receiver: REMOTE,
+        sender_local: true,
+        receiver_local: false,
+        msg: crate::wire::cm::CmMessage::Rep {
+            local_comm_id: comm + 1,
+            remote_comm_id: comm,
+            qpn: 0x33,
+            starting_psn: Psn::new(5),
+        },
+    }
+}
+
 #[test]
 fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
-    use crate::wire::cm::CmMessage;
     let mut h = H::new(ReorderConfig {
         learn_ns: 1_000,
         idle_evict_ns: 10_000,
@@ -1068,37 +1098,8 @@ fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
     });
     let mut out = Vec::new();
     let connect = |h: &mut H, comm: u32, start: u32, now: u64, out: &mut Vec<u32>| {
-        h.core.observe_cm(
-            &super::pairing::CmEvent {
-                sender: REMOTE,
-                receiver: LOCAL,
-                sender_local: false,
-                receiver_local: true,
-                msg: CmMessage::Req {
-                    local_comm_id: comm,
-                    qpn: 0x500,
-                    starting_psn: Psn::new(start),
-                },
-            },
-            now,
-            out,
-        );
-        h.core.observe_cm(
-            &super::pairing::CmEvent {
-                sender: LOCAL,
-                receiver: REMOTE,
-                sender_local: true,
-                receiver_local: false,
-                msg: CmMessage::Rep {
-                    local_comm_id: comm + 1,
-                    remote_comm_id: comm,
-                    qpn: 0x33,
-                    starting_psn: Psn::new(5),
-                },
-            },
-            now,
-            out,
-        );
+        h.core.observe_cm(&remote_req(comm, start), now, out);
+        h.core.observe_cm(&local_rep(comm), now, out);
     };
     connect(&mut h, 1, 1000, 0, &mut out);
     assert_eq!(h.ins(0x33, 1000, 0, 0), Insert::Released);
@@ -1121,39 +1122,17 @@ fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
 
 #[test]
 fn a_resent_req_and_its_resent_rep_after_data_began_do_not_restart_the_stream() {
-    // The active side resends its REQ when the REP is slow; the passive side answers the
-    // duplicate with the same REP again (Linux cm_dup_req_handler in REP_SENT). The REP of the
-    // resent REQ can pass the ToR after the requester, which started sending on the first
-    // REP, has data in flight: it is the same connection and must not move `e` back.
-    use crate::wire::cm::CmMessage;
+    // The active side resends its REQ when the REP is slow (its MAD retry timer), and the copy
+    // can pass the ToR after the REP did; the passive side resends the same REP when no RTU
+    // comes back in time (Linux: ib_send_cm_rep's MAD retries). That REP can pass the ToR
+    // after the requester, which started sending on the first REP, has data in flight: it is
+    // the same connection and must not move `e` back.
     let mut h = H::new(ReorderConfig {
         learn_ns: 1_000,
         ..cfg()
     });
     let mut out = Vec::new();
-    let req = |comm: u32, start: u32| super::pairing::CmEvent {
-        sender: REMOTE,
-        receiver: LOCAL,
-        sender_local: false,
-        receiver_local: true,
-        msg: CmMessage::Req {
-            local_comm_id: comm,
-            qpn: 0x500,
-            starting_psn: Psn::new(start),
-        },
-    };
-    let rep = |comm: u32| super::pairing::CmEvent {
-        sender: LOCAL,
-        receiver: REMOTE,
-        sender_local: true,
-        receiver_local: false,
-        msg: CmMessage::Rep {
-            local_comm_id: comm + 1,
-            remote_comm_id: comm,
-            qpn: 0x33,
-            starting_psn: Psn::new(5),
-        },
-    };
+    let (req, rep) = (remote_req, local_rep);
     h.core.observe_cm(&req(1, 1000), 0, &mut out);
     h.core.observe_cm(&rep(1), 0, &mut out);
     for (i, psn) in (1000..1004).enumerate() {
