@@ -85,6 +85,8 @@ case "$GUEST_SCHED" in
   *) echo "rxe-rack: GUEST_SCHED is batch or normal, not '$GUEST_SCHED'" >&2; exit 2 ;;
 esac
 switch_pin=(); [ -n "$SWITCH_CPUS" ] && switch_pin=(taskset -c "$SWITCH_CPUS")
+# The wire mode's forwarder runs as the rack's processes do: at RT_PRIO when it is set.
+[ -n "$RT_PRIO" ] && switch_pin+=(chrt -f "$RT_PRIO")
 
 command -v qemu-system-x86_64 >/dev/null || { echo "rxe-rack: qemu-system-x86_64 is missing (apt-get install qemu-system-x86)" >&2; exit 1; }
 GUEST=$(scripts/rxe-guest.sh build)
