@@ -159,8 +159,9 @@ pub struct Requester {
     /// Within a multi-packet WRITE at `cursor`, the next segment.
     segment: u32,
     /// PSNs the requester may have sent and not had acknowledged (rxe: `RXE_MAX_UNACKED_PSNS`,
-    /// 128): checked per packet, as rxe's requester does, so a message's first packets go
-    /// while the one before it is still being acknowledged.
+    /// 128, and one more: it stops only beyond it): checked per packet, as rxe's requester
+    /// does, so a message's first packets go while the one before it is still being
+    /// acknowledged. At least 1.
     window: u32,
     /// Packets sent since the last one that asked for an ACK.
     noack: u32,
@@ -218,7 +219,7 @@ impl Requester {
             next_psn: psn,
             cursor: 0,
             segment: 0,
-            window,
+            window: window.max(1),
             noack: 0,
             timeout_ns,
             last_progress: 0,
@@ -303,8 +304,8 @@ impl Requester {
     }
 
     /// Whether the packet about to go asks for an ACK: the last of its message, and one in
-    /// every half window besides (rxe: every `RXE_MAX_PKT_PER_ACK`, 64, of its 128), so that a
-    /// responder that coalesces ACKs still opens the window.
+    /// every half window besides (rxe: the packet after `RXE_MAX_PKT_PER_ACK`, 64, of its 128),
+    /// so that a responder that coalesces ACKs still opens the window.
     fn ack_request(&mut self, last: bool) -> bool {
         self.noack += 1;
         if last || self.noack >= (self.window / 2).max(1) {
@@ -414,8 +415,11 @@ impl Requester {
             if let Some(i) = at {
                 let o = self.out[i];
                 if !matches!(o.work, Work::Read(_)) {
+                    // A hole filled: asking for the ACK opens the window at once (the packets
+                    // after the hole are with the responder already).
                     let k = psn.forward_from(o.psn);
-                    let pkt = self.segment_packet(&o, k, k + 1 == o.span);
+                    self.noack = 0;
+                    let pkt = self.segment_packet(&o, k, true);
                     self.tx.push(pkt);
                     self.count_send(psn);
                 }
@@ -462,6 +466,7 @@ impl Requester {
                         }),
                         ..ExtRepr::default()
                     };
+                    self.noack = 0;
                     let pkt = self.ep.frame(Opcode::RcReadRequest, o.psn, true, ext, &[]);
                     self.tx.push(pkt);
                     self.count_send(o.psn);
@@ -627,12 +632,19 @@ impl Requester {
                 if stale {
                     return;
                 }
-                // Everything before the NAKed PSN arrived.
+                // Everything before the NAKed PSN arrived: rxe's completer takes the NAK as an
+                // ACK of what precedes it (`comp.psn` moves to the NAKed PSN), which opens the
+                // window for the retransmission.
                 while let Some(o) = self.out.front().copied() {
                     if !o.psn.add(o.span - 1).is_before(psn) || matches!(o.work, Work::Read(_)) {
                         break;
                     }
                     self.complete_front();
+                }
+                if let Some(o) = self.out.front().copied() {
+                    if psn.is_after(o.psn) && !matches!(o.work, Work::Read(_)) {
+                        self.acked_within = Some(psn.sub(1));
+                    }
                 }
                 self.last_progress = now;
                 match self.retransmit {
@@ -1085,9 +1097,10 @@ mod tests {
             };
             eb.frame(Opcode::RcAcknowledge, start.add(k), false, ext, &[])
         };
-        let mut req = Requester::new(ea, start, Pmtu::DEFAULT, 32, u64::MAX / 4);
-        req.post(Work::Write(64 * 1024));
-        req.post(Work::Write(64 * 1024));
+        // A window of 16 (a poll sends at most 32 packets: the window, not that, stops it).
+        let mut req = Requester::new(ea, start, Pmtu::DEFAULT, 16, u64::MAX / 4);
+        req.post(Work::Write(40 * 1024));
+        req.post(Work::Write(40 * 1024));
         let mut sent = Vec::new();
         let psns = |sent: &mut Vec<Pkt>, wire: &mut dyn Port| {
             wire.rx_burst(0, sent, 256);
@@ -1102,26 +1115,49 @@ mod tests {
             sent.clear();
             v
         };
+        let asked =
+            |v: &[(u32, bool)]| -> Vec<u32> { v.iter().filter(|p| p.1).map(|p| p.0).collect() };
+        let only = |v: &[(u32, bool)]| -> Vec<u32> { v.iter().map(|p| p.0).collect() };
         req.poll(1, &mut req_port);
         let first = psns(&mut sent, &mut wire_a);
+        assert_eq!(only(&first), (0..16).collect::<Vec<_>>(), "one window");
         assert_eq!(
-            first.iter().map(|p| p.0).collect::<Vec<_>>(),
-            (0..32).collect::<Vec<_>>(),
-            "one window of the first message"
+            asked(&first),
+            vec![7, 15],
+            "an ACK asked for every half window"
         );
-        let asked: Vec<u32> = first.iter().filter(|p| p.1).map(|p| p.0).collect();
-        assert_eq!(asked, vec![15, 31], "an ACK asked for every half window");
-        // ACK up to PSN 47 (relative): the window reaches 80, past the first message's end
-        // (63), so the second message's first 16 packets follow its tail.
-        for (k, at) in [(15u32, 10), (31, 20)] {
-            req.handle(reply(Syndrome::Ack { credits: 31 }, k).data(), at);
-            req.poll(at + 1, &mut req_port);
-        }
-        req.handle(reply(Syndrome::Ack { credits: 31 }, 47).data(), 30);
-        req.poll(31, &mut req_port);
-        let more: Vec<u32> = psns(&mut sent, &mut wire_a).iter().map(|p| p.0).collect();
-        assert_eq!(more, (32..80).collect::<Vec<_>>());
+        req.poll(2, &mut req_port);
+        assert!(
+            psns(&mut sent, &mut wire_a).is_empty(),
+            "the window is closed"
+        );
+        // ACKs up to PSN 35 (relative) open it to 51, past the first message's end (39): its
+        // tail (AckReq on 39, its last) and the second message's first packets follow.
+        req.handle(reply(Syndrome::Ack { credits: 31 }, 15).data(), 10);
+        req.poll(11, &mut req_port);
+        assert_eq!(
+            only(&psns(&mut sent, &mut wire_a)),
+            (16..32).collect::<Vec<_>>()
+        );
+        req.handle(reply(Syndrome::Ack { credits: 31 }, 35).data(), 20);
+        req.poll(21, &mut req_port);
+        let more = psns(&mut sent, &mut wire_a);
+        assert_eq!(only(&more), (32..52).collect::<Vec<_>>());
+        assert!(
+            asked(&more).contains(&39),
+            "the first message's last asks for an ACK"
+        );
         assert_eq!(req.stats.completed, 0);
+        // A sequence NAK at 44 acknowledges 40-43 (rxe's completer moves comp.psn to it): the
+        // first message completes and the go-back from 44 may run to 44 + 16.
+        let nak = Syndrome::Nak(NakCode::PsnSequenceError);
+        req.handle(reply(nak, 44).data(), 30);
+        req.poll(31, &mut req_port);
+        assert_eq!(req.stats.completed, 1);
+        assert_eq!(
+            only(&psns(&mut sent, &mut wire_a)),
+            (44..60).collect::<Vec<_>>()
+        );
     }
 
     #[test]
