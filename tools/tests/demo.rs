@@ -11,11 +11,14 @@ fn a_short_demo_orders_its_results_as_expected() {
     // is 20 ms, as for the namespace racks: a debug build's thread now and then waits longer
     // than the default 5 ms for a core, and the gap it leaves was given up (a clean-clone run
     // once counted 4 NAKs in a loss-free spray+reorder row so); nothing is lost here, so a
-    // longer timeout costs nothing.
+    // longer timeout costs nothing. A window of 64 packets: a debug build's switches add
+    // milliseconds of latency, and 32 packets a round trip then bound a QP below its share of
+    // the paths (a workspace run once gave spray+reorder 103 Mbit/s against ECMP's 52 so).
     let opts = DemoOpts {
         deadline_s: 3.0,
         path_rate_mbps: 60,
         hold_timeout_us: 20_000,
+        window: 64,
         ..DemoOpts::default()
     };
     let ws = workloads(0.1);

@@ -118,7 +118,10 @@ impl Pairing {
             .values()
             .map(|s| (s.locals.capacity() + s.remotes.capacity()) * 16)
             .sum();
+        let cm =
+            (self.cm_req.capacity() + self.cm_answered.capacity() + self.cm_start.capacity()) * 48;
         seen + (self.seen.capacity() + self.by_local.capacity() + self.by_remote.capacity()) * 48
+            + cm
     }
 
     fn seen_mut(&mut self, local: u128, remote: u128) -> &mut Seen {

@@ -34,7 +34,7 @@ counter_table! {
     pacing_drops: Counter, Packets, Switch, "sprayswitch_reorder_pacing_drop_packets_total", "Packets dropped because a downlink's pacing queue was full.";
     learned: Counter, Count, Switch, "sprayswitch_reorder_learned_total", "Streams that chose their starting PSN by learning.";
     cm_learned: Counter, Count, Switch, "sprayswitch_reorder_cm_learned_total", "QP pairings and starting PSNs learned from RDMA CM exchanges.";
-    cm_repeated: Counter, Count, Switch, "sprayswitch_reorder_cm_repeated_total", "CM REQs seen again after their REP (the active side resending one): ignored, with the REP that answers them, so that the connection's streams go on.";
+    cm_repeated: Counter, Count, Switch, "sprayswitch_reorder_cm_repeated_total", "CM REQs seen again after their REP (the active side's MAD retry: same communication ID, QPN and starting PSN): ignored, so that a REP sent again for the same connection does not start its streams over.";
     pairs_hinted: Counter, Count, Switch, "sprayswitch_reorder_pairs_hinted_total", "QP pairings learned from the UDP source port or the PSN (no CM exchange seen).";
     pairs_ambiguous: Counter, Packets, Switch, "sprayswitch_reorder_pairs_ambiguous_packets_total", "Packets whose QP pairing could not be told apart (left unapplied).";
     host_naks_ignored: Counter, Packets, Switch, "sprayswitch_reorder_host_naks_ignored_packets_total", "Host NAKs and ACKs ignored: no stream, or a PSN too far from the stream's.";
