@@ -72,6 +72,16 @@ struct Binding {
     exact: bool,
 }
 
+/// Inserts into a CM map of at most `cap` entries, forgetting all of them when it is full: a
+/// stream then learns its start instead of taking it from CM, and a REQ resent after its REP is
+/// taken for a new connection (its stream starts over at the same PSN once more).
+fn insert_bounded<K: std::hash::Hash + Eq, V>(map: &mut IntMap<K, V>, cap: usize, k: K, v: V) {
+    if map.len() >= cap {
+        map.clear();
+    }
+    map.insert(k, v);
+}
+
 /// What [`Pairing::observe_cm`] made of a CM message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum CmSeen {
@@ -262,10 +272,7 @@ impl Pairing {
                 let Some((req_qpn, req_psn)) = self.cm_req.remove(&key) else {
                     return CmSeen::Other;
                 };
-                if self.cm_answered.len() >= self.cap {
-                    self.cm_answered.clear();
-                }
-                self.cm_answered.insert(key, (req_qpn, req_psn));
+                insert_bounded(&mut self.cm_answered, self.cap, key, (req_qpn, req_psn));
                 if receiver_local {
                     // Local requester: its responder sees the replier's PSNs first.
                     learned.push((requester, sender, req_qpn, rep_qpn, rep_psn));
@@ -275,11 +282,8 @@ impl Pairing {
                 }
                 for &(l, r, lq, rq, start) in learned.iter() {
                     self.bind(l, r, lq, rq, true);
-                    if self.cm_start.len() >= self.cap {
-                        self.cm_start.clear();
-                    }
-                    self.cm_start
-                        .insert(StreamKey::Request { local: l, qpn: lq }, start);
+                    let key = StreamKey::Request { local: l, qpn: lq };
+                    insert_bounded(&mut self.cm_start, self.cap, key, start);
                 }
             }
         }
