@@ -76,6 +76,8 @@ pub struct RoceMeta {
     /// detect loss by path order ([`NO_PATH`]: any other port, or a group that uses the
     /// timeout alone).
     pub path: u8,
+    /// The path stamp it carried ([`crate::engine::stamp`]; 0: none).
+    pub stamp: u16,
 }
 
 /// [`RoceMeta::path`] of a packet that did not arrive on a path-order fabric path.

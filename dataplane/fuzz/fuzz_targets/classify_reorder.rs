@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
                             read_len,
                             Some((m.remote, m.sport)),
                             m.path,
+                            m.stamp,
                             m.len,
                             id,
                             now,

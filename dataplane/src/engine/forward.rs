@@ -127,6 +127,8 @@ pub struct Engine {
     /// Per port: the fabric path it is ([`Tables::path_of_ports`]), what RoCE packets it
     /// delivers carry to the reorder stage.
     rx_path: Vec<u8>,
+    /// The stamps this worker writes on path-order paths ([`super::stamp`]).
+    stamper: super::stamp::Stamper,
 }
 
 /// The fast path's copy of a port's forwarding facts.
@@ -170,6 +172,7 @@ impl Engine {
             fast_hits: 0,
             egress: egress_table(t),
             rx_path: t.path_of_ports(),
+            stamper: super::stamp::Stamper::default(),
         }
     }
 
@@ -475,6 +478,10 @@ impl Engine {
         } else {
             f[l3 + 7] -= 1;
         }
+        let stamp = match roce_transport {
+            Some(_) => self.restamp(f, usize::from(ip.l4_offset), rx_info.role, out.role, egress),
+            None => 0,
+        };
         match (roce_transport, roce) {
             (Some(Transport::Ud), Some(r)) if out.role == Role::Downlink => {
                 // RDMA CM towards a local host: the owner of the downlink learns from it.
@@ -487,7 +494,7 @@ impl Engine {
                 self.learn_pmtu(egress, r);
                 let pmtu = self.pmtu_of(t, egress);
                 let path = self.path_of(pkt.rx_port);
-                Verdict::Reorder(egress, towards_host(r, pmtu, pkt.len(), path))
+                Verdict::Reorder(egress, towards_host(r, pmtu, pkt.len(), path, stamp))
             }
             _ => Verdict::Forward(egress),
         }
@@ -578,6 +585,7 @@ impl Engine {
                 len,
                 kind: MetaKind::HostPmtu,
                 path: NO_PATH,
+                stamp: 0,
             });
         }
         let (egress, mac) = match hop {
@@ -631,7 +639,18 @@ impl Engine {
             });
         }
 
-        // Decided. The facts for the reorder stage, then the rewrite.
+        // Decided. The rewrite, then the facts for the reorder stage.
+        let rx_role = rx_info.role;
+        let out_role = if out.downlink {
+            Role::Downlink
+        } else {
+            Role::Uplink
+        };
+        let f = pkt.data_mut();
+        f[0..6].copy_from_slice(&mac);
+        f[6..12].copy_from_slice(&out.mac);
+        ipv4_decrement_ttl(&mut f[L3..]);
+        let stamp = self.restamp(f, L4, rx_role, out_role, egress);
         let meta = out.downlink.then_some(RoceMeta {
             local: ip_key(IpAddr::V4(dst.into())),
             remote: ip_key(IpAddr::V4(src.into())),
@@ -647,14 +666,11 @@ impl Engine {
                 MetaKind::Request { read_len: None }
             },
             path: self.path_of(pkt.rx_port),
+            stamp,
         });
         if op.full_segment && meta.is_some() {
             self.learn_pmtu_bytes(egress, payload_len);
         }
-        let f = pkt.data_mut();
-        f[0..6].copy_from_slice(&mac);
-        f[6..12].copy_from_slice(&out.mac);
-        ipv4_decrement_ttl(&mut f[L3..]);
         let verdict = match meta {
             Some(m) => Verdict::Reorder(egress, m),
             None => Verdict::Forward(egress),
@@ -664,6 +680,23 @@ impl Engine {
             observed,
             host_cnp: false,
         })
+    }
+
+    /// The path stamp of a RoCE packet being forwarded (its UDP header at `l4`) from a port
+    /// of role `rx` out of `egress`, of role `out` ([`super::stamp`]): towards a host, whatever
+    /// the fabric wrote is read (the stamp returned) and cleared; from a host onto a path-order
+    /// path, the next stamp is written (0 returned). Anything else is left as it is (a
+    /// sprayswitch spine keeps the source ToR's stamps).
+    #[inline]
+    fn restamp(&mut self, f: &mut [u8], l4: usize, rx: Role, out: Role, egress: PortId) -> u16 {
+        match (rx, out) {
+            (Role::Uplink, Role::Downlink) => super::stamp::take(f, l4),
+            (Role::Downlink, Role::Uplink) if self.path_of(egress) != NO_PATH => {
+                super::stamp::put(f, l4, self.stamper.stamp());
+                0
+            }
+            _ => 0,
+        }
     }
 
     /// The fabric path port `rx` is, for the reorder stage ([`NO_PATH`] if none).
@@ -785,7 +818,13 @@ impl Engine {
 }
 
 /// The reorder facts of a RoCE packet routed towards a local host.
-pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize, path: u8) -> RoceMeta {
+pub fn towards_host(
+    r: &RoceSummary,
+    pmtu: crate::wire::Pmtu,
+    len: usize,
+    path: u8,
+    stamp: u16,
+) -> RoceMeta {
     let op = r.bth.opcode;
     let seg = op.segment();
     let kind = if op.is_read_response() || op == Opcode::RcAtomicAcknowledge {
@@ -810,6 +849,7 @@ pub fn towards_host(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize, path: 
         len: len as u32,
         kind,
         path,
+        stamp,
     }
 }
 
@@ -854,6 +894,7 @@ pub fn cm_meta(
             msg,
         },
         path: NO_PATH,
+        stamp: 0,
     })
 }
 
@@ -895,6 +936,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         len: len as u32,
         kind,
         path: NO_PATH,
+        stamp: 0,
     })
 }
 
@@ -944,6 +986,75 @@ mod tests {
             ..ExtRepr::default()
         };
         d0_to_d1(BthRepr::new(op, 9, Psn::new(psn)), ext, &vec![1u8; payload])
+    }
+
+    /// The UDP checksum of an IPv4 RoCE frame (Ethernet II, 20-byte IPv4 header).
+    fn udp_checksum(f: &[u8]) -> u16 {
+        u16::from_be_bytes([f[14 + 20 + 6], f[14 + 20 + 7]])
+    }
+
+    #[test]
+    fn path_stamps_are_written_towards_the_fabric_and_read_and_cleared_towards_a_host() {
+        let t = tor_tables(1, 4, SprayPolicy::RoundRobin);
+        let status: Vec<CachePadded<PortStatus>> = (0..5)
+            .map(|_| CachePadded::new(PortStatus::new_up()))
+            .collect();
+        let mut e = Engine::new(&t, 1);
+        let frame = |rx: usize, src: [u8; 4], dst: [u8; 4], checksum: u16| {
+            let ip = IpRepr::V4 {
+                src: src.into(),
+                dst: dst.into(),
+                id: 0,
+            };
+            let bth = BthRepr::new(Opcode::RcWriteOnly, 9, Psn::new(1));
+            let mut f = RoceFrameRepr::new(peer_mac(rx), port_mac(rx), ip, bth)
+                .with_ext(crate::testkit::every_ext())
+                .with_payload(&[7u8; 64])
+                .to_vec()
+                .unwrap();
+            f[14 + 20 + 6..14 + 20 + 8].copy_from_slice(&checksum.to_be_bytes());
+            let mut p = Pkt::from_slice(&f);
+            p.rx_port = rx as PortId;
+            p
+        };
+        let icrc_ok = |p: &Pkt| crate::wire::icrc::verify(&p.data()[14..]).unwrap();
+        // From the host (full path first, then the fast path once the route is cached): each
+        // packet onto an uplink of the path-order group gets the worker's next stamp, whatever
+        // the host wrote; the ICRC still holds (the checksum is masked out of it).
+        let mut stamps = Vec::new();
+        for i in 0..6 {
+            let mut p = frame(
+                0,
+                [10, 0, 0, 2],
+                [10, 9, 0, 2],
+                if i == 0 { 0 } else { 0x1111 },
+            );
+            match e.handle(&t, &status, &mut p, 0).verdict {
+                Verdict::Forward(port) => assert!((1..=4).contains(&port)),
+                v => panic!("{v:?}"),
+            }
+            assert!(icrc_ok(&p));
+            stamps.push(udp_checksum(p.data()));
+        }
+        assert!(e.fast_hits > 0, "the fast path stamped some of them");
+        assert_eq!(stamps, (1..=6).collect::<Vec<u16>>());
+        // From the fabric towards the host: the stamp goes to the reorder stage with the path,
+        // and the host gets a zero checksum (its stack would check a non-zero one), full path
+        // and fast path alike.
+        for i in 0..3 {
+            let mut p = frame(2, [10, 9, 0, 2], [10, 0, 0, 2], 0xBEEF - i);
+            let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 0);
+            assert_eq!((m.path, m.stamp), (1, 0xBEEF - i));
+            assert_eq!(udp_checksum(p.data()), 0);
+            assert!(icrc_ok(&p));
+        }
+        // Host to host inside the rack: left alone.
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let mut e = Engine::new(&t, 1);
+        let mut p = frame(0, [10, 0, 0, 2], [10, 0, 1, 2], 0x2222);
+        let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 1);
+        assert_eq!((m.path, m.stamp), (crate::meta::NO_PATH, 0));
+        assert_eq!(udp_checksum(p.data()), 0x2222);
     }
 
     #[test]

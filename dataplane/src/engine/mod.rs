@@ -10,7 +10,8 @@
 //!
 //! The files: [`forward`] the per-packet decision, [`fast`] its shortcut for RoCE data to known
 //! destinations, [`fib`] the routes, [`neigh`] the neighbour table, [`local`] what the switch
-//! answers itself (ARP, ND, echo), [`spray`] the uplink choice.
+//! answers itself (ARP, ND, echo), [`spray`] the uplink choice, [`stamp`] the path stamps
+//! of path-order loss detection.
 
 pub mod fast;
 pub mod fib;
@@ -18,6 +19,7 @@ pub mod forward;
 pub mod local;
 pub mod neigh;
 pub mod spray;
+pub mod stamp;
 
 use std::net::IpAddr;
 

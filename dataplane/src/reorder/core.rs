@@ -14,8 +14,10 @@
 //! through lock-free rings whose consuming end only the owner holds (`worker::HandoffRx`).
 
 use super::pairing::Pairing;
+use super::paths::Proof;
 use super::response::ReadRange;
 use super::skew::{SkewWindow, SKEW_TIMEOUT_FACTOR};
+use super::sources::{SourceStamps, StampSeen, MAX_SOURCES};
 use super::stream::{
     LazyDeque, LossRecovery, Phase, PortReorder, Slot, Stream, StreamKey, StreamStats, WaitingAck,
     NO_RING,
@@ -131,6 +133,8 @@ pub struct ReorderCore<T> {
     pub(super) detect_ns: Vec<u64>,
     /// How late the paths have delivered lately ([`super::skew`]).
     pub(super) skew: SkewWindow,
+    /// Each source host's path stamps ([`super::sources`]).
+    pub(super) sources: IntMap<u128, SourceStamps>,
 }
 
 /// Why a packet cannot be held.
@@ -179,6 +183,7 @@ impl<T> ReorderCore<T> {
             hold_ns: Vec::with_capacity(1024),
             detect_ns: Vec::with_capacity(64),
             skew: SkewWindow::default(),
+            sources: IntMap::default(),
             cfg,
         }
     }
@@ -486,6 +491,47 @@ impl<T> ReorderCore<T> {
         }
     }
 
+    /// What proves the gap at `stream`'s expected PSN lost, with its source's stamps.
+    pub(super) fn proof(&self, stream: u32, now: u64) -> Proof {
+        let s = &self.streams[stream as usize];
+        let src = s.paths.source().and_then(|a| self.sources.get(&a));
+        s.paths
+            .proof(s.expected, self.paths, self.paths_down, src, now)
+    }
+
+    /// A packet of `source` with path stamp `stamp` arrived on fabric `path`
+    /// ([`super::sources`]); call [`ReorderCore::check_stamp_waiting`] after inserting it.
+    pub fn see_stamp(&mut self, source: u128, path: u8, stamp: u16, now: u64) {
+        if stamp == 0 || usize::from(path) >= crate::meta::MAX_PATHS {
+            return;
+        }
+        if !self.sources.contains_key(&source) && self.sources.len() >= MAX_SOURCES {
+            self.sources.clear();
+        }
+        let seen = self
+            .sources
+            .entry(source)
+            .or_default()
+            .see(path, stamp, now);
+        if seen == (StampSeen::Disorder { first: true }) {
+            self.totals.stamp_disorder += 1;
+        }
+    }
+
+    /// Checks again the gaps of `source`'s streams that waited for its stamps.
+    pub fn check_stamp_waiting(&mut self, source: u128, now: u64, out: &mut Vec<T>) {
+        let Some(src) = self.sources.get_mut(&source) else {
+            return;
+        };
+        if src.waiting.is_empty() {
+            return;
+        }
+        let waiting = std::mem::take(&mut src.waiting);
+        for stream in waiting {
+            self.check_path_loss(stream, now, out);
+        }
+    }
+
     /// Declares the gap at a stream's expected PSN lost if every fabric path the stream uses
     /// has delivered above it ([`super::paths`]), and recovers as its downlink chose.
     ///
@@ -500,13 +546,24 @@ impl<T> ReorderCore<T> {
     /// (the hold timeout is the backstop). The responder answers the retry from the gap again,
     /// below what the paths delivered: that starts the paths' new pass.
     pub(super) fn check_path_loss(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
-        let s = &self.streams[stream as usize];
-        if s.held == 0
-            || !matches!(s.phase, Phase::Active)
-            || !s.paths.all_above(s.expected, self.paths, self.paths_down)
-        {
+        let Some(s) = self.streams.get(stream as usize) else {
+            return;
+        };
+        if s.held == 0 || !matches!(s.phase, Phase::Active) {
             return;
         }
+        let proof = self.proof(stream, now);
+        if proof == Proof::Missing {
+            // Another packet of its source may prove it: wait for one.
+            let s = &self.streams[stream as usize];
+            if s.paths.gap_stamp(s.expected).is_some() {
+                if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
+                    src.wait(stream);
+                }
+            }
+            return;
+        }
+        let s = &self.streams[stream as usize];
         if s.paths.is_deferred() {
             // Declared already; it waits for an earlier gap's retransmission.
             return;
@@ -524,6 +581,9 @@ impl<T> ReorderCore<T> {
         let detected = now.saturating_sub(s.paths.opened(s.gap_since));
         self.detect_ns.push(detected);
         self.totals.path_losses += 1;
+        if proof == Proof::Stamps {
+            self.totals.stamp_losses += 1;
+        }
         let s = &mut self.streams[stream as usize];
         s.stats.path_losses += 1;
         s.paths.declared(e);

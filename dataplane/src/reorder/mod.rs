@@ -10,6 +10,7 @@
 //! - [`stream`]: what is kept per stream (its key, phase, expected PSN, held packets);
 //! - [`ring`]: a stream's ring of PSN slots in the shared pool, and its far list;
 //! - [`paths`]: path-order loss detection (what each fabric path delivered of a stream);
+//! - [`sources`]: what each source host's path stamps showed (evidence for all its QPs);
 //! - [`skew`]: how late the paths deliver (the hold timeout in force is never shorter);
 //! - [`request`]: the request direction (packets towards a local responder);
 //! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
@@ -26,6 +27,7 @@ pub mod request;
 pub mod response;
 pub mod ring;
 pub mod skew;
+pub mod sources;
 pub mod stage;
 pub mod stream;
 pub mod totals;

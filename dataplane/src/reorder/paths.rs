@@ -15,12 +15,22 @@
 //! (the retransmission's first packet on it). Until then the path blocks the decision, and the
 //! hold timeout is the backstop.
 //!
+//! **Stamps.** A path that has not delivered a PSN of the stream above the gap may still have
+//! delivered a packet its source host sent later (another QP's, an ACK): the source ToR's
+//! path stamp ([`crate::engine::stamp`]) orders them. The stream keeps the stamps of its last
+//! few packets of the current pass; one above the gap was sent after the gap's packet, so a
+//! path whose newest stamp of that source ([`super::sources`]) is at or after it does not
+//! carry the gap's packet either. (For a selective-repeat host, not for a gap the host was
+//! told of: its packet is a retransmission, sent after the held ones.)
+//!
 //! **Which paths count.** Every path the stream has used in its last [`PATH_STALE_PACKETS`]
 //! packets, unless the path is down now. Not "used within a recent time": after an idle time a
 //! QP's first burst starts on every path at once, and a path the stream used before the pause
 //! may be the one that carries the missing packet. A path the stream never uses (a pinned ECMP
 //! QP) does not block it.
 
+use super::sources::SourceStamps;
+use crate::engine::stamp;
 use crate::meta::{MAX_PATHS, NO_PATH};
 use crate::wire::Psn;
 
@@ -31,6 +41,20 @@ pub const PATH_STALE_PACKETS: u32 = 1024;
 /// PSNs apart beyond which two PSNs are of different sequences (a QP re-created with its QPN),
 /// not one ahead of the other: what a path delivered then proves nothing about a gap.
 const FAR: u32 = 1 << 22;
+
+/// Stamped packets of the current pass a stream remembers.
+const RECENT: usize = 8;
+
+/// What proves a gap lost, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Proof {
+    /// Some path may still carry it.
+    Missing,
+    /// Every path delivered a PSN of the stream above it.
+    Psns,
+    /// As `Psns`, with a path's proof a later stamp of the stream's source.
+    Stamps,
+}
 
 /// What one path delivered of a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,20 +93,49 @@ struct Track {
     /// When the first path joined the current pass (the sender's resent packets began to
     /// arrive): a gap of the new pass opened no earlier.
     joined_at: Option<u64>,
+    /// The source host, once known, and the (PSN, stamp) of the last stamped packets of the
+    /// current pass (stamp 0: an empty entry), written round.
+    source: Option<u128>,
+    recent: [(Psn, u16); RECENT],
+    recent_next: usize,
+    /// The host resends only what is missing (see [`PathTrack::see`]).
+    selective: bool,
 }
 
 impl PathTrack {
-    /// A packet with `psn` arrived on `path`. `selective`: the host resends only what is
-    /// missing (selective repeat), so a new pass is joined by new PSNs too (see
+    /// A packet with `psn` and path stamp `stamp` (0: none) from `source` (`None`: not
+    /// known) arrived on `path`. `selective`: the host resends only what is missing
+    /// (selective repeat), so a new pass is joined by new PSNs too (see
     /// [`PathTrack::new_pass`]).
     #[inline]
-    pub(super) fn see(&mut self, path: u8, psn: Psn, selective: bool, now: u64) {
+    pub(super) fn see(
+        &mut self,
+        path: u8,
+        psn: Psn,
+        stamp: u16,
+        source: Option<u128>,
+        selective: bool,
+        now: u64,
+    ) {
         if path == NO_PATH || usize::from(path) >= MAX_PATHS {
             return;
         }
-        self.0
-            .get_or_insert_with(Box::default)
-            .see(path, psn, selective, now);
+        let t = self.0.get_or_insert_with(Box::default);
+        if source.is_some() {
+            t.source = source;
+        }
+        t.selective = selective;
+        t.see(path, psn, stamp, now);
+    }
+
+    /// The source host whose stamps count for this stream.
+    pub(super) fn source(&self) -> Option<u128> {
+        self.0.as_ref().and_then(|t| t.source)
+    }
+
+    /// The stamp of a packet sent after the gap's at `gap` (see the module's "Stamps").
+    pub(super) fn gap_stamp(&self, gap: Psn) -> Option<u16> {
+        self.0.as_ref().and_then(|t| t.gap_stamp(gap))
     }
 
     /// When the gap at a stream's expected PSN, open since `gap_since` as the stream's timer
@@ -193,11 +246,24 @@ impl PathTrack {
             .is_some_and(|t| t.host_naked != Some(psn) && t.declared != Some(psn))
     }
 
-    /// See [`Track::all_above`]; never without a packet from a path.
-    pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+    /// See [`Track::proof`]; never a proof without a packet from a path.
+    pub(super) fn proof(
+        &self,
+        gap: Psn,
+        paths: usize,
+        down: u64,
+        src: Option<&SourceStamps>,
+        now: u64,
+    ) -> Proof {
         self.0
             .as_ref()
-            .is_some_and(|t| t.all_above(gap, paths, down))
+            .map_or(Proof::Missing, |t| t.proof(gap, paths, down, src, now))
+    }
+
+    /// Whether the stream's own PSNs prove the gap at `gap` lost (stamps aside).
+    #[cfg(test)]
+    pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+        self.proof(gap, paths, down, None, 0) != Proof::Missing
     }
 
     /// Heap bytes it uses.
@@ -212,6 +278,7 @@ impl Track {
     fn new_pass(&mut self, selective: bool) {
         self.pass = self.pass.wrapping_add(1);
         self.joined_at = None;
+        self.recent = [(Psn::new(0), 0); RECENT];
         self.floor = if selective {
             self.seen
                 .iter()
@@ -222,7 +289,18 @@ impl Track {
         };
     }
 
-    fn see(&mut self, path: u8, psn: Psn, selective: bool, now: u64) {
+    fn see(&mut self, path: u8, psn: Psn, stamp: u16, now: u64) {
+        let k = self.see_path(path, psn, now);
+        if stamp != 0 && self.seen[k].pass == self.pass {
+            // Of the current pass: sent after every PSN below it of the pass.
+            self.recent[self.recent_next] = (psn, stamp);
+            self.recent_next = (self.recent_next + 1) % RECENT;
+        }
+    }
+
+    /// Records `psn` on `path`; returns the path's index in `seen`.
+    fn see_path(&mut self, path: u8, psn: Psn, now: u64) -> usize {
+        let selective = self.selective;
         self.count = self.count.wrapping_add(1);
         let count = self.count;
         let Some(k) = self.seen.iter().position(|s| s.path == path) else {
@@ -232,7 +310,7 @@ impl Track {
                 pass: self.pass,
                 last: count,
             });
-            return;
+            return self.seen.len() - 1;
         };
         self.seen[k].last = count;
         let s = self.seen[k];
@@ -240,7 +318,7 @@ impl Track {
             // Another PSN sequence (the QP was re-created): start the path over.
             self.seen[k].pass = self.pass;
             self.seen[k].top = psn;
-            return;
+            return k;
         }
         if s.pass == self.pass && psn.is_before(s.top) && !selective {
             // Below what this path delivered in this pass: a Go-Back-N sender went back (a
@@ -263,19 +341,58 @@ impl Track {
         } else {
             s.top = psn;
         }
+        k
+    }
+
+    /// The smallest stamp of a remembered packet of the current pass above `gap`: its packet
+    /// was sent after the gap's. None for a selective-repeat host's gap it was told of (what
+    /// fills it is a retransmission, sent after the remembered packets).
+    fn gap_stamp(&self, gap: Psn) -> Option<u16> {
+        if self.selective && (self.declared == Some(gap) || self.host_naked == Some(gap)) {
+            return None;
+        }
+        let mut best: Option<u16> = None;
+        for &(psn, st) in &self.recent {
+            let d = psn.distance(gap);
+            if st == 0 || d <= 0 || d as u32 > FAR {
+                continue;
+            }
+            best = Some(match best {
+                Some(b) if stamp::is_after(st, b) => b,
+                _ => st,
+            });
+        }
+        best
     }
 
     /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
     /// per path) that is up and that the stream uses delivered a PSN above it in the current
-    /// pass, and there is at least one such path. A path the stream has not used blocks too
-    /// until the stream is [`PATH_STALE_PACKETS`] packets old: a young stream has not shown
-    /// yet which paths it uses.
-    fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
+    /// pass, or (`src`: the stamps of the stream's source) a stamp at or after the gap's
+    /// [`Track::gap_stamp`]; and there is at least one such path. A path the stream has not
+    /// used blocks too until the stream is [`PATH_STALE_PACKETS`] packets old (a young stream
+    /// has not shown yet which paths it uses), unless its stamps pass the gap.
+    fn proof(
+        &self,
+        gap: Psn,
+        paths: usize,
+        down: u64,
+        src: Option<&SourceStamps>,
+        now: u64,
+    ) -> Proof {
+        let gap_stamp = src.and_then(|_| self.gap_stamp(gap));
+        let by_stamp = |path: u8| match (src, gap_stamp) {
+            (Some(src), Some(g)) => src.passed(path, g, now),
+            _ => false,
+        };
+        let mut stamped = false;
         if self.count <= PATH_STALE_PACKETS {
             let up = (0..paths.min(MAX_PATHS)).filter(|i| down >> i & 1 == 0);
             for i in up {
                 if !self.seen.iter().any(|s| usize::from(s.path) == i) {
-                    return false;
+                    if !by_stamp(i as u8) {
+                        return Proof::Missing;
+                    }
+                    stamped = true;
                 }
             }
         }
@@ -286,11 +403,18 @@ impl Track {
             }
             let d = s.top.distance(gap);
             if s.pass != self.pass || d <= 0 || d as u32 > FAR {
-                return false;
+                if !by_stamp(s.path) {
+                    return Proof::Missing;
+                }
+                stamped = true;
             }
             evidence = true;
         }
-        evidence
+        match (evidence, stamped) {
+            (false, _) => Proof::Missing,
+            (true, false) => Proof::Psns,
+            (true, true) => Proof::Stamps,
+        }
     }
 }
 
@@ -303,9 +427,9 @@ mod tests {
     }
 
     impl PathTrack {
-        /// `see` for a Go-Back-N host.
+        /// `see` for a Go-Back-N host, without stamps.
         fn saw(&mut self, path: u8, psn: Psn) {
-            self.see(path, psn, false, 0);
+            self.see(path, psn, 0, None, false, 0);
         }
     }
 
@@ -419,10 +543,67 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(1, p(10), true, 0);
-        t.see(0, p(22), true, 0);
-        t.see(1, p(23), true, 0);
+        t.see(1, p(10), 0, None, true, 0);
+        t.see(0, p(22), 0, None, true, 0);
+        t.see(1, p(23), 0, None, true, 0);
         assert!(t.all_above(p(10), 2, 0));
+    }
+
+    #[test]
+    fn a_later_stamp_of_the_source_proves_a_path_the_stream_did_not() {
+        let mut t = PathTrack::default();
+        let src_addr = Some(9);
+        // PSNs 1-3 on paths 0-2 (stamps 10-12), 5 on path 0 (stamp 20): a gap at 4.
+        for (path, psn, st) in [(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)] {
+            t.see(path, p(psn), st, src_addr, false, 0);
+        }
+        let mut src = SourceStamps::default();
+        for (path, st) in [(0, 20), (1, 15), (2, 12)] {
+            src.see(path, st, 0);
+        }
+        assert_eq!(t.gap_stamp(p(4)), Some(20));
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Missing);
+        // Paths 1 and 2 pass stamp 20 (other QPs' packets, sent after PSN 5).
+        src.see(1, 21, 0);
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Missing);
+        src.see(2, 25, 0);
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Stamps);
+        assert_eq!(
+            t.proof(p(4), 3, 0, None, 0),
+            Proof::Missing,
+            "no stamps, no proof"
+        );
+        // A fourth path the stream never used, young stream: its stamps must pass too.
+        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Missing);
+        src.see(3, 20, 0);
+        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Stamps);
+    }
+
+    #[test]
+    fn stamps_of_an_old_pass_or_of_a_gap_a_selective_host_was_told_of_prove_nothing() {
+        let mut t = PathTrack::default();
+        for (path, psn, st) in [(0, 1, 10), (1, 3, 12)] {
+            t.see(path, p(psn), st, Some(9), false, 0);
+        }
+        assert_eq!(t.gap_stamp(p(2)), Some(12));
+        // A loss declared: the sender goes back; stamp 12 was sent before its retransmission.
+        t.new_pass(false);
+        assert_eq!(t.gap_stamp(p(2)), None);
+        // Packets still in flight from before (path 0 not in the new pass yet): nothing.
+        t.see(0, p(4), 13, Some(9), false, 0);
+        assert_eq!(t.gap_stamp(p(2)), None);
+        // The retransmission: 2 on path 1 (below its top 3: joins), then 3 on path 1.
+        t.see(1, p(2), 30, Some(9), false, 0);
+        assert_eq!(t.gap_stamp(p(1)), Some(30));
+        // A selective-repeat host: the gap it was NAKed for is filled by a retransmission
+        // sent after everything remembered.
+        let mut t = PathTrack::default();
+        for (path, psn, st) in [(0, 1, 10), (1, 3, 12)] {
+            t.see(path, p(psn), st, Some(9), true, 0);
+        }
+        assert_eq!(t.gap_stamp(p(2)), Some(12));
+        t.host_nak(p(2));
+        assert_eq!(t.gap_stamp(p(2)), None);
     }
 
     #[test]

@@ -34,6 +34,7 @@
 #![allow(clippy::too_many_arguments)]
 
 use super::core::{NoHold, ReorderCore};
+use super::paths::Proof;
 use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey};
 use crate::meta::NO_PATH;
 use crate::wire::Psn;
@@ -54,16 +55,16 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        self.insert_request_read(key, psn, span, None, None, NO_PATH, len, item, now, out)
+        self.insert_request_read(key, psn, span, None, None, NO_PATH, 0, len, item, now, out)
     }
 
     /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
     /// the QP's path MTU makes of it once that is known, `span` (the engine's estimate at the
     /// largest path MTU the port allows, never too long) until then. `peer`: the sender's
     /// address and UDP source port, which the QP pairing hears of once per stream. `path`: the
-    /// fabric path it arrived on ([`NO_PATH`]: none whose order counts), for path-order loss
-    /// detection: after the insert, a gap that every path the stream uses has delivered above
-    /// is declared lost ([`super::paths`]).
+    /// fabric path it arrived on ([`NO_PATH`]: none whose order counts) and `stamp` its path
+    /// stamp (0: none), for path-order loss detection: after the insert, a gap that every path
+    /// the stream uses has delivered above is declared lost ([`super::paths`]).
     pub fn insert_request_read(
         &mut self,
         key: StreamKey,
@@ -72,6 +73,7 @@ impl<T> ReorderCore<T> {
         read: Option<u32>,
         peer: Option<(u128, u16)>,
         path: u8,
+        stamp: u16,
         len: u32,
         item: T,
         now: u64,
@@ -84,7 +86,8 @@ impl<T> ReorderCore<T> {
         };
         let s = &mut self.streams[stream as usize];
         let selective = s.recovery == LossRecovery::ReleaseRun;
-        s.paths.see(path, psn, selective, now);
+        s.paths
+            .see(path, psn, stamp, peer.map(|p| p.0), selective, now);
         let gap =
             (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
@@ -99,7 +102,7 @@ impl<T> ReorderCore<T> {
             // it goes now, and the RNIC NAKs that one (if the paths still show it lost: the
             // packet may have come meanwhile, and the gap now open be another one).
             let s = &self.streams[stream as usize];
-            if s.held > 0 && s.paths.all_above(s.expected, self.paths, self.paths_down) {
+            if s.held > 0 && self.proof(stream, now) != Proof::Missing {
                 self.release_run(stream, now, out);
             }
         }

@@ -262,12 +262,12 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
     ) -> Insert {
         self.insert_response_from(
-            local, remote, sport, local_qpn, kind, psn, NO_PATH, len, item, now, out,
+            local, remote, sport, local_qpn, kind, psn, NO_PATH, 0, len, item, now, out,
         )
     }
 
     /// Inserts a response-direction packet that arrived on fabric `path` ([`NO_PATH`]: none
-    /// whose order counts). A responder sends its responses in PSN order, so a fill is
+    /// whose order counts) with path stamp `stamp` (0: none). A responder sends its responses in PSN order, so a fill is
     /// evidence for path-order loss detection like a request is ([`super::paths`]); ACKs and
     /// NAKs are not (a duplicate request is answered with an old PSN).
     pub fn insert_response_from(
@@ -279,6 +279,7 @@ impl<T> ReorderCore<T> {
         kind: ResponseKind,
         psn: Psn,
         path: u8,
+        stamp: u16,
         len: u32,
         item: T,
         now: u64,
@@ -298,7 +299,7 @@ impl<T> ReorderCore<T> {
         if fill {
             // A retry's responses go back below what the paths delivered: a new pass, as
             // for a Go-Back-N sender.
-            s.paths.see(path, psn, false, now);
+            s.paths.see(path, psn, stamp, Some(remote), false, now);
         }
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);

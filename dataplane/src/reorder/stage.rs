@@ -121,6 +121,10 @@ impl DownlinkStage for ReorderStage {
     ) {
         self.for_port(egress);
         let item = (egress, pkt);
+        let stamped = meta.stamp != 0 && meta.path != crate::meta::NO_PATH;
+        if stamped {
+            self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
+        }
         match meta.kind {
             MetaKind::Request { read_len } => {
                 let key = StreamKey::Request {
@@ -142,6 +146,7 @@ impl DownlinkStage for ReorderStage {
                     read_len,
                     Some((meta.remote, meta.sport)),
                     meta.path,
+                    meta.stamp,
                     meta.len,
                     item,
                     now,
@@ -164,6 +169,7 @@ impl DownlinkStage for ReorderStage {
                     kind,
                     meta.psn,
                     meta.path,
+                    meta.stamp,
                     meta.len,
                     item,
                     now,
@@ -175,6 +181,10 @@ impl DownlinkStage for ReorderStage {
                 self.released.push(item);
             }
             _ => self.released.push(item),
+        }
+        if stamped {
+            self.core
+                .check_stamp_waiting(meta.remote, now, &mut self.released);
         }
         self.emit(out);
     }
@@ -373,6 +383,7 @@ mod tests {
             len,
             kind: MetaKind::Request { read_len: None },
             path: crate::meta::NO_PATH,
+            stamp: 0,
         }
     }
 

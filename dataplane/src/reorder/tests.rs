@@ -1476,12 +1476,174 @@ impl H {
             None,
             None,
             path,
+            0,
             100,
             psn,
             now,
             &mut self.out,
         );
     }
+}
+
+impl H {
+    /// What the stage does with a packet of QP `qpn` of the source `REMOTE` that arrived on
+    /// `path` with path stamp `stamp` (item = `qpn * 1000 + psn`), timers polled first.
+    fn arrive_stamped(&mut self, qpn: u32, path: u8, psn: u32, stamp: u16, now: u64) {
+        self.core.poll(now, &mut self.out);
+        self.core.see_stamp(REMOTE, path, stamp, now);
+        self.core.insert_request_read(
+            key(qpn),
+            Psn::new(psn),
+            1,
+            None,
+            Some((REMOTE, 0xC000 + qpn as u16)),
+            path,
+            stamp,
+            100,
+            qpn * 1000 + psn,
+            now,
+            &mut self.out,
+        );
+        self.core.check_stamp_waiting(REMOTE, now, &mut self.out);
+    }
+}
+
+/// Two QPs of one source host over four paths, one packet per microsecond, stamped in the
+/// order the source ToR sent them: QP 1 sends PSNs 0-7 on paths `psn % 4` and stops (its
+/// window is full), QP 2 goes on, its PSN `i` on path `(i + 1) % 4`, interleaved. `arrives`
+/// says when (and whether) QP 1's packet `psn` arrives, given when it was sent.
+fn two_qps(h: &mut H, arrives: impl Fn(u32, u64) -> Option<u64>) -> Vec<(u64, u32, u8, u32, u16)> {
+    let mut sent = Vec::new();
+    let mut stamp = 0u16;
+    let mut t = 0u64;
+    for i in 0..24u32 {
+        if i < 8 {
+            stamp += 1;
+            if let Some(at) = arrives(i, t) {
+                sent.push((at, 1, (i % 4) as u8, i, stamp));
+            }
+            t += 1_000;
+        }
+        stamp += 1;
+        sent.push((t, 2, ((i + 1) % 4) as u8, i, stamp));
+        t += 1_000;
+    }
+    sent.sort_by_key(|a| a.0);
+    for &(at, qp, path, psn, st) in &sent {
+        h.arrive_stamped(qp, path, psn, st, at);
+    }
+    sent
+}
+
+#[test]
+fn another_qp_of_the_source_proves_a_loss_its_own_qp_cannot() {
+    // QP 1's PSN 5 (path 1) is lost. QP 1 sends nothing more on paths 0 and 1, so its own PSNs
+    // never prove the gap; QP 2's packets, sent after QP 1's 6, do once they come over paths 0
+    // and 1 (QP 2's 7 on path 0 at 15 us, its 8 on path 1 at 16 us).
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    two_qps(&mut h, |psn, t| (psn != 5).then_some(t));
+    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals.stamp_losses, 1);
+    assert_eq!(h.core.totals.timeouts, 0);
+    let mut d = Vec::new();
+    h.core.take_detection_times(&mut d);
+    // The gap opened when QP 1's 6 arrived (12 us); declared at 16 us.
+    assert_eq!(d, vec![4_000]);
+    // nak_first: QP 1's 6 went alone (the RNIC NAKs 5), 7 waits for the retransmission.
+    let qp1: Vec<u32> = h.take().into_iter().filter(|i| *i < 2000).collect();
+    assert_eq!(qp1, vec![1000, 1001, 1002, 1003, 1004, 1006]);
+}
+
+#[test]
+fn stamps_do_not_declare_a_late_packet_on_a_path_that_has_not_passed_it() {
+    // QP 1's 5 is late on path 1 (50 us): QP 2's packets on path 1 queue behind it (a FIFO
+    // path), so path 1 shows nothing newer until 5 arrives; the other paths' newer stamps
+    // prove nothing about path 1.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    let late = |psn: u32, t: u64| Some(if psn == 5 { t + 50_000 } else { t });
+    // Path 1's later packets of QP 2 come after QP 1's 5: hold them back with it.
+    let mut sent = Vec::new();
+    let mut stamp = 0u16;
+    let mut t = 0u64;
+    for i in 0..24u32 {
+        if i < 8 {
+            stamp += 1;
+            sent.push((late(i, t).unwrap(), 1, (i % 4) as u8, i, stamp));
+            t += 1_000;
+        }
+        stamp += 1;
+        let path = ((i + 1) % 4) as u8;
+        let at = if path == 1 && t > 10_000 {
+            t + 50_000
+        } else {
+            t
+        };
+        sent.push((at, 2, path, i, stamp));
+        t += 1_000;
+    }
+    sent.sort_by_key(|a| (a.0, a.4));
+    for &(at, qp, path, psn, st) in &sent {
+        h.arrive_stamped(qp, path, psn, st, at);
+    }
+    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals.timeouts, 0);
+    let qp1: Vec<u32> = h.take().into_iter().filter(|i| *i < 2000).collect();
+    assert_eq!(
+        qp1,
+        (1000..1008).collect::<Vec<u32>>(),
+        "in order, nothing declared"
+    );
+}
+
+#[test]
+fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
+    // QP 1's 0-7 on paths psn % 4 with stamps 1-6 and 8-9, its 5 (stamp 6, path 1) lost; QP 2
+    // sent one packet between QP 1's 5 and 6 (stamp 7), on path 1, which comes late. It was
+    // sent after the lost packet, but nothing says the lost packet went on path 1: only a
+    // stamp from after QP 1's 6 (the first packet above the gap) proves path 1.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
+        .into_iter()
+        .enumerate()
+    {
+        h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
+    }
+    h.arrive_stamped(2, 0, 0, 10, 8_000);
+    h.arrive_stamped(2, 1, 1, 7, 9_000);
+    assert_eq!(h.core.totals.path_losses, 0, "path 1 showed only stamp 7");
+    h.arrive_stamped(2, 1, 2, 11, 10_000);
+    assert_eq!(
+        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (1, 1)
+    );
+    assert_eq!(h.core.totals.stamp_disorder, 0);
+}
+
+#[test]
+fn stamps_going_backwards_on_a_path_are_counted_and_prove_nothing() {
+    // Two stamp counters behind one address (or a path that reorders): the source's stamps
+    // are set aside, and the gap waits for the stream's own PSNs.
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
+        .into_iter()
+        .enumerate()
+    {
+        h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
+    }
+    h.arrive_stamped(2, 0, 0, 3, 8_000);
+    assert_eq!(h.core.totals.stamp_disorder, 1);
+    h.arrive_stamped(2, 0, 1, 20, 9_000);
+    h.arrive_stamped(2, 1, 2, 21, 10_000);
+    assert_eq!(
+        h.core.totals.path_losses, 0,
+        "the source's stamps are set aside"
+    );
+    h.arrive_stamped(1, 0, 8, 22, 11_000);
+    h.arrive_stamped(1, 1, 9, 23, 12_000);
+    assert_eq!(
+        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (1, 0)
+    );
 }
 
 /// A Go-Back-N responder's view of what the switch released: the NAKs it sends (one per
@@ -1836,6 +1998,7 @@ impl H {
             kind,
             Psn::new(psn),
             path,
+            0,
             100,
             id,
             now,

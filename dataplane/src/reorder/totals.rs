@@ -22,6 +22,8 @@ counter_table! {
     overflows: Counter, Count, Switch, "sprayswitch_reorder_overflows_total", "Window overflows: held packets released skipping a gap to make room.";
     timeouts: Counter, Count, Switch, "sprayswitch_reorder_hold_timeouts_total", "Gaps declared lost after the hold timeout.";
     path_losses: Counter, Count, Switch, "sprayswitch_reorder_path_order_losses_total", "Gaps declared lost by path order: every fabric path the stream uses delivered a PSN above the gap.";
+    stamp_losses: Counter, Count, Switch, "sprayswitch_reorder_stamp_losses_total", "Path-order losses where a path's proof was a later path stamp of the stream's source (another QP's packet, an ACK) rather than the stream's own PSN (counted in path_order_losses too).";
+    stamp_disorder: Counter, Count, Switch, "sprayswitch_reorder_stamp_disorder_total", "Source hosts whose path stamps went backwards on a path (two stamp counters behind one address, a path that reorders, a source ToR that restarted): their stamps are not used for a second.";
     nak_releases: Counter, Packets, Switch, "sprayswitch_reorder_nak_release_packets_total", "Packets released alone, out of sequence, at a declared loss (nak_first; and towards a requester, a later response or ACK), so that the host NAKs the gap or retries the request.";
     resyncs: Counter, Count, Switch, "sprayswitch_reorder_resyncs_total", "Expected PSNs moved by the host's sequence or RNR NAKs.";
     ack_advances: Counter, Count, Switch, "sprayswitch_reorder_ack_advances_total", "Expected PSNs moved forward by the host's ACKs.";

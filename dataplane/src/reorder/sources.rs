@@ -1,0 +1,159 @@
+//! What each source host's path stamps ([`crate::engine::stamp`]) showed: per path, the newest
+//! stamp it delivered. A stream's gap is not in flight on a path that has delivered a stamp of
+//! its source at or after that of a packet sent after the gap's ([`super::paths`] finds that
+//! packet): every packet the host sends is evidence for each of its QPs, not only the QP's own.
+//!
+//! **Checks.** On a FIFO path one counter's stamps rise; a stamp at or before the path's newest
+//! (two counters behind one address, a path that reorders, a source ToR that restarted) pauses
+//! the source's evidence for [`DISORDER_PAUSE_NS`] and is counted. Evidence older than
+//! [`STAMP_FRESH_NS`] is not used: 16-bit stamps compare only within half their space.
+
+use crate::engine::stamp::is_after;
+use crate::meta::MAX_PATHS;
+
+/// How old a path's newest stamp may be and still prove something.
+pub const STAMP_FRESH_NS: u64 = 2_000_000;
+
+/// How long a source's stamps are not used after they went backwards on a path.
+pub const DISORDER_PAUSE_NS: u64 = 1_000_000_000;
+
+/// Streams one source keeps waiting for its evidence.
+pub const WAITING_MAX: usize = 16;
+
+/// Source hosts tracked at once (beyond it the table starts over: evidence is lost, not
+/// made up).
+pub const MAX_SOURCES: usize = 8192;
+
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    path: u8,
+    top: u16,
+    at: u64,
+}
+
+/// One source host's stamps.
+#[derive(Debug, Default)]
+pub(super) struct SourceStamps {
+    seen: Vec<Seen>,
+    disorder_at: Option<u64>,
+    /// Streams of this source whose gap waits for evidence of another path (checked again
+    /// when a stamp of this source arrives).
+    pub(super) waiting: Vec<u32>,
+}
+
+/// What a stamp did to its source's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StampSeen {
+    /// A path's newest stamp moved on.
+    Advanced,
+    /// At or before the path's newest: the source's evidence is paused (first time: counted).
+    Disorder { first: bool },
+    /// Nothing to record (no path, no stamp).
+    Ignored,
+}
+
+impl SourceStamps {
+    /// A packet with `stamp` arrived on `path`.
+    pub(super) fn see(&mut self, path: u8, stamp: u16, now: u64) -> StampSeen {
+        if stamp == 0 || usize::from(path) >= MAX_PATHS {
+            return StampSeen::Ignored;
+        }
+        let paused = self.paused(now);
+        let Some(s) = self.seen.iter_mut().find(|s| s.path == path) else {
+            self.seen.push(Seen {
+                path,
+                top: stamp,
+                at: now,
+            });
+            return StampSeen::Advanced;
+        };
+        let fresh = now.saturating_sub(s.at) <= STAMP_FRESH_NS;
+        if fresh && !is_after(stamp, s.top) {
+            s.top = stamp;
+            s.at = now;
+            self.disorder_at = Some(now);
+            return StampSeen::Disorder { first: !paused };
+        }
+        s.top = stamp;
+        s.at = now;
+        StampSeen::Advanced
+    }
+
+    fn paused(&self, now: u64) -> bool {
+        self.disorder_at
+            .is_some_and(|d| now.saturating_sub(d) < DISORDER_PAUSE_NS)
+    }
+
+    /// Whether `path` has delivered, lately, a stamp at or after `stamp`.
+    pub(super) fn passed(&self, path: u8, stamp: u16, now: u64) -> bool {
+        !self.paused(now)
+            && self.seen.iter().any(|s| {
+                s.path == path
+                    && now.saturating_sub(s.at) <= STAMP_FRESH_NS
+                    && (s.top == stamp || is_after(s.top, stamp))
+            })
+    }
+
+    /// Notes that `stream` waits for this source's evidence (bounded: a stream left out is
+    /// checked on its own packets and its timer, as without stamps).
+    pub(super) fn wait(&mut self, stream: u32) {
+        if !self.waiting.contains(&stream) && self.waiting.len() < WAITING_MAX {
+            self.waiting.push(stream);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_passes_a_stamp_once_it_delivered_one_at_or_after_it() {
+        let mut s = SourceStamps::default();
+        assert_eq!(s.see(1, 10, 0), StampSeen::Advanced);
+        assert!(s.passed(1, 10, 0) && s.passed(1, 9, 0));
+        assert!(!s.passed(1, 11, 0), "not yet");
+        assert!(!s.passed(2, 1, 0), "nothing from path 2");
+        assert_eq!(s.see(1, 12, 5), StampSeen::Advanced);
+        assert!(s.passed(1, 11, 5));
+        assert!(
+            !s.passed(1, 11, 5 + STAMP_FRESH_NS + 1),
+            "too old to prove anything"
+        );
+        assert_eq!(s.see(NO_PATH_FOR_TEST, 12, 5), StampSeen::Ignored);
+        assert_eq!(s.see(1, 0, 5), StampSeen::Ignored, "0 is no stamp");
+    }
+
+    const NO_PATH_FOR_TEST: u8 = crate::meta::NO_PATH;
+
+    #[test]
+    fn stamps_going_backwards_pause_the_source() {
+        let mut s = SourceStamps::default();
+        s.see(0, 100, 0);
+        s.see(1, 101, 0);
+        assert!(s.passed(1, 101, 0));
+        // A second counter behind the same address, or a path that reordered.
+        assert_eq!(s.see(1, 50, 10), StampSeen::Disorder { first: true });
+        assert!(!s.passed(0, 90, 10), "paused");
+        assert_eq!(s.see(1, 40, 20), StampSeen::Disorder { first: false });
+        let later = 20 + DISORDER_PAUSE_NS;
+        assert_eq!(s.see(0, 101, later), StampSeen::Advanced);
+        assert!(s.passed(0, 90, later), "the pause ended");
+        // An old newest stamp is not compared (it may be of an earlier wrap).
+        let mut s = SourceStamps::default();
+        s.see(0, 100, 0);
+        assert_eq!(s.see(0, 50, STAMP_FRESH_NS + 1), StampSeen::Advanced);
+    }
+
+    #[test]
+    fn waiting_streams_are_bounded_and_unique() {
+        let mut s = SourceStamps::default();
+        s.wait(3);
+        s.wait(3);
+        assert_eq!(s.waiting.as_slice(), &[3]);
+        for i in 0..2 * WAITING_MAX as u32 {
+            s.wait(i);
+        }
+        assert_eq!(s.waiting.len(), WAITING_MAX);
+    }
+}
