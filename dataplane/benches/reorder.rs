@@ -65,7 +65,7 @@ fn stage_bench(c: &mut Criterion) {
                                 len: 100,
                                 kind: MetaKind::Request { read_len: None },
                                 path: sprayswitch::meta::NO_PATH,
-                                stamp: 0,
+                                stamp: sprayswitch::meta::PathStamp::NONE,
                             };
                             stage.insert(0, pkt, &meta, now, &mut out);
                         }

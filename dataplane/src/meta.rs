@@ -76,8 +76,24 @@ pub struct RoceMeta {
     /// detect loss by path order ([`NO_PATH`]: any other port, or a group that uses the
     /// timeout alone).
     pub path: u8,
-    /// The path stamp it carried ([`crate::engine::stamp`]; 0: none).
-    pub stamp: u16,
+    /// The path stamp it carried ([`crate::engine::stamp`]).
+    pub stamp: PathStamp,
+}
+
+/// A path stamp ([`crate::engine::stamp`]) and the priority its packet travelled in: a path is
+/// FIFO within a priority only (a PAUSE or PFC frame stops one priority while the others
+/// pass), so stamps are compared within one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PathStamp {
+    /// The stamp (0: none).
+    pub seq: u16,
+    /// The packet's priority (VLAN PCP, else the top three bits of the DSCP).
+    pub class: u8,
+}
+
+impl PathStamp {
+    /// No stamp.
+    pub const NONE: PathStamp = PathStamp { seq: 0, class: 0 };
 }
 
 /// [`RoceMeta::path`] of a packet that did not arrive on a path-order fabric path.

@@ -17,7 +17,7 @@ use super::local::{
 use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
-use crate::meta::{MetaKind, RoceMeta, NO_PATH};
+use crate::meta::{MetaKind, PathStamp, RoceMeta, NO_PATH};
 use crate::port::Pkt;
 use crate::wire::pause::{PauseFrame, ETHERTYPE_MAC_CONTROL};
 use crate::wire::{
@@ -480,7 +480,7 @@ impl Engine {
         }
         let stamp = match roce_transport {
             Some(_) => self.restamp(f, usize::from(ip.l4_offset), rx_info.role, out.role, egress),
-            None => 0,
+            None => PathStamp::NONE,
         };
         match (roce_transport, roce) {
             (Some(Transport::Ud), Some(r)) if out.role == Role::Downlink => {
@@ -585,7 +585,7 @@ impl Engine {
                 len,
                 kind: MetaKind::HostPmtu,
                 path: NO_PATH,
-                stamp: 0,
+                stamp: PathStamp::NONE,
             });
         }
         let (egress, mac) = match hop {
@@ -684,18 +684,31 @@ impl Engine {
 
     /// The path stamp of a RoCE packet being forwarded (its UDP header at `l4`) from a port
     /// of role `rx` out of `egress`, of role `out` ([`super::stamp`]): towards a host, whatever
-    /// the fabric wrote is read (the stamp returned) and cleared; from a host onto a path-order
-    /// path, the next stamp is written (0 returned). Anything else is left as it is (a
-    /// sprayswitch spine keeps the source ToR's stamps).
+    /// the fabric wrote is read (returned with the packet's priority) and cleared; from a host
+    /// onto a path-order path, the next stamp is written (none returned). Anything else is
+    /// left as it is (a sprayswitch spine keeps the source ToR's stamps).
     #[inline]
-    fn restamp(&mut self, f: &mut [u8], l4: usize, rx: Role, out: Role, egress: PortId) -> u16 {
+    fn restamp(
+        &mut self,
+        f: &mut [u8],
+        l4: usize,
+        rx: Role,
+        out: Role,
+        egress: PortId,
+    ) -> PathStamp {
         match (rx, out) {
-            (Role::Uplink, Role::Downlink) => super::stamp::take(f, l4),
+            (Role::Uplink, Role::Downlink) => match super::stamp::take(f, l4) {
+                0 => PathStamp::NONE,
+                seq => PathStamp {
+                    seq,
+                    class: crate::wire::ecn::priority(f),
+                },
+            },
             (Role::Downlink, Role::Uplink) if self.path_of(egress) != NO_PATH => {
                 super::stamp::put(f, l4, self.stamper.stamp());
-                0
+                PathStamp::NONE
             }
-            _ => 0,
+            _ => PathStamp::NONE,
         }
     }
 
@@ -823,7 +836,7 @@ pub fn towards_host(
     pmtu: crate::wire::Pmtu,
     len: usize,
     path: u8,
-    stamp: u16,
+    stamp: PathStamp,
 ) -> RoceMeta {
     let op = r.bth.opcode;
     let seg = op.segment();
@@ -894,7 +907,7 @@ pub fn cm_meta(
             msg,
         },
         path: NO_PATH,
-        stamp: 0,
+        stamp: PathStamp::NONE,
     })
 }
 
@@ -936,7 +949,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         len: len as u32,
         kind,
         path: NO_PATH,
-        stamp: 0,
+        stamp: PathStamp::NONE,
     })
 }
 
@@ -1044,7 +1057,7 @@ mod tests {
         for i in 0..3 {
             let mut p = frame(2, [10, 9, 0, 2], [10, 0, 0, 2], 0xBEEF - i);
             let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 0);
-            assert_eq!((m.path, m.stamp), (1, 0xBEEF - i));
+            assert_eq!((m.path, m.stamp.seq, m.stamp.class), (1, 0xBEEF - i, 0));
             assert_eq!(udp_checksum(p.data()), 0);
             assert!(icrc_ok(&p));
         }
@@ -1053,7 +1066,7 @@ mod tests {
         let mut e = Engine::new(&t, 1);
         let mut p = frame(0, [10, 0, 0, 2], [10, 0, 1, 2], 0x2222);
         let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 1);
-        assert_eq!((m.path, m.stamp), (crate::meta::NO_PATH, 0));
+        assert_eq!((m.path, m.stamp), (crate::meta::NO_PATH, PathStamp::NONE));
         assert_eq!(udp_checksum(p.data()), 0x2222);
     }
 

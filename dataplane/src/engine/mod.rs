@@ -92,7 +92,9 @@ pub enum LossDetection {
     /// By path order, with the hold timeout as the backstop. Rests on one assumption: each
     /// member is one FIFO path through the fabric (a two-tier leaf-spine: one uplink, one
     /// spine, one downlink queue), so a QP's PSNs arrive in increasing order on every member,
-    /// and a gap is lost once every path the stream uses delivered a PSN above it.
+    /// and a gap is lost once every path the stream uses delivered a PSN above it, or a
+    /// packet its source host sent later: RoCE packets from hosts onto these members carry a
+    /// path stamp ([`stamp`]).
     #[default]
     PathOrder,
     /// By the hold timeout alone: for members with several paths behind them (a LAG, a

@@ -24,6 +24,7 @@ use super::stream::{
 };
 use super::totals::ReorderTotals;
 use crate::ids::IntMap;
+use crate::meta::PathStamp;
 use crate::wire::Psn;
 
 /// How many times `idle_evict_ns` a response stream with requests still unanswered is kept.
@@ -133,8 +134,8 @@ pub struct ReorderCore<T> {
     pub(super) detect_ns: Vec<u64>,
     /// How late the paths have delivered lately ([`super::skew`]).
     pub(super) skew: SkewWindow,
-    /// Each source host's path stamps ([`super::sources`]).
-    pub(super) sources: IntMap<u128, SourceStamps>,
+    /// Each source host's path stamps, per priority ([`super::sources`]).
+    pub(super) sources: IntMap<(u128, u8), SourceStamps>,
 }
 
 /// Why a packet cannot be held.
@@ -501,26 +502,28 @@ impl<T> ReorderCore<T> {
 
     /// A packet of `source` with path stamp `stamp` arrived on fabric `path`
     /// ([`super::sources`]); call [`ReorderCore::check_stamp_waiting`] after inserting it.
-    pub fn see_stamp(&mut self, source: u128, path: u8, stamp: u16, now: u64) {
-        if stamp == 0 || usize::from(path) >= crate::meta::MAX_PATHS {
+    pub fn see_stamp(&mut self, source: u128, path: u8, stamp: PathStamp, now: u64) {
+        if stamp.seq == 0 || usize::from(path) >= crate::meta::MAX_PATHS {
             return;
         }
-        if !self.sources.contains_key(&source) && self.sources.len() >= MAX_SOURCES {
+        let key = (source, stamp.class);
+        if !self.sources.contains_key(&key) && self.sources.len() >= MAX_SOURCES {
             self.sources.clear();
         }
         let seen = self
             .sources
-            .entry(source)
+            .entry(key)
             .or_default()
-            .see(path, stamp, now);
+            .see(path, stamp.seq, now);
         if seen == (StampSeen::Disorder { first: true }) {
             self.totals.stamp_disorder += 1;
         }
     }
 
-    /// Checks again the gaps of `source`'s streams that waited for its stamps.
-    pub fn check_stamp_waiting(&mut self, source: u128, now: u64, out: &mut Vec<T>) {
-        let Some(src) = self.sources.get_mut(&source) else {
+    /// Checks again the gaps of `source`'s streams that waited for its stamps of priority
+    /// `class`.
+    pub fn check_stamp_waiting(&mut self, source: u128, class: u8, now: u64, out: &mut Vec<T>) {
+        let Some(src) = self.sources.get_mut(&(source, class)) else {
             return;
         };
         if src.waiting.is_empty() {

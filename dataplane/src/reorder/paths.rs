@@ -31,7 +31,7 @@
 
 use super::sources::SourceStamps;
 use crate::engine::stamp;
-use crate::meta::{MAX_PATHS, NO_PATH};
+use crate::meta::{PathStamp, MAX_PATHS, NO_PATH};
 use crate::wire::Psn;
 
 /// Packets of a stream, on other paths, after which a path that carried none of them no longer
@@ -93,9 +93,9 @@ struct Track {
     /// When the first path joined the current pass (the sender's resent packets began to
     /// arrive): a gap of the new pass opened no earlier.
     joined_at: Option<u64>,
-    /// The source host, once known, and the (PSN, stamp) of the last stamped packets of the
+    /// The source host and priority, once known, and the (PSN, stamp) of the last stamped packets of the
     /// current pass (stamp 0: an empty entry), written round.
-    source: Option<u128>,
+    source: Option<(u128, u8)>,
     recent: [(Psn, u16); RECENT],
     recent_next: usize,
     /// The host resends only what is missing (see [`PathTrack::see`]).
@@ -103,8 +103,8 @@ struct Track {
 }
 
 impl PathTrack {
-    /// A packet with `psn` and path stamp `stamp` (0: none) from `source` (`None`: not
-    /// known) arrived on `path`. `selective`: the host resends only what is missing
+    /// A packet with `psn` and path stamp `stamp` from `source` (`None`: not known) arrived
+    /// on `path`. `selective`: the host resends only what is missing
     /// (selective repeat), so a new pass is joined by new PSNs too (see
     /// [`PathTrack::new_pass`]).
     #[inline]
@@ -112,7 +112,7 @@ impl PathTrack {
         &mut self,
         path: u8,
         psn: Psn,
-        stamp: u16,
+        stamp: PathStamp,
         source: Option<u128>,
         selective: bool,
         now: u64,
@@ -121,15 +121,15 @@ impl PathTrack {
             return;
         }
         let t = self.0.get_or_insert_with(Box::default);
-        if source.is_some() {
-            t.source = source;
+        if let (Some(a), true) = (source, stamp.seq != 0) {
+            t.source = Some((a, stamp.class));
         }
         t.selective = selective;
-        t.see(path, psn, stamp, now);
+        t.see(path, psn, stamp.seq, now);
     }
 
-    /// The source host whose stamps count for this stream.
-    pub(super) fn source(&self) -> Option<u128> {
+    /// The source host and priority whose stamps count for this stream.
+    pub(super) fn source(&self) -> Option<(u128, u8)> {
         self.0.as_ref().and_then(|t| t.source)
     }
 
@@ -426,10 +426,14 @@ mod tests {
         Psn::new(v)
     }
 
+    fn st(seq: u16) -> PathStamp {
+        PathStamp { seq, class: 3 }
+    }
+
     impl PathTrack {
         /// `see` for a Go-Back-N host, without stamps.
         fn saw(&mut self, path: u8, psn: Psn) {
-            self.see(path, psn, 0, None, false, 0);
+            self.see(path, psn, PathStamp::NONE, None, false, 0);
         }
     }
 
@@ -543,9 +547,9 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(1, p(10), 0, None, true, 0);
-        t.see(0, p(22), 0, None, true, 0);
-        t.see(1, p(23), 0, None, true, 0);
+        t.see(1, p(10), PathStamp::NONE, None, true, 0);
+        t.see(0, p(22), PathStamp::NONE, None, true, 0);
+        t.see(1, p(23), PathStamp::NONE, None, true, 0);
         assert!(t.all_above(p(10), 2, 0));
     }
 
@@ -554,8 +558,8 @@ mod tests {
         let mut t = PathTrack::default();
         let src_addr = Some(9);
         // PSNs 1-3 on paths 0-2 (stamps 10-12), 5 on path 0 (stamp 20): a gap at 4.
-        for (path, psn, st) in [(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)] {
-            t.see(path, p(psn), st, src_addr, false, 0);
+        for (path, psn, seq) in [(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)] {
+            t.see(path, p(psn), st(seq), src_addr, false, 0);
         }
         let mut src = SourceStamps::default();
         for (path, st) in [(0, 20), (1, 15), (2, 12)] {
@@ -582,24 +586,24 @@ mod tests {
     #[test]
     fn stamps_of_an_old_pass_or_of_a_gap_a_selective_host_was_told_of_prove_nothing() {
         let mut t = PathTrack::default();
-        for (path, psn, st) in [(0, 1, 10), (1, 3, 12)] {
-            t.see(path, p(psn), st, Some(9), false, 0);
+        for (path, psn, seq) in [(0, 1, 10), (1, 3, 12)] {
+            t.see(path, p(psn), st(seq), Some(9), false, 0);
         }
         assert_eq!(t.gap_stamp(p(2)), Some(12));
         // A loss declared: the sender goes back; stamp 12 was sent before its retransmission.
         t.new_pass(false);
         assert_eq!(t.gap_stamp(p(2)), None);
         // Packets still in flight from before (path 0 not in the new pass yet): nothing.
-        t.see(0, p(4), 13, Some(9), false, 0);
+        t.see(0, p(4), st(13), Some(9), false, 0);
         assert_eq!(t.gap_stamp(p(2)), None);
         // The retransmission: 2 on path 1 (below its top 3: joins), then 3 on path 1.
-        t.see(1, p(2), 30, Some(9), false, 0);
+        t.see(1, p(2), st(30), Some(9), false, 0);
         assert_eq!(t.gap_stamp(p(1)), Some(30));
         // A selective-repeat host: the gap it was NAKed for is filled by a retransmission
         // sent after everything remembered.
         let mut t = PathTrack::default();
-        for (path, psn, st) in [(0, 1, 10), (1, 3, 12)] {
-            t.see(path, p(psn), st, Some(9), true, 0);
+        for (path, psn, seq) in [(0, 1, 10), (1, 3, 12)] {
+            t.see(path, p(psn), st(seq), Some(9), true, 0);
         }
         assert_eq!(t.gap_stamp(p(2)), Some(12));
         t.host_nak(p(2));

@@ -36,7 +36,7 @@
 use super::core::{NoHold, ReorderCore};
 use super::paths::Proof;
 use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey};
-use crate::meta::NO_PATH;
+use crate::meta::{PathStamp, NO_PATH};
 use crate::wire::Psn;
 
 /// PSNs ahead of a stream's expected PSN beyond which a packet starts a new sequence even
@@ -55,7 +55,19 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) -> Insert {
-        self.insert_request_read(key, psn, span, None, None, NO_PATH, 0, len, item, now, out)
+        self.insert_request_read(
+            key,
+            psn,
+            span,
+            None,
+            None,
+            NO_PATH,
+            PathStamp::NONE,
+            len,
+            item,
+            now,
+            out,
+        )
     }
 
     /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
@@ -63,7 +75,7 @@ impl<T> ReorderCore<T> {
     /// largest path MTU the port allows, never too long) until then. `peer`: the sender's
     /// address and UDP source port, which the QP pairing hears of once per stream. `path`: the
     /// fabric path it arrived on ([`NO_PATH`]: none whose order counts) and `stamp` its path
-    /// stamp (0: none), for path-order loss detection: after the insert, a gap that every path
+    /// stamp, for path-order loss detection: after the insert, a gap that every path
     /// the stream uses has delivered above is declared lost ([`super::paths`]).
     pub fn insert_request_read(
         &mut self,
@@ -73,7 +85,7 @@ impl<T> ReorderCore<T> {
         read: Option<u32>,
         peer: Option<(u128, u16)>,
         path: u8,
-        stamp: u16,
+        stamp: PathStamp,
         len: u32,
         item: T,
         now: u64,

@@ -25,7 +25,7 @@
 use super::core::ReorderCore;
 use super::pairing::HOST_PSN_REACH;
 use super::stream::{Insert, StreamKey, WaitingAck};
-use crate::meta::NO_PATH;
+use crate::meta::{PathStamp, NO_PATH};
 use crate::wire::Psn;
 
 /// The smallest path MTU: a range may extend this far before a response shows the real one.
@@ -262,12 +262,23 @@ impl<T> ReorderCore<T> {
         out: &mut Vec<T>,
     ) -> Insert {
         self.insert_response_from(
-            local, remote, sport, local_qpn, kind, psn, NO_PATH, 0, len, item, now, out,
+            local,
+            remote,
+            sport,
+            local_qpn,
+            kind,
+            psn,
+            NO_PATH,
+            PathStamp::NONE,
+            len,
+            item,
+            now,
+            out,
         )
     }
 
     /// Inserts a response-direction packet that arrived on fabric `path` ([`NO_PATH`]: none
-    /// whose order counts) with path stamp `stamp` (0: none). A responder sends its responses in PSN order, so a fill is
+    /// whose order counts) with path stamp `stamp`. A responder sends its responses in PSN order, so a fill is
     /// evidence for path-order loss detection like a request is ([`super::paths`]); ACKs and
     /// NAKs are not (a duplicate request is answered with an old PSN).
     pub fn insert_response_from(
@@ -279,7 +290,7 @@ impl<T> ReorderCore<T> {
         kind: ResponseKind,
         psn: Psn,
         path: u8,
-        stamp: u16,
+        stamp: PathStamp,
         len: u32,
         item: T,
         now: u64,

@@ -121,7 +121,7 @@ impl DownlinkStage for ReorderStage {
     ) {
         self.for_port(egress);
         let item = (egress, pkt);
-        let stamped = meta.stamp != 0 && meta.path != crate::meta::NO_PATH;
+        let stamped = meta.stamp.seq != 0 && meta.path != crate::meta::NO_PATH;
         if stamped {
             self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
         }
@@ -184,7 +184,7 @@ impl DownlinkStage for ReorderStage {
         }
         if stamped {
             self.core
-                .check_stamp_waiting(meta.remote, now, &mut self.released);
+                .check_stamp_waiting(meta.remote, meta.stamp.class, now, &mut self.released);
         }
         self.emit(out);
     }
@@ -383,7 +383,7 @@ mod tests {
             len,
             kind: MetaKind::Request { read_len: None },
             path: crate::meta::NO_PATH,
-            stamp: 0,
+            stamp: crate::meta::PathStamp::NONE,
         }
     }
 

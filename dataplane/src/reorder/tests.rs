@@ -2,6 +2,7 @@
 //! resync, the response direction, bounds, and a proptest model check against a simple
 //! reference (`BTreeMap` per stream) over random interleavings.
 
+use crate::meta::PathStamp;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -1476,7 +1477,7 @@ impl H {
             None,
             None,
             path,
-            0,
+            PathStamp::NONE,
             100,
             psn,
             now,
@@ -1488,8 +1489,14 @@ impl H {
 impl H {
     /// What the stage does with a packet of QP `qpn` of the source `REMOTE` that arrived on
     /// `path` with path stamp `stamp` (item = `qpn * 1000 + psn`), timers polled first.
-    fn arrive_stamped(&mut self, qpn: u32, path: u8, psn: u32, stamp: u16, now: u64) {
+    fn arrive_stamped(&mut self, qpn: u32, path: u8, psn: u32, seq: u16, now: u64) {
+        self.arrive_stamped_in(3, qpn, path, psn, seq, now);
+    }
+
+    /// `arrive_stamped` in priority `class`.
+    fn arrive_stamped_in(&mut self, class: u8, qpn: u32, path: u8, psn: u32, seq: u16, now: u64) {
         self.core.poll(now, &mut self.out);
+        let stamp = PathStamp { seq, class };
         self.core.see_stamp(REMOTE, path, stamp, now);
         self.core.insert_request_read(
             key(qpn),
@@ -1504,7 +1511,8 @@ impl H {
             now,
             &mut self.out,
         );
-        self.core.check_stamp_waiting(REMOTE, now, &mut self.out);
+        self.core
+            .check_stamp_waiting(REMOTE, class, now, &mut self.out);
     }
 }
 
@@ -1617,6 +1625,30 @@ fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
         (1, 1)
     );
     assert_eq!(h.core.totals.stamp_disorder, 0);
+}
+
+#[test]
+fn stamps_of_another_priority_prove_nothing() {
+    // As in `a_stamp_sent_before_the_packets_above_the_gap_proves_nothing`, but the later
+    // packets on paths 0 and 1 are of another priority (a path is FIFO within a priority
+    // only: a paused one waits while the others pass).
+    let mut h = H::with_paths(LossRecovery::NakFirst);
+    for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
+        .into_iter()
+        .enumerate()
+    {
+        h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
+    }
+    h.arrive_stamped_in(6, 2, 0, 0, 10, 8_000);
+    h.arrive_stamped_in(6, 2, 1, 1, 11, 9_000);
+    assert_eq!(h.core.totals.path_losses, 0);
+    // The same in the stream's own priority.
+    h.arrive_stamped(3, 0, 0, 12, 10_000);
+    h.arrive_stamped(3, 1, 1, 13, 11_000);
+    assert_eq!(
+        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (1, 1)
+    );
 }
 
 #[test]
@@ -1998,7 +2030,7 @@ impl H {
             kind,
             Psn::new(psn),
             path,
-            0,
+            PathStamp::NONE,
             100,
             id,
             now,
