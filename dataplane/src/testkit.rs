@@ -77,6 +77,7 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             ports: (downlinks as u16..(downlinks + uplinks) as u16).collect(),
             weights: vec![1; uplinks],
             loss_detection: crate::engine::LossDetection::default(),
+            path_stamps: true,
         });
         if let Ok(p) = "10.9.0.0/16".parse() {
             t.fib.insert(p, RouteTarget::Group(0));

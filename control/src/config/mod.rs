@@ -250,6 +250,12 @@ pub struct GroupSection {
     /// `path_order` (default; each member is one FIFO path: a two-tier leaf-spine) or `timeout`
     /// (a LAG or more paths behind one member).
     pub loss_detection: Option<Choice<LossDetection>>,
+    /// Path stamps (with `path_order`): this ToR stamps the RoCE packets it sends over the
+    /// members in their UDP checksum and reads and clears the stamps of what it receives on
+    /// them, so that any later packet of a source host proves a path for all its QPs. Default
+    /// false; every ToR at the other end must have it on (its hosts would get a wrong UDP
+    /// checksum otherwise), and each member must have one receive queue.
+    pub path_stamps: Option<bool>,
 }
 
 /// A `[[route]]`.

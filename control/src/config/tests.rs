@@ -337,6 +337,16 @@ fn errors_name_the_field_and_reason() {
             "use 'path_order' or 'timeout'",
         ),
         (
+            check("[[uplink_group]]\nname = \"g2\"\nports = [\"u0\"]\nloss_detection = \"timeout\"\npath_stamps = true"),
+            "uplink_group[1].path_stamps",
+            "need loss_detection = \"path_order\"",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nbackend = \"af_xdp\"\ninterface = \"veth7\"\nqueues = 2\nxdp_mode = \"skb\"\nrole = \"uplink\"\nmac = \"02:00:00:00:00:09\"\npeer_mac = \"02:00:00:00:00:0a\"\n[[uplink_group]]\nname = \"g2\"\nports = [\"y\"]\npath_stamps = true"),
+            "uplink_group[1].path_stamps",
+            "port 'y' has 2 receive queues",
+        ),
+        (
             check("[[port]]\nname = \"y\"\nrole = \"uplink\"\nmac = \"02:00:00:00:00:09\"\nloss_recovery = \"nak_first\""),
             "port[6].loss_recovery",
             "only downlinks reorder",

@@ -37,7 +37,7 @@ impl Config {
         let mut t = Tables::new(ports.infos);
         t.policy = policy;
         t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
-        validate_groups(&self.groups, &ports.names, &mut t)?;
+        validate_groups(&self.groups, &self.ports, &ports.names, &mut t)?;
         validate_routes(&self.routes, &mut t)?;
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
@@ -531,6 +531,7 @@ impl PortSection {
 
 fn validate_groups(
     groups: &[GroupSection],
+    port_sections: &[PortSection],
     port_names: &HashMap<&str, usize>,
     t: &mut Tables,
 ) -> Result<(), ConfigError> {
@@ -594,11 +595,37 @@ fn validate_groups(
             Some(c) => c.get(|| f("loss_detection"))?,
             None => LossDetection::default(),
         };
+        let path_stamps = g.path_stamps.unwrap_or(false);
+        if path_stamps && loss_detection != LossDetection::PathOrder {
+            return err(
+                f("path_stamps"),
+                "path stamps need loss_detection = \"path_order\"",
+            );
+        }
+        if path_stamps {
+            // Several receive queues are polled in turn: packets of different QPs of one
+            // member may be taken out of the order they came in, and a stamp would vouch for
+            // a packet still in another queue.
+            for m in &members {
+                let queues = port_sections.get(usize::from(*m)).and_then(|p| p.queues);
+                if queues.is_some_and(|q| q > 1) {
+                    return err(
+                        f("path_stamps"),
+                        format!(
+                            "port '{}' has {} receive queues: path stamps need one per member",
+                            t.ports[usize::from(*m)].name,
+                            queues.unwrap_or(1)
+                        ),
+                    );
+                }
+            }
+        }
         t.groups.push(UplinkGroup {
             name: g.name.clone(),
             ports: members,
             weights,
             loss_detection,
+            path_stamps,
         });
     }
     Ok(())

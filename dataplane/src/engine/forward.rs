@@ -127,7 +127,9 @@ pub struct Engine {
     /// Per port: the fabric path it is ([`Tables::path_of_ports`]), what RoCE packets it
     /// delivers carry to the reorder stage.
     rx_path: Vec<u8>,
-    /// The stamps this worker writes on path-order paths ([`super::stamp`]).
+    /// Per port: a path of a group with path stamps ([`Tables::stamp_ports`]).
+    stamp_port: Vec<bool>,
+    /// The stamps this worker writes on those paths ([`super::stamp`]).
     stamper: super::stamp::Stamper,
 }
 
@@ -172,6 +174,7 @@ impl Engine {
             fast_hits: 0,
             egress: egress_table(t),
             rx_path: t.path_of_ports(),
+            stamp_port: t.stamp_ports(),
             stamper: super::stamp::Stamper::default(),
         }
     }
@@ -185,6 +188,7 @@ impl Engine {
         self.tables_addr = t as *const Tables as usize;
         self.egress = egress_table(t);
         self.rx_path = t.path_of_ports();
+        self.stamp_port = t.stamp_ports();
     }
 
     /// Starts a worker loop iteration: link state of uplink groups is then read once per
@@ -479,7 +483,14 @@ impl Engine {
             f[l3 + 7] -= 1;
         }
         let stamp = match roce_transport {
-            Some(_) => self.restamp(f, usize::from(ip.l4_offset), rx_info.role, out.role, egress),
+            Some(_) => self.restamp(
+                f,
+                usize::from(ip.l4_offset),
+                rx,
+                rx_info.role,
+                out.role,
+                egress,
+            ),
             None => PathStamp::NONE,
         };
         match (roce_transport, roce) {
@@ -640,7 +651,7 @@ impl Engine {
         }
 
         // Decided. The rewrite, then the facts for the reorder stage.
-        let rx_role = rx_info.role;
+        let (rx_port, rx_role) = (pkt.rx_port, rx_info.role);
         let out_role = if out.downlink {
             Role::Downlink
         } else {
@@ -650,7 +661,7 @@ impl Engine {
         f[0..6].copy_from_slice(&mac);
         f[6..12].copy_from_slice(&out.mac);
         ipv4_decrement_ttl(&mut f[L3..]);
-        let stamp = self.restamp(f, L4, rx_role, out_role, egress);
+        let stamp = self.restamp(f, L4, rx_port, rx_role, out_role, egress);
         let meta = out.downlink.then_some(RoceMeta {
             local: ip_key(IpAddr::V4(dst.into())),
             remote: ip_key(IpAddr::V4(src.into())),
@@ -682,29 +693,32 @@ impl Engine {
         })
     }
 
-    /// The path stamp of a RoCE packet being forwarded (its UDP header at `l4`) from a port
-    /// of role `rx` out of `egress`, of role `out` ([`super::stamp`]): towards a host, whatever
-    /// the fabric wrote is read (returned with the packet's priority) and cleared; from a host
-    /// onto a path-order path, the next stamp is written (none returned). Anything else is
-    /// left as it is (a sprayswitch spine keeps the source ToR's stamps).
+    /// The path stamp of a RoCE packet being forwarded (its UDP header at `l4`) from port
+    /// `rx_port`, of role `rx`, out of `egress`, of role `out` ([`super::stamp`]): from a
+    /// stamped path towards a host, the stamp is read (returned with the packet's priority)
+    /// and the checksum cleared; from a host onto a stamped path, the next stamp is written
+    /// (none returned). Anything else is left as it is (a sprayswitch spine keeps the source
+    /// ToR's stamps).
     #[inline]
     fn restamp(
         &mut self,
         f: &mut [u8],
         l4: usize,
+        rx_port: PortId,
         rx: Role,
         out: Role,
         egress: PortId,
     ) -> PathStamp {
+        let stamped = |p: PortId| self.stamp_port.get(usize::from(p)).copied() == Some(true);
         match (rx, out) {
-            (Role::Uplink, Role::Downlink) => match super::stamp::take(f, l4) {
+            (Role::Uplink, Role::Downlink) if stamped(rx_port) => match super::stamp::take(f, l4) {
                 0 => PathStamp::NONE,
                 seq => PathStamp {
                     seq,
                     class: crate::wire::ecn::priority(f),
                 },
             },
-            (Role::Downlink, Role::Uplink) if self.path_of(egress) != NO_PATH => {
+            (Role::Downlink, Role::Uplink) if stamped(egress) => {
                 super::stamp::put(f, l4, self.stamper.stamp());
                 PathStamp::NONE
             }

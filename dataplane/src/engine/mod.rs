@@ -92,9 +92,8 @@ pub enum LossDetection {
     /// By path order, with the hold timeout as the backstop. Rests on one assumption: each
     /// member is one FIFO path through the fabric (a two-tier leaf-spine: one uplink, one
     /// spine, one downlink queue), so a QP's PSNs arrive in increasing order on every member,
-    /// and a gap is lost once every path the stream uses delivered a PSN above it, or a
-    /// packet its source host sent later: RoCE packets from hosts onto these members carry a
-    /// path stamp ([`stamp`]).
+    /// and a gap is lost once every path the stream uses delivered a PSN above it (or, with
+    /// the group's `path_stamps`, a packet its source host sent later: [`stamp`]).
     #[default]
     PathOrder,
     /// By the hold timeout alone: for members with several paths behind them (a LAG, a
@@ -125,6 +124,10 @@ pub struct UplinkGroup {
     pub weights: Vec<u32>,
     /// How loss is told from reordering on what its members deliver.
     pub loss_detection: LossDetection,
+    /// The ToRs at the other end of these paths stamp what they send over them and read what
+    /// they receive ([`stamp`]); only with [`LossDetection::PathOrder`]. Off by default: a ToR
+    /// that does not clear the stamp hands its hosts a wrong UDP checksum.
+    pub path_stamps: bool,
 }
 
 /// Where a route sends packets.
@@ -202,6 +205,23 @@ impl Tables {
             }
         }
         paths
+    }
+
+    /// Per port: whether it is a path ([`Tables::paths`]) of a group with path stamps.
+    pub fn stamp_ports(&self) -> Vec<bool> {
+        let paths = self.paths();
+        let mut of = vec![false; self.ports.len()];
+        for g in self.groups.iter().filter(|g| g.path_stamps) {
+            if g.loss_detection != LossDetection::PathOrder {
+                continue;
+            }
+            for p in g.ports.iter().filter(|p| paths.contains(p)) {
+                if let Some(o) = of.get_mut(usize::from(*p)) {
+                    *o = true;
+                }
+            }
+        }
+        of
     }
 
     /// Per port: its index in [`Tables::paths`], or [`crate::meta::NO_PATH`].

@@ -488,6 +488,7 @@ mod tests {
             ports: (0..weights.len() as u16).collect(),
             weights,
             loss_detection: LossDetection::default(),
+            path_stamps: false,
         });
         t
     }

@@ -136,6 +136,8 @@ pub struct ReorderCore<T> {
     pub(super) skew: SkewWindow,
     /// Each source host's path stamps, per priority ([`super::sources`]).
     pub(super) sources: IntMap<(u128, u8), SourceStamps>,
+    /// The waiting streams being checked (kept to reuse its allocation).
+    pub(super) stamp_scratch: Vec<u32>,
 }
 
 /// Why a packet cannot be held.
@@ -185,6 +187,7 @@ impl<T> ReorderCore<T> {
             detect_ns: Vec::with_capacity(64),
             skew: SkewWindow::default(),
             sources: IntMap::default(),
+            stamp_scratch: Vec::with_capacity(super::sources::WAITING_MAX),
             cfg,
         }
     }
@@ -529,10 +532,15 @@ impl<T> ReorderCore<T> {
         if src.waiting.is_empty() {
             return;
         }
-        let waiting = std::mem::take(&mut src.waiting);
-        for stream in waiting {
+        // Swapped with the scratch list: both keep their allocations, and a stream still
+        // waiting registers again in the (emptied) list.
+        let mut waiting = std::mem::take(&mut self.stamp_scratch);
+        std::mem::swap(&mut waiting, &mut src.waiting);
+        for &stream in &waiting {
             self.check_path_loss(stream, now, out);
         }
+        waiting.clear();
+        self.stamp_scratch = waiting;
     }
 
     /// Declares the gap at a stream's expected PSN lost if every fabric path the stream uses

@@ -367,8 +367,8 @@ impl Track {
 
     /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
     /// per path) that is up and that the stream uses delivered a PSN above it in the current
-    /// pass, or (`src`: the stamps of the stream's source) a stamp at or after the gap's
-    /// [`Track::gap_stamp`]; and there is at least one such path. A path the stream has not
+    /// pass, or (`src`: the stamps of the stream's source), having joined the current pass,
+    /// a stamp at or after the gap's [`Track::gap_stamp`]; and there is at least one such path. A path the stream has not
     /// used blocks too until the stream is [`PATH_STALE_PACKETS`] packets old (a young stream
     /// has not shown yet which paths it uses), unless its stamps pass the gap.
     fn proof(
@@ -401,8 +401,13 @@ impl Track {
             if down >> s.path & 1 == 1 || self.count.wrapping_sub(s.last) > PATH_STALE_PACKETS {
                 continue;
             }
+            if s.pass != self.pass {
+                // Not in the current pass yet: what it delivers next may be of an earlier
+                // pass, and a stamp would let a new pass begin before it joins this one.
+                return Proof::Missing;
+            }
             let d = s.top.distance(gap);
-            if s.pass != self.pass || d <= 0 || d as u32 > FAR {
+            if d <= 0 || d as u32 > FAR {
                 if !by_stamp(s.path) {
                     return Proof::Missing;
                 }
@@ -581,6 +586,28 @@ mod tests {
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Missing);
         src.see(3, 20, 0);
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Stamps);
+    }
+
+    #[test]
+    fn a_path_not_in_the_current_pass_blocks_whatever_its_stamps() {
+        let mut t = PathTrack::default();
+        for (path, psn, seq) in [(0, 20, 10), (1, 21, 11)] {
+            t.see(path, p(psn), st(seq), Some(9), false, 0);
+        }
+        t.new_pass(false);
+        // The retransmission from 10 reaches path 0 (joins); 11 is lost; path 1 has not
+        // joined: what it delivers next may be of the old pass, sent before the resend.
+        t.see(0, p(10), st(30), Some(9), false, 0);
+        t.see(0, p(12), st(32), Some(9), false, 0);
+        let mut src = SourceStamps::default();
+        src.see(0, 32, 0);
+        src.see(1, 40, 0);
+        assert_eq!(t.gap_stamp(p(11)), Some(32));
+        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Missing);
+        // Once path 1 joins (a resent PSN below its old top), its stamps count.
+        t.see(1, p(13), st(41), Some(9), false, 0);
+        src.see(1, 41, 0);
+        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Psns);
     }
 
     #[test]

@@ -5,14 +5,18 @@
 //!
 //! **Checks.** On a FIFO path one counter's stamps rise; a stamp at or before the path's newest
 //! (two counters behind one address, a path that reorders, a source ToR that restarted) pauses
-//! the source's evidence for [`DISORDER_PAUSE_NS`] and is counted. Evidence older than
-//! [`STAMP_FRESH_NS`] is not used: 16-bit stamps compare only within half their space.
+//! the source's evidence for [`DISORDER_PAUSE_NS`] and is counted. 16-bit stamps compare only
+//! within half their space: evidence older than [`STAMP_FRESH_NS`] is not used, nor a stamp
+//! more than [`STAMP_REACH`] behind the newest the source has shown on any path.
 
 use crate::engine::stamp::is_after;
 use crate::meta::MAX_PATHS;
 
 /// How old a path's newest stamp may be and still prove something.
 pub const STAMP_FRESH_NS: u64 = 2_000_000;
+
+/// How far behind the source's newest stamp a stamp may be and still be compared.
+pub const STAMP_REACH: u16 = 1 << 14;
 
 /// How long a source's stamps are not used after they went backwards on a path.
 pub const DISORDER_PAUSE_NS: u64 = 1_000_000_000;
@@ -35,6 +39,8 @@ struct Seen {
 #[derive(Debug, Default)]
 pub(super) struct SourceStamps {
     seen: Vec<Seen>,
+    /// The newest stamp on any path.
+    newest: u16,
     disorder_at: Option<u64>,
     /// Streams of this source whose gap waits for evidence of another path (checked again
     /// when a stamp of this source arrives).
@@ -59,6 +65,9 @@ impl SourceStamps {
             return StampSeen::Ignored;
         }
         let paused = self.paused(now);
+        if self.seen.is_empty() || is_after(stamp, self.newest) {
+            self.newest = stamp;
+        }
         let Some(s) = self.seen.iter_mut().find(|s| s.path == path) else {
             self.seen.push(Seen {
                 path,
@@ -86,10 +95,13 @@ impl SourceStamps {
 
     /// Whether `path` has delivered, lately, a stamp at or after `stamp`.
     pub(super) fn passed(&self, path: u8, stamp: u16, now: u64) -> bool {
+        let near = |x: u16| self.newest.wrapping_sub(x) < STAMP_REACH;
         !self.paused(now)
+            && near(stamp)
             && self.seen.iter().any(|s| {
                 s.path == path
                     && now.saturating_sub(s.at) <= STAMP_FRESH_NS
+                    && near(s.top)
                     && (s.top == stamp || is_after(s.top, stamp))
             })
     }
@@ -143,6 +155,22 @@ mod tests {
         let mut s = SourceStamps::default();
         s.see(0, 100, 0);
         assert_eq!(s.see(0, 50, STAMP_FRESH_NS + 1), StampSeen::Advanced);
+    }
+
+    #[test]
+    fn stamps_too_far_behind_the_newest_are_not_compared() {
+        let mut s = SourceStamps::default();
+        s.see(0, 100, 0);
+        s.see(1, 100 + STAMP_REACH - 1, 0);
+        assert!(s.passed(0, 100, 0));
+        // The source has moved on by more than the reach: stamp 100 may be of a wrap ago.
+        s.see(1, 101 + STAMP_REACH, 0);
+        assert!(!s.passed(0, 100, 0), "path 0's newest is too far behind");
+        assert!(
+            !s.passed(1, 100, 0),
+            "the stamp asked about is too far behind"
+        );
+        assert!(s.passed(1, 102, 0));
     }
 
     #[test]

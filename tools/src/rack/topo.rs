@@ -377,7 +377,7 @@ fn tor_config_ports(
         members.push(format!("\"u{p}\""));
     }
     s += &format!(
-        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\n",
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\npath_stamps = true\n",
         members.join(", ")
     );
     s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");

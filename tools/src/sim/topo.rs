@@ -307,7 +307,7 @@ fn leaf_config(t: &Topology, r: u32, scheme: Scheme) -> String {
         members.push(format!("\"u{sp}\""));
     }
     s += &format!(
-        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ngroup = \"fabric\"\n",
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\npath_stamps = true\n[[route]]\nprefix = \"10.0.0.0/8\"\ngroup = \"fabric\"\n",
         members.join(", ")
     );
     s
