@@ -440,6 +440,13 @@ mod tests {
         fn saw(&mut self, path: u8, psn: Psn) {
             self.see(path, psn, PathStamp::NONE, None, false, 0);
         }
+
+        /// `see` of each (path, PSN, stamp) from source 9.
+        fn saw_stamped(&mut self, seen: &[(u8, u32, u16)], selective: bool) {
+            for &(path, psn, seq) in seen {
+                self.see(path, p(psn), st(seq), Some(9), selective, 0);
+            }
+        }
     }
 
     #[test]
@@ -561,11 +568,8 @@ mod tests {
     #[test]
     fn a_later_stamp_of_the_source_proves_a_path_the_stream_did_not() {
         let mut t = PathTrack::default();
-        let src_addr = Some(9);
         // PSNs 1-3 on paths 0-2 (stamps 10-12), 5 on path 0 (stamp 20): a gap at 4.
-        for (path, psn, seq) in [(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)] {
-            t.see(path, p(psn), st(seq), src_addr, false, 0);
-        }
+        t.saw_stamped(&[(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)], false);
         let mut src = SourceStamps::default();
         for (path, st) in [(0, 20), (1, 15), (2, 12)] {
             src.see(path, st, 0);
@@ -591,21 +595,19 @@ mod tests {
     #[test]
     fn a_path_not_in_the_current_pass_blocks_whatever_its_stamps() {
         let mut t = PathTrack::default();
-        for (path, psn, seq) in [(0, 20, 10), (1, 21, 11)] {
-            t.see(path, p(psn), st(seq), Some(9), false, 0);
-        }
+        t.saw_stamped(&[(0, 20, 10), (1, 21, 11)], false);
         t.new_pass(false);
         // The retransmission from 10 reaches path 0 (joins); 11 is lost; path 1 has not
         // joined: what it delivers next may be of the old pass, sent before the resend.
-        t.see(0, p(10), st(30), Some(9), false, 0);
-        t.see(0, p(12), st(32), Some(9), false, 0);
+        t.saw_stamped(&[(0, 10, 30)], false);
+        t.saw_stamped(&[(0, 12, 32)], false);
         let mut src = SourceStamps::default();
         src.see(0, 32, 0);
         src.see(1, 40, 0);
         assert_eq!(t.gap_stamp(p(11)), Some(32));
         assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Missing);
         // Once path 1 joins (a resent PSN below its old top), its stamps count.
-        t.see(1, p(13), st(41), Some(9), false, 0);
+        t.saw_stamped(&[(1, 13, 41)], false);
         src.see(1, 41, 0);
         assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Psns);
     }
@@ -613,25 +615,21 @@ mod tests {
     #[test]
     fn stamps_of_an_old_pass_or_of_a_gap_a_selective_host_was_told_of_prove_nothing() {
         let mut t = PathTrack::default();
-        for (path, psn, seq) in [(0, 1, 10), (1, 3, 12)] {
-            t.see(path, p(psn), st(seq), Some(9), false, 0);
-        }
+        t.saw_stamped(&[(0, 1, 10), (1, 3, 12)], false);
         assert_eq!(t.gap_stamp(p(2)), Some(12));
         // A loss declared: the sender goes back; stamp 12 was sent before its retransmission.
         t.new_pass(false);
         assert_eq!(t.gap_stamp(p(2)), None);
         // Packets still in flight from before (path 0 not in the new pass yet): nothing.
-        t.see(0, p(4), st(13), Some(9), false, 0);
+        t.saw_stamped(&[(0, 4, 13)], false);
         assert_eq!(t.gap_stamp(p(2)), None);
         // The retransmission: 2 on path 1 (below its top 3: joins), then 3 on path 1.
-        t.see(1, p(2), st(30), Some(9), false, 0);
+        t.saw_stamped(&[(1, 2, 30)], false);
         assert_eq!(t.gap_stamp(p(1)), Some(30));
         // A selective-repeat host: the gap it was NAKed for is filled by a retransmission
         // sent after everything remembered.
         let mut t = PathTrack::default();
-        for (path, psn, seq) in [(0, 1, 10), (1, 3, 12)] {
-            t.see(path, p(psn), st(seq), Some(9), true, 0);
-        }
+        t.saw_stamped(&[(0, 1, 10), (1, 3, 12)], true);
         assert_eq!(t.gap_stamp(p(2)), Some(12));
         t.host_nak(p(2));
         assert_eq!(t.gap_stamp(p(2)), None);

@@ -1603,12 +1603,9 @@ fn stamps_do_not_declare_a_late_packet_on_a_path_that_has_not_passed_it() {
     );
 }
 
-#[test]
-fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
-    // QP 1's 0-7 on paths psn % 4 with stamps 1-6 and 8-9, its 5 (stamp 6, path 1) lost; QP 2
-    // sent one packet between QP 1's 5 and 6 (stamp 7), on path 1, which comes late. It was
-    // sent after the lost packet, but nothing says the lost packet went on path 1: only a
-    // stamp from after QP 1's 6 (the first packet above the gap) proves path 1.
+/// QP 1 of the source `REMOTE` sends PSNs 0-7 on paths `psn % 4`, stamped 1-6 and 8-9, one a
+/// microsecond; its 5 (stamp 6, path 1) is lost. Paths 0 and 1 have not delivered above it.
+fn qp1_with_a_gap_at_5() -> H {
     let mut h = H::with_paths(LossRecovery::NakFirst);
     for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
         .into_iter()
@@ -1616,6 +1613,16 @@ fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
     {
         h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
     }
+    h
+}
+
+#[test]
+fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
+    // QP 1's 0-7 on paths psn % 4 with stamps 1-6 and 8-9, its 5 (stamp 6, path 1) lost; QP 2
+    // sent one packet between QP 1's 5 and 6 (stamp 7), on path 1, which comes late. It was
+    // sent after the lost packet, but nothing says the lost packet went on path 1: only a
+    // stamp from after QP 1's 6 (the first packet above the gap) proves path 1.
+    let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped(2, 0, 0, 10, 8_000);
     h.arrive_stamped(2, 1, 1, 7, 9_000);
     assert_eq!(h.core.totals.path_losses, 0, "path 1 showed only stamp 7");
@@ -1632,13 +1639,7 @@ fn stamps_of_another_priority_prove_nothing() {
     // As in `a_stamp_sent_before_the_packets_above_the_gap_proves_nothing`, but the later
     // packets on paths 0 and 1 are of another priority (a path is FIFO within a priority
     // only: a paused one waits while the others pass).
-    let mut h = H::with_paths(LossRecovery::NakFirst);
-    for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
-        .into_iter()
-        .enumerate()
-    {
-        h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
-    }
+    let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped_in(6, 2, 0, 0, 10, 8_000);
     h.arrive_stamped_in(6, 2, 1, 1, 11, 9_000);
     assert_eq!(h.core.totals.path_losses, 0);
@@ -1655,13 +1656,7 @@ fn stamps_of_another_priority_prove_nothing() {
 fn stamps_going_backwards_on_a_path_are_counted_and_prove_nothing() {
     // Two stamp counters behind one address (or a path that reorders): the source's stamps
     // are set aside, and the gap waits for the stream's own PSNs.
-    let mut h = H::with_paths(LossRecovery::NakFirst);
-    for (i, (psn, st)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
-        .into_iter()
-        .enumerate()
-    {
-        h.arrive_stamped(1, (psn % 4) as u8, psn, st, i as u64 * 1_000);
-    }
+    let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped(2, 0, 0, 3, 8_000);
     assert_eq!(h.core.totals.stamp_disorder, 1);
     h.arrive_stamped(2, 0, 1, 20, 9_000);
