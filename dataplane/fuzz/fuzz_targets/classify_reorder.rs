@@ -6,6 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sprayswitch::engine::forward::{host_observation, towards_host};
+use sprayswitch::meta::PathStamp;
 use sprayswitch::reorder::{
     HostRequest, Insert, MetaKind, ReorderConfig, ReorderCore, ResponseKind, StreamKey,
 };
@@ -42,8 +43,19 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let Some(r) = c.roce() else { continue };
                 if op & 3 == 0 {
-                    // Four fabric paths, chosen by the input: path-order loss detection is fuzzed too.
-                    let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3);
+                    // Four fabric paths, chosen by the input: path-order loss detection is fuzzed
+                    // too, with the frame's UDP checksum as its path stamp (as the engine reads
+                    // it) and the stamp's evidence handled as the stage does.
+                    let l4 = usize::from(r.ip.l4_offset);
+                    let seq = frame
+                        .get(l4 + 6..l4 + 8)
+                        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+                    let stamp = PathStamp {
+                        seq,
+                        class: op >> 7,
+                    };
+                    let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3, stamp);
+                    core.see_stamp(m.remote, m.path, m.stamp, now);
                     inserted += 1;
                     id += 1;
                     let res = match m.kind {
@@ -71,15 +83,16 @@ fuzz_target!(|data: &[u8]| {
                                 },
                                 _ => ResponseKind::Ack,
                             };
-                            core.insert_response(
-                                m.local, m.remote, m.sport, m.qpn, k, m.psn, m.len, id, now,
-                                &mut out,
+                            core.insert_response_from(
+                                m.local, m.remote, m.sport, m.qpn, k, m.psn, m.path, m.stamp,
+                                m.len, id, now, &mut out,
                             )
                         }
                     };
                     if matches!(res, Insert::Duplicate | Insert::Stale) {
                         discarded += 1;
                     }
+                    core.check_stamp_waiting(m.remote, m.stamp.class, now, &mut out);
                     core.learn_pair(m.local, m.remote, m.sport, m.qpn);
                 } else if let Some(m) = host_observation(r, Pmtu::DEFAULT, frame.len()) {
                     match m.kind {
