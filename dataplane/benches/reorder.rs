@@ -3,6 +3,7 @@
 //! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderStage`:
 //!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
 //!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams;
+//! - `paths/*`: the same over four path-order paths, with and without path stamps;
 //! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
 //!   downlink with pass-through against the reorder engine, next to the bare port-to-port move.
 //!
@@ -78,6 +79,86 @@ fn stage_bench(c: &mut Criterion) {
                     black_box(sent)
                 })
             });
+        }
+    }
+    g.finish();
+}
+
+/// `paths/depth_D/streams_S/{psns,stamps}`: as `stage`, with every packet from one source host
+/// over four path-order paths, FIFO each (a block's first PSN, which comes last, on path 0, the
+/// rest round paths 1-3), without path stamps (`psns`) and with them in send order (`stamps`):
+/// the difference is what the stamp table costs, a gap on path 0 waiting for the source's
+/// evidence and checked again on each of its packets.
+fn paths_bench(c: &mut Criterion) {
+    use sprayswitch::meta::PathStamp;
+    let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
+    let mut g = c.benchmark_group("paths");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for streams in [1u32, 1_000] {
+        for depth in [0u32, 4] {
+            for stamped in [false, true] {
+                let cfg = ReorderConfig {
+                    max_streams: 131_072,
+                    learn_ns: 0,
+                    ..ReorderConfig::default()
+                };
+                let mut stage = ReorderStage::new(cfg, &tables, &[]);
+                let mut pool: Vec<Pkt> =
+                    (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect();
+                let mut out: Vec<(PortId, Pkt)> = Vec::with_capacity(BATCH * 2);
+                let mut next_psn = vec![0u32; streams as usize];
+                let (mut stream, mut seq, mut now) = (0u32, 0u16, 1u64);
+                let block = depth + 1;
+                let mut order: Vec<(u32, u8, u16)> = Vec::with_capacity(block as usize);
+                let name = if stamped { "stamps" } else { "psns" };
+                g.bench_function(format!("depth_{depth}/streams_{streams}/{name}"), |b| {
+                    b.iter(|| {
+                        let mut sent = 0;
+                        while sent < BATCH {
+                            let base = next_psn[stream as usize];
+                            order.clear();
+                            // Stamps in send order (PSN order), 0 skipped.
+                            let stamp_of = |k: u32| {
+                                let s = seq.wrapping_add(k as u16 + 1);
+                                if s == 0 || !stamped {
+                                    0
+                                } else {
+                                    s
+                                }
+                            };
+                            let first = (base, 0u8, stamp_of(0));
+                            for k in 1..block {
+                                order.push((base + k, 1 + ((k - 1) % 3) as u8, stamp_of(k)));
+                            }
+                            order.push(first);
+                            seq = seq.wrapping_add(block as u16 + 1);
+                            for &(p, path, st) in &order {
+                                let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
+                                let meta = RoceMeta {
+                                    local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
+                                    remote: 7,
+                                    sport: 49152,
+                                    qpn: stream,
+                                    psn: Psn::new(p),
+                                    span: 1,
+                                    full_payload: 0,
+                                    len: 100,
+                                    kind: MetaKind::Request { read_len: None },
+                                    path,
+                                    stamp: PathStamp { seq: st, class: 3 },
+                                };
+                                stage.insert(0, pkt, &meta, now, &mut out);
+                            }
+                            sent += block as usize;
+                            next_psn[stream as usize] = base + block;
+                            stream = (stream + 1) % streams;
+                            now += 100;
+                            pool.extend(out.drain(..).map(|(_, p)| p));
+                        }
+                        black_box(sent)
+                    })
+                });
+            }
         }
     }
     g.finish();
@@ -182,5 +263,5 @@ fn pipeline_bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, stage_bench, pipeline_bench);
+criterion_group!(benches, stage_bench, paths_bench, pipeline_bench);
 criterion_main!(benches);

@@ -92,7 +92,7 @@ fuzz_target!(|data: &[u8]| {
                     if matches!(res, Insert::Duplicate | Insert::Stale) {
                         discarded += 1;
                     }
-                    core.check_stamp_waiting(m.remote, m.stamp.class, now, &mut out);
+                    core.check_stamp_waiting(m.remote, m.path, m.stamp, now, &mut out);
                     core.learn_pair(m.local, m.remote, m.sport, m.qpn);
                 } else if let Some(m) = host_observation(r, Pmtu::DEFAULT, frame.len()) {
                     match m.kind {

@@ -496,7 +496,7 @@ impl<T> ReorderCore<T> {
     }
 
     /// What proves the gap at `stream`'s expected PSN lost, with its source's stamps.
-    pub(super) fn proof(&self, stream: u32, now: u64) -> Proof {
+    pub(super) fn proof(&self, stream: u32, now: u64) -> (Proof, Option<(u8, u16)>) {
         let s = &self.streams[stream as usize];
         let src = s.paths.source().and_then(|a| self.sources.get(&a));
         s.paths
@@ -504,43 +504,49 @@ impl<T> ReorderCore<T> {
     }
 
     /// A packet of `source` with path stamp `stamp` arrived on fabric `path`
-    /// ([`super::sources`]); call [`ReorderCore::check_stamp_waiting`] after inserting it.
-    pub fn see_stamp(&mut self, source: u128, path: u8, stamp: PathStamp, now: u64) {
+    /// ([`super::sources`]). True when streams of the source wait for stamps: then call
+    /// [`ReorderCore::check_stamp_waiting`] after inserting the packet.
+    pub fn see_stamp(&mut self, source: u128, path: u8, stamp: PathStamp, now: u64) -> bool {
         if stamp.seq == 0 || usize::from(path) >= crate::meta::MAX_PATHS {
-            return;
+            return false;
         }
         let key = (source, stamp.class);
-        if !self.sources.contains_key(&key) && self.sources.len() >= MAX_SOURCES {
+        if self.sources.len() >= MAX_SOURCES && !self.sources.contains_key(&key) {
             self.sources.clear();
         }
-        let seen = self
-            .sources
-            .entry(key)
-            .or_default()
-            .see(path, stamp.seq, now);
+        let src = self.sources.entry(key).or_default();
+        let seen = src.see(path, stamp.seq, now);
+        let waiting = !src.waiting.is_empty();
         if seen == (StampSeen::Disorder { first: true }) {
             self.totals.stamp_disorder += 1;
         }
+        waiting
     }
 
-    /// Checks again the gaps of `source`'s streams that waited for its stamps of priority
-    /// `class`.
-    pub fn check_stamp_waiting(&mut self, source: u128, class: u8, now: u64, out: &mut Vec<T>) {
-        let Some(src) = self.sources.get_mut(&(source, class)) else {
+    /// Checks again the gaps of `source`'s streams that waited for the stamp a packet of it
+    /// just brought on `path` (those waiting for that path and at most that stamp).
+    pub fn check_stamp_waiting(
+        &mut self,
+        source: u128,
+        path: u8,
+        stamp: PathStamp,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        let Some(src) = self.sources.get_mut(&(source, stamp.class)) else {
             return;
         };
         if src.waiting.is_empty() {
             return;
         }
-        // Swapped with the scratch list: both keep their allocations, and a stream still
-        // waiting registers again in the (emptied) list.
-        let mut waiting = std::mem::take(&mut self.stamp_scratch);
-        std::mem::swap(&mut waiting, &mut src.waiting);
-        for &stream in &waiting {
+        // The scratch list keeps its allocation; a stream still waiting registers again.
+        let mut due = std::mem::take(&mut self.stamp_scratch);
+        src.take_due(path, stamp.seq, &mut due);
+        for &stream in &due {
             self.check_path_loss(stream, now, out);
         }
-        waiting.clear();
-        self.stamp_scratch = waiting;
+        due.clear();
+        self.stamp_scratch = due;
     }
 
     /// Declares the gap at a stream's expected PSN lost if every fabric path the stream uses
@@ -563,13 +569,12 @@ impl<T> ReorderCore<T> {
         if s.held == 0 || !matches!(s.phase, Phase::Active) {
             return;
         }
-        let proof = self.proof(stream, now);
+        let (proof, wait) = self.proof(stream, now);
         if proof == Proof::Missing {
-            // Another packet of its source may prove it: wait for one.
-            let s = &self.streams[stream as usize];
-            if s.paths.gap_stamp(s.expected).is_some() {
+            // A stamp of its source on the path that blocks may prove it: wait for one.
+            if let Some((path, need)) = wait {
                 if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
-                    src.wait(stream);
+                    src.wait(stream, path, need);
                 }
             }
             return;

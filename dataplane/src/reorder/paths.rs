@@ -134,6 +134,7 @@ impl PathTrack {
     }
 
     /// The stamp of a packet sent after the gap's at `gap` (see the module's "Stamps").
+    #[cfg(test)]
     pub(super) fn gap_stamp(&self, gap: Psn) -> Option<u16> {
         self.0.as_ref().and_then(|t| t.gap_stamp(gap))
     }
@@ -254,16 +255,16 @@ impl PathTrack {
         down: u64,
         src: Option<&SourceStamps>,
         now: u64,
-    ) -> Proof {
-        self.0
-            .as_ref()
-            .map_or(Proof::Missing, |t| t.proof(gap, paths, down, src, now))
+    ) -> (Proof, Option<(u8, u16)>) {
+        self.0.as_ref().map_or((Proof::Missing, None), |t| {
+            t.proof(gap, paths, down, src, now)
+        })
     }
 
     /// Whether the stream's own PSNs prove the gap at `gap` lost (stamps aside).
     #[cfg(test)]
     pub(super) fn all_above(&self, gap: Psn, paths: usize, down: u64) -> bool {
-        self.proof(gap, paths, down, None, 0) != Proof::Missing
+        self.proof(gap, paths, down, None, 0).0 != Proof::Missing
     }
 
     /// Heap bytes it uses.
@@ -370,7 +371,9 @@ impl Track {
     /// pass, or (`src`: the stamps of the stream's source), having joined the current pass,
     /// a stamp at or after the gap's [`Track::gap_stamp`]; and there is at least one such path. A path the stream has not
     /// used blocks too until the stream is [`PATH_STALE_PACKETS`] packets old (a young stream
-    /// has not shown yet which paths it uses), unless its stamps pass the gap.
+    /// has not shown yet which paths it uses), unless its stamps pass the gap. With
+    /// [`Proof::Missing`], the first path that blocks and the stamp that would prove it, if a
+    /// stamp can.
     fn proof(
         &self,
         gap: Psn,
@@ -378,19 +381,21 @@ impl Track {
         down: u64,
         src: Option<&SourceStamps>,
         now: u64,
-    ) -> Proof {
+    ) -> (Proof, Option<(u8, u16)>) {
         let gap_stamp = src.and_then(|_| self.gap_stamp(gap));
         let by_stamp = |path: u8| match (src, gap_stamp) {
             (Some(src), Some(g)) => src.passed(path, g, now),
             _ => false,
         };
+        // A path that blocks, and the stamp on it that would prove it.
+        let wait = |path: u8| (Proof::Missing, gap_stamp.map(|g| (path, g)));
         let mut stamped = false;
         if self.count <= PATH_STALE_PACKETS {
             let up = (0..paths.min(MAX_PATHS)).filter(|i| down >> i & 1 == 0);
             for i in up {
                 if !self.seen.iter().any(|s| usize::from(s.path) == i) {
                     if !by_stamp(i as u8) {
-                        return Proof::Missing;
+                        return wait(i as u8);
                     }
                     stamped = true;
                 }
@@ -404,22 +409,23 @@ impl Track {
             if s.pass != self.pass {
                 // Not in the current pass yet: what it delivers next may be of an earlier
                 // pass, and a stamp would let a new pass begin before it joins this one.
-                return Proof::Missing;
+                return (Proof::Missing, None);
             }
             let d = s.top.distance(gap);
             if d <= 0 || d as u32 > FAR {
                 if !by_stamp(s.path) {
-                    return Proof::Missing;
+                    return wait(s.path);
                 }
                 stamped = true;
             }
             evidence = true;
         }
-        match (evidence, stamped) {
+        let proof = match (evidence, stamped) {
             (false, _) => Proof::Missing,
             (true, false) => Proof::Psns,
             (true, true) => Proof::Stamps,
-        }
+        };
+        (proof, None)
     }
 }
 
@@ -575,21 +581,21 @@ mod tests {
             src.see(path, st, 0);
         }
         assert_eq!(t.gap_stamp(p(4)), Some(20));
-        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Missing);
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0).0, Proof::Missing);
         // Paths 1 and 2 pass stamp 20 (other QPs' packets, sent after PSN 5).
         src.see(1, 21, 0);
-        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Missing);
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0).0, Proof::Missing);
         src.see(2, 25, 0);
-        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0), Proof::Stamps);
+        assert_eq!(t.proof(p(4), 3, 0, Some(&src), 0).0, Proof::Stamps);
         assert_eq!(
-            t.proof(p(4), 3, 0, None, 0),
+            t.proof(p(4), 3, 0, None, 0).0,
             Proof::Missing,
             "no stamps, no proof"
         );
         // A fourth path the stream never used, young stream: its stamps must pass too.
-        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Missing);
+        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Missing);
         src.see(3, 20, 0);
-        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0), Proof::Stamps);
+        assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Stamps);
     }
 
     #[test]
@@ -605,11 +611,11 @@ mod tests {
         src.see(0, 32, 0);
         src.see(1, 40, 0);
         assert_eq!(t.gap_stamp(p(11)), Some(32));
-        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Missing);
+        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0).0, Proof::Missing);
         // Once path 1 joins (a resent PSN below its old top), its stamps count.
         t.saw_stamped(&[(1, 13, 41)], false);
         src.see(1, 41, 0);
-        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0), Proof::Psns);
+        assert_eq!(t.proof(p(11), 2, 0, Some(&src), 0).0, Proof::Psns);
     }
 
     #[test]

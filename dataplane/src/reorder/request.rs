@@ -114,7 +114,7 @@ impl<T> ReorderCore<T> {
             // it goes now, and the RNIC NAKs that one (if the paths still show it lost: the
             // packet may have come meanwhile, and the gap now open be another one).
             let s = &self.streams[stream as usize];
-            if s.held > 0 && self.proof(stream, now) != Proof::Missing {
+            if s.held > 0 && self.proof(stream, now).0 != Proof::Missing {
                 self.release_run(stream, now, out);
             }
         }

@@ -42,9 +42,17 @@ pub(super) struct SourceStamps {
     /// The newest stamp on any path.
     newest: u16,
     disorder_at: Option<u64>,
-    /// Streams of this source whose gap waits for evidence of another path (checked again
-    /// when a stamp of this source arrives).
-    pub(super) waiting: Vec<u32>,
+    /// Streams of this source whose gap waits for a stamp on a path (checked again when one
+    /// at or after it arrives there).
+    pub(super) waiting: Vec<Waiter>,
+}
+
+/// A stream waiting for stamp `need` (or a later one) on `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Waiter {
+    stream: u32,
+    path: u8,
+    need: u16,
 }
 
 /// What a stamp did to its source's record.
@@ -106,12 +114,27 @@ impl SourceStamps {
             })
     }
 
-    /// Notes that `stream` waits for this source's evidence (bounded: a stream left out is
-    /// checked on its own packets and its timer, as without stamps).
-    pub(super) fn wait(&mut self, stream: u32) {
-        if !self.waiting.contains(&stream) && self.waiting.len() < WAITING_MAX {
-            self.waiting.push(stream);
+    /// Notes that `stream` waits for stamp `need` or later on `path` (one entry a stream;
+    /// bounded: a stream left out is checked on its own packets and its timer, as without
+    /// stamps).
+    pub(super) fn wait(&mut self, stream: u32, path: u8, need: u16) {
+        let w = Waiter { stream, path, need };
+        if let Some(x) = self.waiting.iter_mut().find(|x| x.stream == stream) {
+            *x = w;
+        } else if self.waiting.len() < WAITING_MAX {
+            self.waiting.push(w);
         }
+    }
+
+    /// Moves to `due` the streams that waited for `stamp` or an earlier one on `path`.
+    pub(super) fn take_due(&mut self, path: u8, stamp: u16, due: &mut Vec<u32>) {
+        self.waiting.retain(|w| {
+            let met = w.path == path && (w.need == stamp || is_after(stamp, w.need));
+            if met {
+                due.push(w.stream);
+            }
+            !met
+        });
     }
 }
 
@@ -174,14 +197,24 @@ mod tests {
     }
 
     #[test]
-    fn waiting_streams_are_bounded_and_unique() {
+    fn waiting_streams_are_bounded_unique_and_due_on_their_path_and_stamp() {
         let mut s = SourceStamps::default();
-        s.wait(3);
-        s.wait(3);
-        assert_eq!(s.waiting.as_slice(), &[3]);
+        s.wait(3, 1, 50);
+        s.wait(3, 2, 60);
+        assert_eq!(s.waiting.len(), 1, "the newer wait replaces the older");
         for i in 0..2 * WAITING_MAX as u32 {
-            s.wait(i);
+            s.wait(10 + i, 1, 40);
         }
         assert_eq!(s.waiting.len(), WAITING_MAX);
+        let mut due = Vec::new();
+        s.take_due(2, 59, &mut due);
+        assert!(due.is_empty(), "stamp 59 is before 60");
+        s.take_due(1, 60, &mut due);
+        assert!(!due.contains(&3), "stream 3 waits on path 2");
+        assert_eq!(due.len(), WAITING_MAX - 1);
+        due.clear();
+        s.take_due(2, 60, &mut due);
+        assert_eq!(due, vec![3]);
+        assert!(s.waiting.is_empty());
     }
 }

@@ -121,10 +121,9 @@ impl DownlinkStage for ReorderStage {
     ) {
         self.for_port(egress);
         let item = (egress, pkt);
-        let stamped = meta.stamp.seq != 0 && meta.path != crate::meta::NO_PATH;
-        if stamped {
-            self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
-        }
+        let waiting = meta.stamp.seq != 0
+            && meta.path != crate::meta::NO_PATH
+            && self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
         match meta.kind {
             MetaKind::Request { read_len } => {
                 let key = StreamKey::Request {
@@ -182,9 +181,14 @@ impl DownlinkStage for ReorderStage {
             }
             _ => self.released.push(item),
         }
-        if stamped {
-            self.core
-                .check_stamp_waiting(meta.remote, meta.stamp.class, now, &mut self.released);
+        if waiting {
+            self.core.check_stamp_waiting(
+                meta.remote,
+                meta.path,
+                meta.stamp,
+                now,
+                &mut self.released,
+            );
         }
         self.emit(out);
     }

@@ -1512,7 +1512,7 @@ impl H {
             &mut self.out,
         );
         self.core
-            .check_stamp_waiting(REMOTE, class, now, &mut self.out);
+            .check_stamp_waiting(REMOTE, path, stamp, now, &mut self.out);
     }
 }
 
