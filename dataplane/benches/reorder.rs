@@ -25,6 +25,24 @@ use sprayswitch::worker::{Worker, WorkerConfig};
 
 const BATCH: usize = 1024;
 
+/// The reorder facts of a request of QP `qpn` from the source host 7 with `psn`, arrived on
+/// `path` with path stamp `seq` (0: none).
+fn request(qpn: u32, psn: u32, path: u8, seq: u16) -> RoceMeta {
+    RoceMeta {
+        local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
+        remote: 7,
+        sport: 49152,
+        qpn,
+        psn: Psn::new(psn),
+        span: 1,
+        full_payload: 0,
+        len: 100,
+        kind: MetaKind::Request { read_len: None },
+        path,
+        stamp: sprayswitch::meta::PathStamp { seq, class: 3 },
+    }
+}
+
 fn stage_bench(c: &mut Criterion) {
     let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
     let mut g = c.benchmark_group("stage");
@@ -55,19 +73,7 @@ fn stage_bench(c: &mut Criterion) {
                         order.push(base);
                         for &p in &order {
                             let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
-                            let meta = RoceMeta {
-                                local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
-                                remote: 7,
-                                sport: 49152,
-                                qpn: stream,
-                                psn: Psn::new(p),
-                                span: 1,
-                                full_payload: 0,
-                                len: 100,
-                                kind: MetaKind::Request { read_len: None },
-                                path: sprayswitch::meta::NO_PATH,
-                                stamp: sprayswitch::meta::PathStamp::NONE,
-                            };
+                            let meta = request(stream, p, sprayswitch::meta::NO_PATH, 0);
                             stage.insert(0, pkt, &meta, now, &mut out);
                         }
                         sent += block as usize;
@@ -90,7 +96,6 @@ fn stage_bench(c: &mut Criterion) {
 /// the difference is what the stamp table costs, a gap on path 0 waiting for the source's
 /// evidence and checked again on each of its packets.
 fn paths_bench(c: &mut Criterion) {
-    use sprayswitch::meta::PathStamp;
     let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
     let mut g = c.benchmark_group("paths");
     g.throughput(Throughput::Elements(BATCH as u64));
@@ -134,19 +139,7 @@ fn paths_bench(c: &mut Criterion) {
                             seq = seq.wrapping_add(block as u16 + 1);
                             for &(p, path, st) in &order {
                                 let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
-                                let meta = RoceMeta {
-                                    local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
-                                    remote: 7,
-                                    sport: 49152,
-                                    qpn: stream,
-                                    psn: Psn::new(p),
-                                    span: 1,
-                                    full_payload: 0,
-                                    len: 100,
-                                    kind: MetaKind::Request { read_len: None },
-                                    path,
-                                    stamp: PathStamp { seq: st, class: 3 },
-                                };
+                                let meta = request(stream, p, path, st);
                                 stage.insert(0, pkt, &meta, now, &mut out);
                             }
                             sent += block as usize;
