@@ -13,8 +13,9 @@
 //!
 //! **Why the UDP checksum.** It is the one field of a RoCEv2 packet that is masked out of the
 //! ICRC and means nothing to a RoCE receiver: RoCEv2 senders set it to zero (rxe does, over
-//! IPv4 and IPv6 alike: every frame of the captures in `tests/data/`). The destination ToR sets it to zero again towards its hosts, whatever it
-//! carried: a host's stack would check a non-zero UDP checksum and drop the packet.
+//! IPv4 and IPv6 alike: every frame of the captures in `tests/data/`). The destination ToR
+//! sets it to zero again towards its hosts, whatever it carried: a host's stack would check a
+//! non-zero UDP checksum and drop the packet.
 //!
 //! **Zero is no stamp.** The counter skips it, so a packet of a source ToR that does not stamp
 //! (its checksum zero) gives no evidence.

@@ -93,8 +93,8 @@ struct Track {
     /// When the first path joined the current pass (the sender's resent packets began to
     /// arrive): a gap of the new pass opened no earlier.
     joined_at: Option<u64>,
-    /// The source host and priority, once known, and the (PSN, stamp) of the last stamped packets of the
-    /// current pass (stamp 0: an empty entry), written round.
+    /// The source host and priority, once known, and the (PSN, stamp) of the last stamped
+    /// packets of the current pass (stamp 0: an empty entry), written round.
     source: Option<(u128, u8)>,
     recent: [(Psn, u16); RECENT],
     recent_next: usize,
@@ -369,9 +369,10 @@ impl Track {
     /// Whether the packet at `gap` is lost: every path of the `paths` there are (`down`: a bit
     /// per path) that is up and that the stream uses delivered a PSN above it in the current
     /// pass, or (`src`: the stamps of the stream's source), having joined the current pass,
-    /// a stamp at or after the gap's [`Track::gap_stamp`]; and there is at least one such path. A path the stream has not
-    /// used blocks too until the stream is [`PATH_STALE_PACKETS`] packets old (a young stream
-    /// has not shown yet which paths it uses), unless its stamps pass the gap. With
+    /// a stamp at or after the gap's [`Track::gap_stamp`]; and there is at least one such
+    /// path. A path the stream has not used blocks too until the stream is
+    /// [`PATH_STALE_PACKETS`] packets old (a young stream has not shown yet which paths it
+    /// uses), unless its stamps pass the gap. With
     /// [`Proof::Missing`], the first path that blocks and the stamp that would prove it, if a
     /// stamp can.
     fn proof(

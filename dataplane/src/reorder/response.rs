@@ -278,9 +278,10 @@ impl<T> ReorderCore<T> {
     }
 
     /// Inserts a response-direction packet that arrived on fabric `path` ([`NO_PATH`]: none
-    /// whose order counts) with path stamp `stamp`. A responder sends its responses in PSN order, so a fill is
-    /// evidence for path-order loss detection like a request is ([`super::paths`]); ACKs and
-    /// NAKs are not (a duplicate request is answered with an old PSN).
+    /// whose order counts) with path stamp `stamp`. A responder sends its responses in PSN
+    /// order, so a fill is evidence for path-order loss detection like a request is
+    /// ([`super::paths`]); ACKs and NAKs are not (a duplicate request is answered with an old
+    /// PSN).
     pub fn insert_response_from(
         &mut self,
         local: u128,

@@ -121,9 +121,8 @@ impl DownlinkStage for ReorderStage {
     ) {
         self.for_port(egress);
         let item = (egress, pkt);
-        let waiting = meta.stamp.seq != 0
-            && meta.path != crate::meta::NO_PATH
-            && self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
+        // (No stamp, or no path whose order counts: nothing seen, nobody to check.)
+        let waiting = self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
         match meta.kind {
             MetaKind::Request { read_len } => {
                 let key = StreamKey::Request {
