@@ -13,6 +13,7 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use sprayswitch::engine::stamp::COUNT_MASK;
 use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
@@ -26,7 +27,7 @@ use sprayswitch::worker::{Worker, WorkerConfig};
 const BATCH: usize = 1024;
 
 /// The reorder facts of a request of QP `qpn` from the source host 7 with `psn`, arrived on
-/// `path` with path stamp `seq` (0: none).
+/// `path` with path stamp `seq` as the source ToR wrote it (0: none).
 fn request(qpn: u32, psn: u32, path: u8, seq: u16) -> RoceMeta {
     RoceMeta {
         local: ip_key(std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
@@ -39,7 +40,7 @@ fn request(qpn: u32, psn: u32, path: u8, seq: u16) -> RoceMeta {
         len: 100,
         kind: MetaKind::Request { read_len: None },
         path,
-        stamp: sprayswitch::meta::PathStamp { seq, class: 3 },
+        stamp: sprayswitch::meta::PathStamp::read(seq, 3),
     }
 }
 
@@ -122,9 +123,9 @@ fn paths_bench(c: &mut Criterion) {
                         while sent < BATCH {
                             let base = next_psn[stream as usize];
                             order.clear();
-                            // Stamps in send order (PSN order), 0 skipped.
+                            // Stamps in send order (PSN order) in lane 0, 0 skipped.
                             let stamp_of = |k: u32| {
-                                let s = seq.wrapping_add(k as u16 + 1);
+                                let s = seq.wrapping_add(k as u16 + 1) & COUNT_MASK;
                                 if s == 0 || !stamped {
                                     0
                                 } else {

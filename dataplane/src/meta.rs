@@ -85,15 +85,32 @@ pub struct RoceMeta {
 /// pass), so stamps are compared within one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PathStamp {
-    /// The stamp (0: none).
+    /// The stamp's count (0: none).
     pub seq: u16,
     /// The packet's priority (VLAN PCP, else the top three bits of the DSCP).
     pub class: u8,
+    /// The stamp's lane: which counter of the source ToR gave it.
+    pub lane: u8,
 }
 
 impl PathStamp {
     /// No stamp.
-    pub const NONE: PathStamp = PathStamp { seq: 0, class: 0 };
+    pub const NONE: PathStamp = PathStamp {
+        seq: 0,
+        class: 0,
+        lane: 0,
+    };
+
+    /// The stamp as read from a packet of priority `class`.
+    pub fn read(stamp: u16, class: u8) -> PathStamp {
+        let (lane, seq) = crate::engine::stamp::split(stamp);
+        PathStamp { seq, class, lane }
+    }
+
+    /// The counter the stamp belongs to, with the sender's address: its priority and lane.
+    pub fn counter(self) -> u8 {
+        (self.class & 7) | (self.lane << 3)
+    }
 }
 
 /// [`RoceMeta::path`] of a packet that did not arrive on a path-order fabric path.

@@ -145,6 +145,11 @@ pub struct ReorderSection {
     pub idle_evict_ms: u64,
     /// Outstanding READ/atomic ranges remembered per QP pair.
     pub max_reads: usize,
+    /// Prefix lengths `[IPv4, IPv6]` of a sender's address that all hosts behind one source
+    /// ToR share (its rack's subnet): path stamps of those hosts are taken as one sequence, so
+    /// each host's packets prove its neighbours' losses. `[32, 128]`: each host on its own.
+    /// Two ToRs' hosts under one prefix pause each other's stamp evidence (`stamp_disorder`).
+    pub stamp_source_prefix: [u8; 2],
     /// What a declared loss releases towards a host: `nak_first` (Go-Back-N RNICs: ConnectX-5,
     /// Soft-RoCE) or `release_run` (selective repeat: ConnectX-6/7); ports may override it.
     pub loss_recovery: Choice<LossRecovery>,
@@ -163,6 +168,7 @@ impl Default for ReorderSection {
             learn_us: d.learn_ns / 1000,
             idle_evict_ms: d.idle_evict_ns / 1_000_000,
             max_reads: d.max_reads,
+            stamp_source_prefix: [d.stamp_source_prefix.0, d.stamp_source_prefix.1],
             loss_recovery: Choice::new("nak_first"),
         }
     }

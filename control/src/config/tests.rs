@@ -372,6 +372,18 @@ fn switch_section_and_syntax_errors() {
             .unwrap_err()
     };
     assert_eq!(bad("workers = 0").field, "switch.workers");
+    // Path stamps name at most 8 workers' counters (the embedded group stamps).
+    let e = bad("workers = 9");
+    assert_eq!(e.field, "uplink_group[0].path_stamps", "{e}");
+    assert!(
+        e.reason.contains("9 workers: path stamps tell at most 8"),
+        "{e}"
+    );
+    let text = DEFAULT_CONFIG.replace("prefix = [16, 32]", "prefix = [33, 64]");
+    let e = Config::parse(&text, "t.toml")
+        .and_then(|c| c.validate())
+        .unwrap_err();
+    assert_eq!(e.field, "reorder.stamp_source_prefix", "{e}");
     let e = bad("workers = 1\nspray_policy2 = \"x\"");
     assert_eq!(e.field, "t.toml");
     assert!(e.reason.contains("unknown field `spray_policy2`"), "{e}");

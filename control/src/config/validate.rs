@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::egress::EcnProfile;
+use sprayswitch::engine::stamp::LANES;
 use sprayswitch::engine::{
     ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
     UplinkGroup,
@@ -37,7 +38,7 @@ impl Config {
         let mut t = Tables::new(ports.infos);
         t.policy = policy;
         t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
-        validate_groups(&self.groups, &self.ports, &ports.names, &mut t)?;
+        validate_groups(&self.groups, &self.ports, &ports.names, s.workers, &mut t)?;
         validate_routes(&self.routes, &mut t)?;
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
@@ -533,6 +534,7 @@ fn validate_groups(
     groups: &[GroupSection],
     port_sections: &[PortSection],
     port_names: &HashMap<&str, usize>,
+    workers: usize,
     t: &mut Tables,
 ) -> Result<(), ConfigError> {
     let mut group_names = HashSet::new();
@@ -600,6 +602,13 @@ fn validate_groups(
             return err(
                 f("path_stamps"),
                 "path stamps need loss_detection = \"path_order\"",
+            );
+        }
+        if path_stamps && workers > LANES {
+            // Each worker stamps with its own counter, named by the stamp's lane.
+            return err(
+                f("path_stamps"),
+                format!("{workers} workers: path stamps tell at most {LANES} counters apart"),
             );
         }
         if path_stamps {
@@ -737,10 +746,13 @@ impl ReorderSection {
             learn_ns: self.learn_us.saturating_mul(1000),
             idle_evict_ns: self.idle_evict_ms.saturating_mul(1_000_000),
             max_reads: self.max_reads,
+            stamp_source_prefix: (self.stamp_source_prefix[0], self.stamp_source_prefix[1]),
         };
         if let Err(e) = rcfg.check() {
             let field = if e.starts_with("window") {
                 "reorder.window"
+            } else if e.starts_with("stamp_source_prefix") {
+                "reorder.stamp_source_prefix"
             } else {
                 "reorder"
             };

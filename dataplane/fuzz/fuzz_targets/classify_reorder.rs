@@ -22,6 +22,8 @@ fuzz_target!(|data: &[u8]| {
         learn_ns: 300,
         idle_evict_ns: 5000,
         max_reads: 4,
+        // Senders' stamps taken per /24 and /64: several hosts behind one counter.
+        stamp_source_prefix: (24, 64),
     };
     let mut core: ReorderCore<u32> = ReorderCore::new(cfg);
     let mut out = Vec::new();
@@ -50,10 +52,7 @@ fuzz_target!(|data: &[u8]| {
                     let seq = frame
                         .get(l4 + 6..l4 + 8)
                         .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-                    let stamp = PathStamp {
-                        seq,
-                        class: op >> 7,
-                    };
+                    let stamp = PathStamp::read(seq, op >> 7);
                     let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3, stamp);
                     core.see_stamp(m.remote, m.path, m.stamp, now);
                     inserted += 1;

@@ -175,7 +175,7 @@ impl Engine {
             egress: egress_table(t),
             rx_path: t.path_of_ports(),
             stamp_port: t.stamp_ports(),
-            stamper: super::stamp::Stamper::default(),
+            stamper: super::stamp::Stamper::new(0),
         }
     }
 
@@ -195,6 +195,11 @@ impl Engine {
     /// iteration (see [`Sprayer::begin_iteration`]).
     pub fn begin_iteration(&mut self) {
         self.sprayer.begin_iteration();
+    }
+
+    /// Stamps with the counter of worker `worker` ([`super::stamp::Stamper::new`]).
+    pub fn set_worker(&mut self, worker: usize) {
+        self.stamper = super::stamp::Stamper::new(worker);
     }
 
     /// Turns the fast path on or off (for the property test that compares both paths and for
@@ -713,10 +718,7 @@ impl Engine {
         match (rx, out) {
             (Role::Uplink, Role::Downlink) if stamped(rx_port) => match super::stamp::take(f, l4) {
                 0 => PathStamp::NONE,
-                seq => PathStamp {
-                    seq,
-                    class: crate::wire::ecn::priority(f),
-                },
+                s => PathStamp::read(s, crate::wire::ecn::priority(f)),
             },
             (Role::Downlink, Role::Uplink) if stamped(egress) => {
                 super::stamp::put(f, l4, self.stamper.stamp());
@@ -1071,7 +1073,9 @@ mod tests {
         for i in 0..3 {
             let mut p = frame(2, [10, 9, 0, 2], [10, 0, 0, 2], 0xBEEF - i);
             let m = reorder_meta(e.handle(&t, &status, &mut p, 0), 0);
-            assert_eq!((m.path, m.stamp.seq, m.stamp.class), (1, 0xBEEF - i, 0));
+            // 0xBEEF: lane 5, count 0x1EEF.
+            let s = m.stamp;
+            assert_eq!((m.path, s.lane, s.seq, s.class), (1, 5, 0x1EEF - i, 0));
             assert_eq!(udp_checksum(p.data()), 0);
             assert!(icrc_ok(&p));
         }

@@ -11,6 +11,12 @@
 //! stamp can: one counter per worker of the source ToR, and a host's packets enter one worker
 //! (one downlink port), so each source host's stamps rise on every path.
 //!
+//! **Lanes.** A stamp's top [`LANE_BITS`] bits name its counter (the worker's index, modulo
+//! [`LANES`]), the rest count. The destination ToR can so take the stamps of every host behind
+//! one source ToR worker as one sequence (`stamp_source_prefix` of the `[reorder]` section):
+//! a host that stopped sending (a Go-Back-N QP at its window, waiting for the gap to be found)
+//! is then proven by the packets of its neighbours.
+//!
 //! **Why the UDP checksum.** It is the one field of a RoCEv2 packet that is masked out of the
 //! ICRC and means nothing to a RoCE receiver: RoCEv2 senders set it to zero (rxe does, over
 //! IPv4 and IPv6 alike: every frame of the captures in `tests/data/`). The destination ToR
@@ -23,22 +29,50 @@
 /// The UDP checksum's offset in the UDP header.
 pub const UDP_CHECKSUM: usize = 6;
 
+/// Bits of a stamp that name its counter (its lane).
+pub const LANE_BITS: u32 = 3;
+
+/// Counters a source ToR's stamps tell apart (workers beyond share a lane: refused by the
+/// configuration).
+pub const LANES: usize = 1 << LANE_BITS;
+
+/// Bits of a stamp that count.
+pub const COUNT_BITS: u32 = 16 - LANE_BITS;
+
+/// The counting part of a stamp.
+pub const COUNT_MASK: u16 = (1 << COUNT_BITS) - 1;
+
 /// A worker's stamp counter.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stamper {
+    lane: u16,
     last: u16,
 }
 
 impl Stamper {
-    /// The next stamp (never 0).
+    /// The counter of worker `worker` (its lane: the index modulo [`LANES`]).
+    pub fn new(worker: usize) -> Stamper {
+        Stamper {
+            lane: (worker % LANES) as u16,
+            last: 0,
+        }
+    }
+
+    /// The next stamp: the lane above the count, which is never 0 (so no stamp is 0).
     #[inline]
     pub fn stamp(&mut self) -> u16 {
-        self.last = match self.last.wrapping_add(1) {
+        self.last = match self.last.wrapping_add(1) & COUNT_MASK {
             0 => 1,
             s => s,
         };
-        self.last
+        (self.lane << COUNT_BITS) | self.last
     }
+}
+
+/// A stamp's lane and count (count 0: no stamp).
+#[inline]
+pub fn split(stamp: u16) -> (u8, u16) {
+    ((stamp >> COUNT_BITS) as u8, stamp & COUNT_MASK)
 }
 
 /// Writes `stamp` into the UDP checksum of the datagram at `l4` (a no-op on a short frame).
@@ -62,11 +96,18 @@ pub fn take(frame: &mut [u8], l4: usize) -> u16 {
     }
 }
 
-/// Whether stamp `a` was given after `b` by the same counter (serial-number order over 16
-/// bits: within half the space).
+/// Whether count `a` was given after `b` by the same counter (serial-number order over
+/// [`COUNT_BITS`] bits: within half the space).
 #[inline]
 pub fn is_after(a: u16, b: u16) -> bool {
-    (a.wrapping_sub(b) as i16) > 0
+    let d = a.wrapping_sub(b) & COUNT_MASK;
+    d != 0 && d < 1 << (COUNT_BITS - 1)
+}
+
+/// How far count `a` is behind `b` (modulo the count's space).
+#[inline]
+pub fn behind(a: u16, b: u16) -> u16 {
+    b.wrapping_sub(a) & COUNT_MASK
 }
 
 #[cfg(test)]
@@ -75,12 +116,22 @@ mod tests {
 
     #[test]
     fn the_counter_skips_zero_and_wraps_in_order() {
-        let mut s = Stamper { last: u16::MAX - 1 };
-        assert_eq!(s.stamp(), u16::MAX);
-        assert_eq!(s.stamp(), 1);
-        assert!(is_after(1, u16::MAX));
-        assert!(!is_after(u16::MAX, 1));
+        let mut s = Stamper::new(LANES + 5);
+        s.last = COUNT_MASK - 1;
+        assert_eq!(split(s.stamp()), (5, COUNT_MASK));
+        let first = s.stamp();
+        assert_eq!(split(first), (5, 1), "the count skips 0 on its wrap");
+        assert_eq!(first, 5 << COUNT_BITS | 1);
+        assert!(is_after(1, COUNT_MASK));
+        assert!(!is_after(COUNT_MASK, 1));
         assert!(!is_after(7, 7));
+        assert!(is_after(7, 6) && !is_after(6, 7));
+        let half = 1 << (COUNT_BITS - 1);
+        assert!(is_after(half - 1, 0) && !is_after(half, 0));
+        assert_eq!(behind(COUNT_MASK, 2), 3);
+        // Worker 0's stamps are never 0 either.
+        let mut w0 = Stamper::new(0);
+        assert!((0..3 * COUNT_MASK).all(|_| w0.stamp() != 0));
     }
 
     #[test]

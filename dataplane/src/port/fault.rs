@@ -82,6 +82,9 @@ pub struct FaultStats {
     pub late: [AtomicU64; LATE_BOUNDS_NS.len() + 1],
     /// The sum of those lateness values, in nanoseconds.
     pub late_ns_total: AtomicU64,
+    /// When a rate-limited link is free again: a packet offered before then waits in its queue
+    /// until it (a gauge, 0 without a rate).
+    pub busy_until_ns: AtomicU64,
 }
 
 /// Upper bounds of [`FaultStats::late`]'s buckets: 10 us, 50 us, 100 us, 500 us, 1 ms, 5 ms.
@@ -91,6 +94,12 @@ impl FaultStats {
     /// Reads a counter (relaxed: a statistic, not a synchronisation point).
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// How long a packet offered at `now` would wait for the link before its own serialisation
+    /// and delay: the queue it would find.
+    pub fn queue_ns(&self, now: u64) -> u64 {
+        Self::get(&self.busy_until_ns).saturating_sub(now)
     }
 
     fn note_late(&self, late_ns: u64) {
@@ -257,6 +266,7 @@ impl<P: Port> FaultInjector<P> {
                 let start = now.max(self.link_free_ns);
                 let wire_ns = (pkt.len() as u128 * 8 * 1_000_000_000 / u128::from(bps)) as u64;
                 self.link_free_ns = start + wire_ns;
+                s.busy_until_ns.store(self.link_free_ns, Ordering::Relaxed);
                 self.link_free_ns
             }
             _ => now,
@@ -469,6 +479,10 @@ mod tests {
         };
         let mut f = FaultInjector::new(a, cfg);
         send(&mut f, 0, 0..10);
+        // The queue a packet offered now would find: the link is busy until 10 us.
+        assert_eq!(f.stats().queue_ns(0), 10_000);
+        assert_eq!(f.stats().queue_ns(4_500), 5_500);
+        assert_eq!(f.stats().queue_ns(12_000), 0);
         f.poll(4_500);
         assert_eq!(drain(&mut b), vec![0, 1, 2, 3]);
         assert_eq!(f.tx_backlog(), 6);

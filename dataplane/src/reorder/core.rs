@@ -57,6 +57,11 @@ pub struct ReorderConfig {
     /// outstanding (Soft-RoCE allows 128, ConnectX 16), so that no range is forgotten while its
     /// responses can still come.
     pub max_reads: usize,
+    /// The prefix lengths (IPv4, IPv6) of a sender's address that all hosts behind one
+    /// source ToR share: path stamps ([`crate::engine::stamp`]) of those hosts are taken as
+    /// one counter's (per lane and priority), so each proves the others' gaps. (32, 128):
+    /// each host on its own.
+    pub stamp_source_prefix: (u8, u8),
 }
 
 impl Default for ReorderConfig {
@@ -70,6 +75,7 @@ impl Default for ReorderConfig {
             learn_ns: 100_000,
             idle_evict_ns: 2_000_000_000,
             max_reads: 256,
+            stamp_source_prefix: (32, 128),
         }
     }
 }
@@ -88,6 +94,12 @@ impl ReorderConfig {
         }
         if self.max_streams == 0 || self.max_rings == 0 || self.max_reads == 0 {
             return Err("max_streams, max_rings and max_reads must be at least 1".into());
+        }
+        let (v4, v6) = self.stamp_source_prefix;
+        if v4 > 32 || v6 > 128 {
+            return Err(format!(
+                "stamp_source_prefix [{v4}, {v6}]: at most 32 (IPv4) and 128 (IPv6) bits"
+            ));
         }
         Ok(())
     }
@@ -503,6 +515,24 @@ impl<T> ReorderCore<T> {
             .proof(s.expected, self.paths, self.paths_down, src, now)
     }
 
+    /// The source a sender's stamps count for: its address, or the prefix of it that the
+    /// hosts of one source ToR share ([`ReorderConfig::stamp_source_prefix`]).
+    #[inline]
+    pub(super) fn stamp_source(&self, addr: u128) -> u128 {
+        let (v4, v6) = self.cfg.stamp_source_prefix;
+        if addr >> 32 == 0xFFFF {
+            // IPv4-mapped: the prefix counts in the low 32 bits.
+            let keep = u32::MAX
+                .checked_shl(32 - u32::from(v4.min(32)))
+                .unwrap_or(0);
+            addr & !u128::from(!keep)
+        } else {
+            addr & u128::MAX
+                .checked_shl(128 - u32::from(v6.min(128)))
+                .unwrap_or(0)
+        }
+    }
+
     /// A packet of `source` with path stamp `stamp` arrived on fabric `path`
     /// ([`super::sources`]). True when streams of the source wait for stamps: then call
     /// [`ReorderCore::check_stamp_waiting`] after inserting the packet.
@@ -510,7 +540,7 @@ impl<T> ReorderCore<T> {
         if stamp.seq == 0 || usize::from(path) >= crate::meta::MAX_PATHS {
             return false;
         }
-        let key = (source, stamp.class);
+        let key = (self.stamp_source(source), stamp.counter());
         if self.sources.len() >= MAX_SOURCES && !self.sources.contains_key(&key) {
             self.sources.clear();
         }
@@ -533,7 +563,8 @@ impl<T> ReorderCore<T> {
         now: u64,
         out: &mut Vec<T>,
     ) {
-        let Some(src) = self.sources.get_mut(&(source, stamp.class)) else {
+        let key = (self.stamp_source(source), stamp.counter());
+        let Some(src) = self.sources.get_mut(&key) else {
             return;
         };
         if src.waiting.is_empty() {

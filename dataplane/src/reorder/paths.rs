@@ -93,8 +93,9 @@ struct Track {
     /// When the first path joined the current pass (the sender's resent packets began to
     /// arrive): a gap of the new pass opened no earlier.
     joined_at: Option<u64>,
-    /// The source host and priority, once known, and the (PSN, stamp) of the last stamped
-    /// packets of the current pass (stamp 0: an empty entry), written round.
+    /// The source (address or its prefix, and [`PathStamp::counter`]), once known, and the
+    /// (PSN, stamp count) of the last stamped packets of the current pass (count 0: an empty
+    /// entry), written round.
     source: Option<(u128, u8)>,
     recent: [(Psn, u16); RECENT],
     recent_next: usize,
@@ -122,13 +123,13 @@ impl PathTrack {
         }
         let t = self.0.get_or_insert_with(Box::default);
         if let (Some(a), true) = (source, stamp.seq != 0) {
-            t.source = Some((a, stamp.class));
+            t.source = Some((a, stamp.counter()));
         }
         t.selective = selective;
         t.see(path, psn, stamp.seq, now);
     }
 
-    /// The source host and priority whose stamps count for this stream.
+    /// The source whose stamps count for this stream (address or prefix, counter).
     pub(super) fn source(&self) -> Option<(u128, u8)> {
         self.0.as_ref().and_then(|t| t.source)
     }
@@ -439,7 +440,11 @@ mod tests {
     }
 
     fn st(seq: u16) -> PathStamp {
-        PathStamp { seq, class: 3 }
+        PathStamp {
+            seq,
+            class: 3,
+            lane: 0,
+        }
     }
 
     impl PathTrack {

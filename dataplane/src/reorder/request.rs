@@ -96,10 +96,10 @@ impl<T> ReorderCore<T> {
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         };
+        let source = peer.map(|p| self.stamp_source(p.0));
         let s = &mut self.streams[stream as usize];
         let selective = s.recovery == LossRecovery::ReleaseRun;
-        s.paths
-            .see(path, psn, stamp, peer.map(|p| p.0), selective, now);
+        s.paths.see(path, psn, stamp, source, selective, now);
         let gap =
             (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);

@@ -305,13 +305,14 @@ impl<T> ReorderCore<T> {
                 return Insert::Passthrough;
             }
         };
+        let source = self.stamp_source(remote);
         let s = &mut self.streams[stream as usize];
         s.last_seen = now;
         let fill = matches!(kind, ResponseKind::Fill { .. });
         if fill {
             // A retry's responses go back below what the paths delivered: a new pass, as
             // for a Go-Back-N sender.
-            s.paths.see(path, psn, stamp, Some(remote), false, now);
+            s.paths.see(path, psn, stamp, Some(source), false, now);
         }
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);

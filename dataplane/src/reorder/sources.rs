@@ -1,22 +1,30 @@
-//! What each source host's path stamps ([`crate::engine::stamp`]) showed: per path, the newest
+//! What each source's path stamps ([`crate::engine::stamp`]) showed: per path, the newest
 //! stamp it delivered. A stream's gap is not in flight on a path that has delivered a stamp of
 //! its source at or after that of a packet sent after the gap's ([`super::paths`] finds that
-//! packet): every packet the host sends is evidence for each of its QPs, not only the QP's own.
+//! packet): every packet the source sends is evidence for each of its QPs, not only the QP's
+//! own.
+//!
+//! **Sources.** A source is one stamp counter as the destination sees it: the stamps' lane
+//! (the source ToR's worker) and priority, and the sender's address, or the prefix of it that
+//! all hosts of one source ToR share (`stamp_source_prefix`, [`super::ReorderConfig`]): then
+//! every host of that rack proves its neighbours' gaps, also while their own QPs are stopped.
 //!
 //! **Checks.** On a FIFO path one counter's stamps rise; a stamp at or before the path's newest
-//! (two counters behind one address, a path that reorders, a source ToR that restarted) pauses
-//! the source's evidence for [`DISORDER_PAUSE_NS`] and is counted. 16-bit stamps compare only
-//! within half their space: evidence older than [`STAMP_FRESH_NS`] is not used, nor a stamp
-//! more than [`STAMP_REACH`] behind the newest the source has shown on any path.
+//! (two counters behind one source: two ToRs' hosts under one prefix, a path that reorders, a
+//! source ToR that restarted) pauses the source's evidence for [`DISORDER_PAUSE_NS`] and is
+//! counted. Stamps count in [`COUNT_BITS`] bits and compare only within half that space:
+//! evidence older than [`STAMP_FRESH_NS`] is not used, nor a stamp more than [`STAMP_REACH`]
+//! behind the newest the source has shown on any path.
 
-use crate::engine::stamp::is_after;
+use crate::engine::stamp::{behind, is_after, COUNT_BITS};
 use crate::meta::MAX_PATHS;
 
 /// How old a path's newest stamp may be and still prove something.
 pub const STAMP_FRESH_NS: u64 = 2_000_000;
 
-/// How far behind the source's newest stamp a stamp may be and still be compared.
-pub const STAMP_REACH: u16 = 1 << 14;
+/// How far behind the source's newest stamp a stamp may be and still be compared (a quarter
+/// of the count's space).
+pub const STAMP_REACH: u16 = 1 << (COUNT_BITS - 2);
 
 /// How long a source's stamps are not used after they went backwards on a path.
 pub const DISORDER_PAUSE_NS: u64 = 1_000_000_000;
@@ -24,7 +32,7 @@ pub const DISORDER_PAUSE_NS: u64 = 1_000_000_000;
 /// Streams one source keeps waiting for its evidence.
 pub const WAITING_MAX: usize = 16;
 
-/// Source hosts tracked at once (beyond it the table starts over: evidence is lost, not
+/// Sources tracked at once (beyond it the table starts over: evidence is lost, not
 /// made up).
 pub const MAX_SOURCES: usize = 8192;
 
@@ -35,7 +43,7 @@ struct Seen {
     at: u64,
 }
 
-/// One source host's stamps.
+/// One source's stamps.
 #[derive(Debug, Default)]
 pub(super) struct SourceStamps {
     seen: Vec<Seen>,
@@ -103,7 +111,7 @@ impl SourceStamps {
 
     /// Whether `path` has delivered, lately, a stamp at or after `stamp`.
     pub(super) fn passed(&self, path: u8, stamp: u16, now: u64) -> bool {
-        let near = |x: u16| self.newest.wrapping_sub(x) < STAMP_REACH;
+        let near = |x: u16| behind(x, self.newest) < STAMP_REACH;
         !self.paused(now)
             && near(stamp)
             && self.seen.iter().any(|s| {

@@ -25,6 +25,7 @@ fn cfg() -> ReorderConfig {
         learn_ns: 0,
         idle_evict_ns: u64::MAX,
         max_reads: 4,
+        stamp_source_prefix: (32, 128),
     }
 }
 
@@ -1495,15 +1496,32 @@ impl H {
 
     /// `arrive_stamped` in priority `class`.
     fn arrive_stamped_in(&mut self, class: u8, qpn: u32, path: u8, psn: u32, seq: u16, now: u64) {
+        let stamp = PathStamp {
+            seq,
+            class,
+            lane: 0,
+        };
+        self.arrive_from(REMOTE, stamp, qpn, path, psn, now);
+    }
+
+    /// `arrive_stamped` from sender `remote` with `stamp`.
+    fn arrive_from(
+        &mut self,
+        remote: u128,
+        stamp: PathStamp,
+        qpn: u32,
+        path: u8,
+        psn: u32,
+        now: u64,
+    ) {
         self.core.poll(now, &mut self.out);
-        let stamp = PathStamp { seq, class };
-        self.core.see_stamp(REMOTE, path, stamp, now);
+        self.core.see_stamp(remote, path, stamp, now);
         self.core.insert_request_read(
             key(qpn),
             Psn::new(psn),
             1,
             None,
-            Some((REMOTE, 0xC000 + qpn as u16)),
+            Some((remote, 0xC000 + qpn as u16)),
             path,
             stamp,
             100,
@@ -1512,7 +1530,7 @@ impl H {
             &mut self.out,
         );
         self.core
-            .check_stamp_waiting(REMOTE, path, stamp, now, &mut self.out);
+            .check_stamp_waiting(remote, path, stamp, now, &mut self.out);
     }
 }
 
@@ -1632,6 +1650,84 @@ fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
         (1, 1)
     );
     assert_eq!(h.core.totals.stamp_disorder, 0);
+}
+
+/// 10.2.1.2 and 10.2.2.2, hosts of one rack (IPv4-mapped), and 10.3.1.2 of another.
+const RACK2_HOST1: u128 = 0xFFFF_0A02_0102;
+const RACK2_HOST2: u128 = 0xFFFF_0A02_0202;
+const RACK3_HOST1: u128 = 0xFFFF_0A03_0102;
+
+/// Host 10.2.1.2's QP 1 sends PSNs 0-7 on paths `psn % 4` with stamps 1-6 and 8-9 (lane 0)
+/// and stops (its window); its 5 (stamp 6, path 1) is lost. Then one packet of `other`'s QP
+/// 2 with stamp `lane`/10 on path 0 and one with `lane`/11 on path 1: does it prove the gap
+/// when the reorder stage takes sources by `prefix`?
+fn proven_by_another_host(prefix: (u8, u8), other: u128, lane: u8) -> (u64, u64) {
+    let (c, p) = path_cfg(LossRecovery::NakFirst);
+    let mut h = H::new(ReorderConfig {
+        stamp_source_prefix: prefix,
+        ..c
+    });
+    h.core.set_port_for_new_streams(0, p);
+    h.core.set_paths(4, 0, 0, &mut Vec::new());
+    let st = |seq, lane| PathStamp {
+        seq,
+        class: 3,
+        lane,
+    };
+    for (i, (psn, seq)) in [(0u32, 1u16), (1, 2), (2, 3), (3, 4), (4, 5), (6, 8), (7, 9)]
+        .into_iter()
+        .enumerate()
+    {
+        h.arrive_from(
+            RACK2_HOST1,
+            st(seq, 0),
+            1,
+            (psn % 4) as u8,
+            psn,
+            i as u64 * 1_000,
+        );
+    }
+    h.arrive_from(other, st(10, lane), 2, 0, 0, 8_000);
+    h.arrive_from(other, st(11, lane), 2, 1, 1, 9_000);
+    (h.core.totals.stamp_losses, h.core.totals.stamp_disorder)
+}
+
+#[test]
+fn stamp_sources_are_the_configured_prefix_of_the_senders_address() {
+    let core = |prefix| {
+        ReorderCore::<u32>::new(ReorderConfig {
+            stamp_source_prefix: prefix,
+            ..cfg()
+        })
+    };
+    let v6: u128 = 0xfd00_0002_0001_0000_0000_0000_0000_0002;
+    let rack = core((16, 32));
+    assert_eq!(rack.stamp_source(RACK2_HOST2), 0xFFFF_0A02_0000);
+    assert_eq!(rack.stamp_source(v6), 0xfd00_0002 << 96);
+    let host = core((32, 128));
+    assert_eq!(host.stamp_source(RACK2_HOST2), RACK2_HOST2);
+    assert_eq!(host.stamp_source(v6), v6);
+    let all = core((0, 0));
+    assert_eq!(
+        all.stamp_source(RACK2_HOST2),
+        0xFFFF_0000_0000,
+        "still IPv4"
+    );
+    assert_eq!(all.stamp_source(v6), 0);
+}
+
+#[test]
+fn a_host_of_the_same_rack_proves_the_loss_of_a_host_that_stopped_sending() {
+    // The source ToR stamps both hosts with one counter: with the rack's prefix, the other
+    // host's later packets on paths 0 and 1 prove the stopped QP's gap.
+    assert_eq!(proven_by_another_host((16, 32), RACK2_HOST2, 0), (1, 0));
+    // Each host on its own: nothing proves it until the timeout.
+    assert_eq!(proven_by_another_host((32, 128), RACK2_HOST2, 0), (0, 0));
+    // Another lane (another worker's counter) or another rack: not the same sequence.
+    assert_eq!(proven_by_another_host((16, 32), RACK2_HOST2, 1), (0, 0));
+    assert_eq!(proven_by_another_host((16, 32), RACK3_HOST1, 0), (0, 0));
+    // Sources are prefixes of the address: /24 keeps 10.2.1.x and 10.2.2.x apart.
+    assert_eq!(proven_by_another_host((24, 64), RACK2_HOST2, 0), (0, 0));
 }
 
 #[test]

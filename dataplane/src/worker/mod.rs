@@ -209,8 +209,10 @@ impl Worker {
         let burst = cfg.burst.max(1);
         let sh_workers = sh.handoff.len();
         let paths = tables.paths();
+        let mut engine = Engine::new(&tables, seed);
+        engine.set_worker(sh.id);
         Worker {
-            engine: Engine::new(&tables, seed),
+            engine,
             sh,
             cfg: WorkerConfig { burst, ..cfg },
             tables,

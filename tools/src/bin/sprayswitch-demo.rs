@@ -50,6 +50,10 @@ struct Cli {
     /// Requester window per QP, in packets.
     #[arg(long, default_value_t = 32)]
     window: u32,
+    /// Take each host's path stamps on their own at the destination ToR (by default a rack's
+    /// hosts are one source: `stamp_source_prefix` of the rack's subnet).
+    #[arg(long)]
+    stamp_per_host: bool,
     /// Scales the amount of data per QP (1.0: 32 MB per workload).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -128,6 +132,7 @@ fn main() -> ExitCode {
         window: cli.window,
         seed: cli.seed,
         virtual_step_ns: cli.virtual_time.then_some(500),
+        stamp_per_host: cli.stamp_per_host,
     };
     println!(
         "fabric: 4 paths x {} Mbit/s, one-way delays {:?} us; 2 hosts per rack; RDMA WRITEs; {}",

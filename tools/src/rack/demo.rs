@@ -81,6 +81,9 @@ pub struct DemoOpts {
     /// driven by it, as the simulator drives them): the same every run and on every machine.
     /// `None`: real time, the ToRs on threads of their own.
     pub virtual_step_ns: Option<u64>,
+    /// Take each host's path stamps on their own (otherwise a rack's hosts are one source,
+    /// [`crate::rack::topo::RackPairSpec::stamp_per_rack`]).
+    pub stamp_per_host: bool,
 }
 
 impl Default for DemoOpts {
@@ -94,6 +97,7 @@ impl Default for DemoOpts {
             window: 32,
             seed: 7,
             virtual_step_ns: None,
+            stamp_per_host: false,
         }
     }
 }
@@ -136,8 +140,13 @@ pub struct Outcome {
     /// Gaps the destination ToR declared lost by path order.
     pub path_losses: u64,
     /// The longest a gap stayed open at the destination ToR before its own packet came (the
-    /// paths' largest skew, queues included), microseconds.
+    /// largest skew the switch saw), microseconds.
     pub skew_us: Option<f64>,
+    /// The fabric's largest skew from rack A to rack B during the run, microseconds: the
+    /// longest less the shortest one-way delay across the paths (propagation plus the queue a
+    /// packet would find), sampled at every step of the demo's loop. The switch sees less of it
+    /// when no gap happens to wait on the slow path at that moment.
+    pub path_skew_us: f64,
     /// Path-order detection time (gap opened to declared), 99th percentile, microseconds.
     pub detect_p99_us: Option<f64>,
     /// Per-path loss of the fabric in this scenario.
@@ -242,6 +251,22 @@ impl Rig {
             Rig::Real(r) => (&mut r.hosts_a, &mut r.hosts_b),
             Rig::Virtual(v) => (&mut v.hosts_a, &mut v.hosts_b),
         }
+    }
+
+    /// The fabric's skew A->B at `now` (the clock the ToRs run on: `clock` in virtual time,
+    /// the monotonic clock otherwise): the largest less the smallest of each path's delay plus
+    /// the queue a packet offered now would find.
+    fn path_skew_ns(&self, delays_ns: &[u64], clock: u64) -> u64 {
+        let (stats, now) = match self {
+            Rig::Real(r) => (&r.path_stats, sprayswitch::time::now_ns()),
+            Rig::Virtual(v) => (&v.path_stats, clock),
+        };
+        let one_way = stats
+            .iter()
+            .zip(delays_ns)
+            .map(|((a_to_b, _), d)| d + a_to_b.queue_ns(now));
+        let (lo, hi) = one_way.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
+        hi.saturating_sub(lo)
     }
 }
 
@@ -397,6 +422,7 @@ pub fn run(
             ..ReorderConfig::default()
         }),
         seed: opts.seed,
+        stamp_per_rack: !opts.stamp_per_host,
         // As a downlink towards such an RNIC is configured.
         loss_recovery: receiver.loss_recovery(),
         ..RackPairSpec::default()
@@ -460,7 +486,10 @@ pub fn run(
     let deadline = t0 + (opts.deadline_s * 1e9) as u64;
     let mut rx: Vec<Pkt> = Vec::with_capacity(512);
     let mut finished_at = None;
+    let delays_ns: Vec<u64> = spec.paths.iter().map(|p| p.delay_ns).collect();
+    let mut path_skew_ns = 0;
     while clock.now() < deadline {
+        path_skew_ns = path_skew_ns.max(rp.path_skew_ns(&delays_ns, clock.now()));
         let now = clock.now() - t0 + 1;
         let mut work = 0;
         let (hosts_a, hosts_b) = rp.hosts();
@@ -539,6 +568,7 @@ pub fn run(
         path_losses: tor_b.reorder.path_losses,
         skew_us: (tor_b.reorder.peak_path_skew_ns > 0)
             .then(|| tor_b.reorder.peak_path_skew_ns as f64 / 1e3),
+        path_skew_us: path_skew_ns as f64 / 1e3,
         detect_p99_us,
         path_loss: opts.path_loss.clone(),
     })
@@ -590,7 +620,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>6}",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6}",
         "scenario",
         "fabric",
         "rnic",
@@ -604,7 +634,8 @@ pub fn table(rows: &[Outcome]) -> String {
         "sent/ne",
         "lost po/to",
         "det p99",
-        "max skew",
+        "seen skew",
+        "path skew",
         "done"
     );
     for r in rows {
@@ -613,7 +644,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>5.0}%",
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}%",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -628,6 +659,7 @@ pub fn table(rows: &[Outcome]) -> String {
             format!("{}/{}", r.path_losses, r.reorder_timeouts),
             det,
             r.skew_us.map_or("-".to_string(), |us| format!("{us:.0} us")),
+            format!("{:.0} us", r.path_skew_us),
             100.0 * r.completed as f64 / r.posted.max(1) as f64
         );
     }

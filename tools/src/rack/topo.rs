@@ -19,6 +19,7 @@ use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::Port;
+use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::switch::{Stopped, Switch};
 use sprayswitch::wire::format_mac;
 use sprayswitch::worker::IdlePolicy;
@@ -50,6 +51,10 @@ impl PathSpec {
     }
 }
 
+/// The prefix lengths (IPv4, IPv6) the hosts of one rack share: rack `r` is `10.r.0.0/16` and
+/// `fd00:r::/32`.
+pub const RACK_PREFIX: (u8, u8) = (16, 32);
+
 /// What to build.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RackPairSpec {
@@ -71,6 +76,9 @@ pub struct RackPairSpec {
     pub seed: u64,
     /// Reordering at the ToRs: `None` sprays without reordering.
     pub reorder: Option<sprayswitch::reorder::ReorderConfig>,
+    /// Take the path stamps of a rack's hosts as one sequence ([`RACK_PREFIX`], overriding
+    /// `reorder`'s `stamp_source_prefix`); false: as `reorder` says.
+    pub stamp_per_rack: bool,
     /// Ethernet MTU of every ToR port (9000 lets hosts use RoCE path MTU 4096).
     pub mtu: u16,
     /// How the ToRs tell loss from reordering on the fabric's paths.
@@ -106,6 +114,7 @@ impl Default for RackPairSpec {
             },
             seed: 1,
             reorder: Some(sprayswitch::reorder::ReorderConfig::default()),
+            stamp_per_rack: true,
             mtu: 1500,
             loss_detection: Default::default(),
             loss_recovery: Default::default(),
@@ -325,8 +334,8 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
     }
     text = text.replacen("[switch]\n", &switch, 1);
     text += &format!(
-        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
-        t.reorder, t.hold_us, t.learn_us
+        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\nstamp_source_prefix = [{}, {}]\n",
+        t.reorder, t.hold_us, t.learn_us, RACK_PREFIX.0, RACK_PREFIX.1
     );
     Config::parse(&text, "generated")?.validate()?;
     Ok(text)
@@ -489,7 +498,14 @@ impl Built {
                     v.tables.neighbors.insert(ip_key(IpAddr::V6(h.ip6)), n);
                 }
             }
-            v.reorder = spec.reorder;
+            v.reorder = spec.reorder.map(|c| ReorderConfig {
+                stamp_source_prefix: if spec.stamp_per_rack {
+                    RACK_PREFIX
+                } else {
+                    c.stamp_source_prefix
+                },
+                ..c
+            });
             for g in &mut v.tables.groups {
                 g.loss_detection = spec.loss_detection;
             }

@@ -246,7 +246,11 @@ impl LeafReorder {
     /// with.
     pub fn towards(r: crate::traffic::rnic::ReceiverMode) -> LeafReorder {
         LeafReorder {
-            config: ReorderConfig::default(),
+            // Leaf `r`'s hosts are 10.r.0.0/16 ([`host_ip`]): their stamps one sequence.
+            config: ReorderConfig {
+                stamp_source_prefix: (16, 32),
+                ..ReorderConfig::default()
+            },
             recovery: r.loss_recovery(),
         }
     }
