@@ -13,7 +13,6 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sprayswitch::engine::stamp::COUNT_MASK;
 use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::{Pkt, Port};
@@ -40,7 +39,7 @@ fn request(qpn: u32, psn: u32, path: u8, seq: u16) -> RoceMeta {
         len: 100,
         kind: MetaKind::Request { read_len: None },
         path,
-        stamp: sprayswitch::meta::PathStamp::read(seq, 3),
+        stamp: sprayswitch::meta::PathStamp::read(seq, 3, 0),
     }
 }
 
@@ -123,9 +122,9 @@ fn paths_bench(c: &mut Criterion) {
                         while sent < BATCH {
                             let base = next_psn[stream as usize];
                             order.clear();
-                            // Stamps in send order (PSN order) in lane 0, 0 skipped.
+                            // Stamps in send order (PSN order), 0 skipped.
                             let stamp_of = |k: u32| {
-                                let s = seq.wrapping_add(k as u16 + 1) & COUNT_MASK;
+                                let s = seq.wrapping_add(k as u16 + 1);
                                 if s == 0 || !stamped {
                                     0
                                 } else {

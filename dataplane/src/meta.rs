@@ -85,7 +85,7 @@ pub struct RoceMeta {
 /// pass), so stamps are compared within one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct PathStamp {
-    /// The stamp's count (0: none).
+    /// The stamp's count, scaled to 16 bits (0: none).
     pub seq: u16,
     /// The packet's priority (VLAN PCP, else the top three bits of the DSCP).
     pub class: u8,
@@ -101,9 +101,9 @@ impl PathStamp {
         lane: 0,
     };
 
-    /// The stamp as read from a packet of priority `class`.
-    pub fn read(stamp: u16, class: u8) -> PathStamp {
-        let (lane, seq) = crate::engine::stamp::split(stamp);
+    /// The stamp as read from a packet of priority `class`, with `lane_bits` lane bits.
+    pub fn read(stamp: u16, class: u8, lane_bits: u8) -> PathStamp {
+        let (lane, seq) = crate::engine::stamp::split(stamp, lane_bits);
         PathStamp { seq, class, lane }
     }
 

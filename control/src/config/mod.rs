@@ -72,6 +72,10 @@ pub struct SwitchSection {
     /// ECN marking of every port's egress queue (a `[[port]]` may set its own); absent: no
     /// marking.
     pub ecn: Option<EcnSetting>,
+    /// Stamp counters a ToR's path stamps tell apart (1, 2, 4 or 8; the same on every ToR of
+    /// the fabric, at least the workers of each): each worker stamps with its own, named in
+    /// the stamp's top bits. Each doubling halves how far stamps compare.
+    pub path_stamp_lanes: usize,
 }
 
 /// An `ecn` setting: thresholds, or a word.
@@ -118,6 +122,7 @@ impl Default for SwitchSection {
             flowlet_gap_us: 50,
             seed: 1,
             ecn: None,
+            path_stamp_lanes: 1,
         }
     }
 }

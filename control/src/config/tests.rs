@@ -372,13 +372,17 @@ fn switch_section_and_syntax_errors() {
             .unwrap_err()
     };
     assert_eq!(bad("workers = 0").field, "switch.workers");
-    // Path stamps name at most 8 workers' counters (the embedded group stamps).
-    let e = bad("workers = 9");
+    // Each worker's stamps need a lane (the embedded group stamps).
+    let e = bad("workers = 2");
     assert_eq!(e.field, "uplink_group[0].path_stamps", "{e}");
-    assert!(
-        e.reason.contains("9 workers: path stamps tell at most 8"),
-        "{e}"
-    );
+    assert!(e.reason.contains("set switch.path_stamp_lanes"), "{e}");
+    let e = bad("workers = 3\npath_stamp_lanes = 2");
+    assert_eq!(e.field, "uplink_group[0].path_stamps", "{e}");
+    let e = bad("workers = 2\npath_stamp_lanes = 3");
+    assert_eq!(e.field, "switch.path_stamp_lanes", "{e}");
+    let ok = DEFAULT_CONFIG.replace("workers = 1", "workers = 3\npath_stamp_lanes = 4");
+    let v = Config::parse(&ok, "t.toml").unwrap().validate().unwrap();
+    assert_eq!(v.tables.stamp_lane_bits, 2);
     let text = DEFAULT_CONFIG.replace("prefix = [16, 32]", "prefix = [33, 64]");
     let e = Config::parse(&text, "t.toml")
         .and_then(|c| c.validate())

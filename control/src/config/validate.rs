@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::engine::stamp::LANES;
 use sprayswitch::engine::{
     ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
     UplinkGroup,
@@ -38,7 +37,14 @@ impl Config {
         let mut t = Tables::new(ports.infos);
         t.policy = policy;
         t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
-        validate_groups(&self.groups, &self.ports, &ports.names, s.workers, &mut t)?;
+        if !matches!(s.path_stamp_lanes, 1 | 2 | 4 | 8) {
+            return err(
+                "switch.path_stamp_lanes",
+                format!("{}: use 1, 2, 4 or 8", s.path_stamp_lanes),
+            );
+        }
+        t.stamp_lane_bits = s.path_stamp_lanes.trailing_zeros() as u8;
+        validate_groups(&self.groups, &self.ports, &ports.names, s, &mut t)?;
         validate_routes(&self.routes, &mut t)?;
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
@@ -534,7 +540,7 @@ fn validate_groups(
     groups: &[GroupSection],
     port_sections: &[PortSection],
     port_names: &HashMap<&str, usize>,
-    workers: usize,
+    switch: &SwitchSection,
     t: &mut Tables,
 ) -> Result<(), ConfigError> {
     let mut group_names = HashSet::new();
@@ -604,11 +610,15 @@ fn validate_groups(
                 "path stamps need loss_detection = \"path_order\"",
             );
         }
-        if path_stamps && workers > LANES {
+        let (workers, lanes) = (switch.workers, switch.path_stamp_lanes);
+        if path_stamps && workers > lanes {
             // Each worker stamps with its own counter, named by the stamp's lane.
             return err(
                 f("path_stamps"),
-                format!("{workers} workers: path stamps tell at most {LANES} counters apart"),
+                format!(
+                    "{workers} workers stamp with {workers} counters: set switch.path_stamp_lanes \
+                     to at least that (1, 2, 4 or 8; the same on every ToR of the fabric)"
+                ),
             );
         }
         if path_stamps {

@@ -52,7 +52,8 @@ fuzz_target!(|data: &[u8]| {
                     let seq = frame
                         .get(l4 + 6..l4 + 8)
                         .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-                    let stamp = PathStamp::read(seq, op >> 7);
+                    // Lanes too: the input's bit 6 reads the stamp with three lane bits.
+                    let stamp = PathStamp::read(seq, op >> 7, ((op >> 6) & 1) * 3);
                     let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3, stamp);
                     core.see_stamp(m.remote, m.path, m.stamp, now);
                     inserted += 1;

@@ -185,6 +185,9 @@ pub struct Tables {
     /// Switch-wide gap hold timeout of the reorder stage set at run time (`None`: as the stage
     /// was built). Workers apply a change when they pick the tables up.
     pub hold_timeout_ns: Option<u64>,
+    /// Bits of a path stamp that name the worker that gave it ([`stamp`]'s lanes: log2 of
+    /// `path_stamp_lanes`), as written and as read.
+    pub stamp_lane_bits: u8,
 }
 
 impl Tables {
@@ -249,6 +252,7 @@ impl Tables {
             patch: Vec::new(),
             generation: 0,
             hold_timeout_ns: None,
+            stamp_lane_bits: 0,
         };
         for (i, p) in t.ports.iter().enumerate() {
             for (addr, len) in &p.addresses {

@@ -11,11 +11,16 @@
 //! stamp can: one counter per worker of the source ToR, and a host's packets enter one worker
 //! (one downlink port), so each source host's stamps rise on every path.
 //!
-//! **Lanes.** A stamp's top [`LANE_BITS`] bits name its counter (the worker's index, modulo
-//! [`LANES`]), the rest count. The destination ToR can so take the stamps of every host behind
-//! one source ToR worker as one sequence (`stamp_source_prefix` of the `[reorder]` section):
-//! a host that stopped sending (a Go-Back-N QP at its window, waiting for the gap to be found)
-//! is then proven by the packets of its neighbours.
+//! **Lanes.** A ToR with several workers has several counters. With `path_stamp_lanes` (`[switch]`,
+//! 1, 2, 4 or 8, the same on every ToR of the fabric) a stamp's top bits name its counter (the
+//! worker's index modulo the lanes) and the rest count, so the destination ToR can take the
+//! stamps of every host behind one source ToR worker as one sequence (`stamp_source_prefix` of
+//! `[reorder]`): a host that stopped sending (a Go-Back-N QP at its window, waiting for the gap
+//! to be found) is then proven by the packets of its neighbours. Each lane bit halves how far
+//! stamps compare (a path may lag the others by at most 2^14 counts at one lane, 2^11 at eight):
+//! one lane, the default, keeps all 16 bits for the count. The destination reads the count
+//! scaled back to 16 bits (shifted by the lane bits), so stamps compare the same whatever the
+//! lanes.
 //!
 //! **Why the UDP checksum.** It is the one field of a RoCEv2 packet that is masked out of the
 //! ICRC and means nothing to a RoCE receiver: RoCEv2 senders set it to zero (rxe does, over
@@ -29,50 +34,57 @@
 /// The UDP checksum's offset in the UDP header.
 pub const UDP_CHECKSUM: usize = 6;
 
-/// Bits of a stamp that name its counter (its lane).
-pub const LANE_BITS: u32 = 3;
-
-/// Counters a source ToR's stamps tell apart (workers beyond share a lane: refused by the
-/// configuration).
-pub const LANES: usize = 1 << LANE_BITS;
-
-/// Bits of a stamp that count.
-pub const COUNT_BITS: u32 = 16 - LANE_BITS;
-
-/// The counting part of a stamp.
-pub const COUNT_MASK: u16 = (1 << COUNT_BITS) - 1;
+/// Most lane bits a stamp has (8 lanes).
+pub const MAX_LANE_BITS: u8 = 3;
 
 /// A worker's stamp counter.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stamper {
+    lane_bits: u8,
     lane: u16,
     last: u16,
 }
 
 impl Stamper {
-    /// The counter of worker `worker` (its lane: the index modulo [`LANES`]).
-    pub fn new(worker: usize) -> Stamper {
+    /// The counter of worker `worker` with `lane_bits` lane bits (at most [`MAX_LANE_BITS`]):
+    /// its lane is the index modulo the lanes.
+    pub fn new(worker: usize, lane_bits: u8) -> Stamper {
+        let lane_bits = lane_bits.min(MAX_LANE_BITS);
         Stamper {
-            lane: (worker % LANES) as u16,
+            lane_bits,
+            lane: (worker & ((1 << lane_bits) - 1)) as u16,
             last: 0,
         }
+    }
+
+    /// Its lane bits.
+    pub fn lane_bits(&self) -> u8 {
+        self.lane_bits
     }
 
     /// The next stamp: the lane above the count, which is never 0 (so no stamp is 0).
     #[inline]
     pub fn stamp(&mut self) -> u16 {
-        self.last = match self.last.wrapping_add(1) & COUNT_MASK {
+        let mask = u16::MAX >> self.lane_bits;
+        self.last = match self.last.wrapping_add(1) & mask {
             0 => 1,
             s => s,
         };
-        (self.lane << COUNT_BITS) | self.last
+        self.lane
+            .checked_shl(16 - u32::from(self.lane_bits))
+            .unwrap_or(0)
+            | self.last
     }
 }
 
-/// A stamp's lane and count (count 0: no stamp).
+/// A stamp's lane and its count scaled to 16 bits (shifted up by the lane bits; 0: no stamp),
+/// read with `lane_bits` lane bits.
 #[inline]
-pub fn split(stamp: u16) -> (u8, u16) {
-    ((stamp >> COUNT_BITS) as u8, stamp & COUNT_MASK)
+pub fn split(stamp: u16, lane_bits: u8) -> (u8, u16) {
+    match lane_bits.min(MAX_LANE_BITS) {
+        0 => (0, stamp),
+        b => ((stamp >> (16 - b)) as u8, stamp << b),
+    }
 }
 
 /// Writes `stamp` into the UDP checksum of the datagram at `l4` (a no-op on a short frame).
@@ -96,18 +108,11 @@ pub fn take(frame: &mut [u8], l4: usize) -> u16 {
     }
 }
 
-/// Whether count `a` was given after `b` by the same counter (serial-number order over
-/// [`COUNT_BITS`] bits: within half the space).
+/// Whether stamp `a` was given after `b` by the same counter (serial-number order over 16
+/// bits, counts scaled by [`split`]: within half the space).
 #[inline]
 pub fn is_after(a: u16, b: u16) -> bool {
-    let d = a.wrapping_sub(b) & COUNT_MASK;
-    d != 0 && d < 1 << (COUNT_BITS - 1)
-}
-
-/// How far count `a` is behind `b` (modulo the count's space).
-#[inline]
-pub fn behind(a: u16, b: u16) -> u16 {
-    b.wrapping_sub(a) & COUNT_MASK
+    (a.wrapping_sub(b) as i16) > 0
 }
 
 #[cfg(test)]
@@ -116,22 +121,40 @@ mod tests {
 
     #[test]
     fn the_counter_skips_zero_and_wraps_in_order() {
-        let mut s = Stamper::new(LANES + 5);
-        s.last = COUNT_MASK - 1;
-        assert_eq!(split(s.stamp()), (5, COUNT_MASK));
-        let first = s.stamp();
-        assert_eq!(split(first), (5, 1), "the count skips 0 on its wrap");
-        assert_eq!(first, 5 << COUNT_BITS | 1);
-        assert!(is_after(1, COUNT_MASK));
-        assert!(!is_after(COUNT_MASK, 1));
+        // One lane: all 16 bits count.
+        let mut s = Stamper::new(5, 0);
+        s.last = u16::MAX - 1;
+        assert_eq!(s.stamp(), u16::MAX);
+        assert_eq!(s.stamp(), 1);
+        assert_eq!(split(7, 0), (0, 7));
+        assert!(is_after(1, u16::MAX));
+        assert!(!is_after(u16::MAX, 1));
         assert!(!is_after(7, 7));
-        assert!(is_after(7, 6) && !is_after(6, 7));
-        let half = 1 << (COUNT_BITS - 1);
-        assert!(is_after(half - 1, 0) && !is_after(half, 0));
-        assert_eq!(behind(COUNT_MASK, 2), 3);
-        // Worker 0's stamps are never 0 either.
-        let mut w0 = Stamper::new(0);
-        assert!((0..3 * COUNT_MASK).all(|_| w0.stamp() != 0));
+    }
+
+    #[test]
+    fn lanes_name_the_worker_and_counts_compare_scaled() {
+        // Eight lanes: worker 13 is lane 5, 13 bits count.
+        let mut s = Stamper::new(13, 3);
+        s.last = 0x1FFE;
+        let a = s.stamp();
+        assert_eq!(a, 5 << 13 | 0x1FFF);
+        let b = s.stamp();
+        assert_eq!(b, 5 << 13 | 1, "the count skips 0 on its wrap");
+        let (la, sa) = split(a, 3);
+        let (lb, sb) = split(b, 3);
+        assert_eq!((la, lb), (5, 5));
+        assert_eq!((sa, sb), (0x1FFF << 3, 1 << 3));
+        assert!(is_after(sb, sa), "in order across the wrap");
+        // Worker 0's stamps are never 0, whatever the lanes.
+        for bits in 0..=MAX_LANE_BITS {
+            let mut w0 = Stamper::new(0, bits);
+            assert!((0..70_000).all(|_| {
+                let st = w0.stamp();
+                st != 0 && split(st, bits).1 != 0
+            }));
+        }
+        assert_eq!(Stamper::new(3, 9).lane_bits(), MAX_LANE_BITS);
     }
 
     #[test]

@@ -123,7 +123,13 @@ impl PathTrack {
         }
         let t = self.0.get_or_insert_with(Box::default);
         if let (Some(a), true) = (source, stamp.seq != 0) {
-            t.source = Some((a, stamp.counter()));
+            let source = Some((a, stamp.counter()));
+            if t.source != source {
+                // Another counter (the host's packets now enter another worker of its ToR):
+                // the remembered stamps do not compare with its stamps.
+                t.recent = [(Psn::new(0), 0); RECENT];
+                t.source = source;
+            }
         }
         t.selective = selective;
         t.see(path, psn, stamp.seq, now);
@@ -602,6 +608,20 @@ mod tests {
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Missing);
         src.see(3, 20, 0);
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Stamps);
+    }
+
+    #[test]
+    fn stamps_of_another_counter_of_the_source_are_forgotten() {
+        let mut t = PathTrack::default();
+        // PSNs 1-3 and 5 in lane 0: a gap at 4, proven by stamp 20 of lane 0.
+        t.saw_stamped(&[(0, 1, 10), (1, 2, 11), (2, 3, 12), (0, 5, 20)], false);
+        assert_eq!(t.gap_stamp(p(4)), Some(20));
+        // The host's packets now enter another worker (lane 1): lane 0's stamps do not
+        // compare with what the new source's evidence will say.
+        let lane1 = PathStamp { lane: 1, ..st(30) };
+        t.see(1, p(6), lane1, Some(9), false, 0);
+        assert_eq!(t.source(), Some((9, lane1.counter())));
+        assert_eq!(t.gap_stamp(p(4)), Some(30), "only lane 1's own");
     }
 
     #[test]

@@ -12,19 +12,19 @@
 //! **Checks.** On a FIFO path one counter's stamps rise; a stamp at or before the path's newest
 //! (two counters behind one source: two ToRs' hosts under one prefix, a path that reorders, a
 //! source ToR that restarted) pauses the source's evidence for [`DISORDER_PAUSE_NS`] and is
-//! counted. Stamps count in [`COUNT_BITS`] bits and compare only within half that space:
-//! evidence older than [`STAMP_FRESH_NS`] is not used, nor a stamp more than [`STAMP_REACH`]
-//! behind the newest the source has shown on any path.
+//! counted. Stamps (their counts scaled to 16 bits, [`crate::engine::stamp::split`]) compare
+//! only within half their space: evidence older than [`STAMP_FRESH_NS`] is not used, nor a
+//! stamp more than [`STAMP_REACH`] behind the newest the source has shown on any path.
 
-use crate::engine::stamp::{behind, is_after, COUNT_BITS};
+use crate::engine::stamp::is_after;
 use crate::meta::MAX_PATHS;
 
 /// How old a path's newest stamp may be and still prove something.
 pub const STAMP_FRESH_NS: u64 = 2_000_000;
 
 /// How far behind the source's newest stamp a stamp may be and still be compared (a quarter
-/// of the count's space).
-pub const STAMP_REACH: u16 = 1 << (COUNT_BITS - 2);
+/// of the space: 2^14 counts with one lane, 2^11 with eight).
+pub const STAMP_REACH: u16 = 1 << 14;
 
 /// How long a source's stamps are not used after they went backwards on a path.
 pub const DISORDER_PAUSE_NS: u64 = 1_000_000_000;
@@ -111,7 +111,7 @@ impl SourceStamps {
 
     /// Whether `path` has delivered, lately, a stamp at or after `stamp`.
     pub(super) fn passed(&self, path: u8, stamp: u16, now: u64) -> bool {
-        let near = |x: u16| behind(x, self.newest) < STAMP_REACH;
+        let near = |x: u16| self.newest.wrapping_sub(x) < STAMP_REACH;
         !self.paused(now)
             && near(stamp)
             && self.seen.iter().any(|s| {

@@ -207,6 +207,11 @@ pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
     [0x02, 0x5a, rack, kind, 0, i as u8]
 }
 
+/// The path stamp lanes of a rack pair's ToRs: one per worker (both ToRs have as many).
+fn stamp_lanes(workers: usize) -> usize {
+    workers.next_power_of_two()
+}
+
 /// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
 pub fn tor_config(spec: &RackPairSpec, rack: u8) -> String {
     tor_config_ports(spec, rack, "mem", "mem", None, spec.mtu)
@@ -334,9 +339,15 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
     }
     text = text.replacen("[switch]\n", &switch, 1);
     text += &format!(
-        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\nstamp_source_prefix = [{}, {}]\n",
-        t.reorder, t.hold_us, t.learn_us, RACK_PREFIX.0, RACK_PREFIX.1
+        "[reorder]\nenabled = {}\nhold_timeout_us = {}\nlearn_us = {}\n",
+        t.reorder, t.hold_us, t.learn_us
     );
+    if spec.stamp_per_rack {
+        text += &format!(
+            "stamp_source_prefix = [{}, {}]\n",
+            RACK_PREFIX.0, RACK_PREFIX.1
+        );
+    }
     Config::parse(&text, "generated")?.validate()?;
     Ok(text)
 }
@@ -355,9 +366,10 @@ fn tor_config_ports(
 ) -> String {
     let other = 3 - rack;
     let mut s = format!(
-        "[switch]\nname = \"tor-{}\"\nworkers = {}\nspray_policy = \"{}\"\nseed = {}\n",
+        "[switch]\nname = \"tor-{}\"\nworkers = {}\npath_stamp_lanes = {}\nspray_policy = \"{}\"\nseed = {}\n",
         if rack == 1 { 'a' } else { 'b' },
         spec.workers,
+        stamp_lanes(spec.workers),
         spec.policy.name(),
         spec.seed + u64::from(rack)
     );
@@ -479,6 +491,7 @@ impl Built {
                 Config::parse(&tor_config(spec, rack), &format!("tor{rack}"))?
             };
             cfg.switch.workers = spec.workers;
+            cfg.switch.path_stamp_lanes = stamp_lanes(spec.workers);
             if spec.mtu != 1500 {
                 for p in &mut cfg.ports {
                     p.mtu = spec.mtu;
