@@ -441,6 +441,15 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     .unwrap();
     let (ok, _, err) = ctl(&sock, &["reload", ports_changed.to_str().unwrap()]);
     assert!(!ok && err.contains("restart"), "{err}");
+    // So does a change of the stamps' lanes (every ToR reads them with its own).
+    let lanes_changed = dir.join("lanes.toml");
+    std::fs::write(
+        &lanes_changed,
+        config_text("").replace("burst = 32\n", "burst = 32\npath_stamp_lanes = 2\n"),
+    )
+    .unwrap();
+    let (ok, _, err) = ctl(&sock, &["reload", lanes_changed.to_str().unwrap()]);
+    assert!(!ok && err.contains("path_stamp_lanes changed"), "{err}");
     assert_eq!(
         ctl_json(&sock, &["show", "counters"])["generation"],
         gen_before

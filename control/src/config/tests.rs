@@ -376,6 +376,8 @@ fn switch_section_and_syntax_errors() {
     let e = bad("workers = 2");
     assert_eq!(e.field, "uplink_group[0].path_stamps", "{e}");
     assert!(e.reason.contains("set switch.path_stamp_lanes"), "{e}");
+    let e = bad("workers = 9\npath_stamp_lanes = 8");
+    assert!(e.reason.contains("at most 8 workers"), "{e}");
     let e = bad("workers = 3\npath_stamp_lanes = 2");
     assert_eq!(e.field, "uplink_group[0].path_stamps", "{e}");
     let e = bad("workers = 2\npath_stamp_lanes = 3");

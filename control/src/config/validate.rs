@@ -611,6 +611,12 @@ fn validate_groups(
             );
         }
         let (workers, lanes) = (switch.workers, switch.path_stamp_lanes);
+        if path_stamps && workers > 8 {
+            return err(
+                f("path_stamps"),
+                format!("{workers} workers: path stamps tell at most 8 workers' counters apart"),
+            );
+        }
         if path_stamps && workers > lanes {
             // Each worker stamps with its own counter, named by the stamp's lane.
             return err(

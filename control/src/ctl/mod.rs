@@ -388,6 +388,14 @@ impl Control {
                     .into(),
             );
         }
+        if v.tables.stamp_lane_bits != old.tables.stamp_lane_bits {
+            // The other ToRs read this one's stamps with their own lanes: the fabric changes
+            // it together, ToRs restarted.
+            return Err(
+                "path_stamp_lanes changed: that needs a restart of every ToR; nothing was applied"
+                    .into(),
+            );
+        }
         let limits = |r: &Option<sprayswitch::reorder::ReorderConfig>| {
             r.map(|c| sprayswitch::reorder::ReorderConfig {
                 hold_timeout_ns: 0,

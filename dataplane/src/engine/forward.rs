@@ -192,7 +192,7 @@ impl Engine {
         self.egress = egress_table(t);
         self.rx_path = t.path_of_ports();
         self.stamp_port = t.stamp_ports();
-        if t.stamp_lane_bits != self.stamper.lane_bits() {
+        if t.stamp_lane_bits.min(super::stamp::MAX_LANE_BITS) != self.stamper.lane_bits() {
             self.stamper = super::stamp::Stamper::new(self.worker, t.stamp_lane_bits);
         }
     }
@@ -1086,6 +1086,22 @@ mod tests {
             assert_eq!(udp_checksum(p.data()), 0);
             assert!(icrc_ok(&p));
         }
+        // Eight lanes, worker 13 (lane 5): the lane above a 13-bit count, written and read
+        // (the count scaled back to 16 bits); back to one lane, all 16 bits count again.
+        let mut t8 = tor_tables(1, 4, SprayPolicy::RoundRobin);
+        t8.stamp_lane_bits = 3;
+        e.on_tables(&t8);
+        e.set_worker(13);
+        let mut p = frame(0, [10, 0, 0, 2], [10, 9, 0, 2], 0);
+        e.handle(&t8, &status, &mut p, 0);
+        assert_eq!(udp_checksum(p.data()), 5 << 13 | 1);
+        let mut p = frame(2, [10, 9, 0, 2], [10, 0, 0, 2], 5 << 13 | 7);
+        let m = reorder_meta(e.handle(&t8, &status, &mut p, 0), 0);
+        assert_eq!((m.stamp.lane, m.stamp.seq), (5, 7 << 3));
+        e.on_tables(&t);
+        let mut p = frame(0, [10, 0, 0, 2], [10, 9, 0, 2], 0);
+        e.handle(&t, &status, &mut p, 0);
+        assert_eq!(udp_checksum(p.data()), 1, "a new counter, lane bits gone");
         // Host to host inside the rack: left alone.
         let t = tor_tables(2, 0, SprayPolicy::Ecmp);
         let mut e = Engine::new(&t, 1);

@@ -207,9 +207,10 @@ pub fn mac(rack: u8, kind: u8, i: usize) -> [u8; 6] {
     [0x02, 0x5a, rack, kind, 0, i as u8]
 }
 
-/// The path stamp lanes of a rack pair's ToRs: one per worker (both ToRs have as many).
+/// The path stamp lanes of a rack pair's ToRs: one per worker (both ToRs have as many; more
+/// than 8 workers are refused with path stamps).
 fn stamp_lanes(workers: usize) -> usize {
-    workers.next_power_of_two()
+    workers.next_power_of_two().min(8)
 }
 
 /// The configuration text of ToR `rack` (1 or 2) in a rack pair, with in-memory ports.
