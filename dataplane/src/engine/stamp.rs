@@ -11,16 +11,18 @@
 //! stamp can: one counter per worker of the source ToR, and a host's packets enter one worker
 //! (one downlink port), so each source host's stamps rise on every path.
 //!
-//! **Lanes.** A ToR with several workers has several counters. With `path_stamp_lanes` (`[switch]`,
-//! 1, 2, 4 or 8, the same on every ToR of the fabric) a stamp's top bits name its counter (the
-//! worker's index modulo the lanes) and the rest count, so the destination ToR can take the
-//! stamps of every host behind one source ToR worker as one sequence (`stamp_source_prefix` of
-//! `[reorder]`): a host that stopped sending (a Go-Back-N QP at its window, waiting for the gap
-//! to be found) is then proven by the packets of its neighbours. Each lane bit halves how far
-//! stamps compare (a path may lag the others by at most 2^14 counts at one lane, 2^11 at eight):
-//! one lane, the default, keeps all 16 bits for the count. The destination reads the count
-//! scaled back to 16 bits (shifted by the lane bits), so stamps compare the same whatever the
-//! lanes.
+//! **Sources.** The destination may also take all hosts behind one source ToR as one source
+//! (`stamp_source_prefix` of `[reorder]`, the rack's subnet): they share the worker's counter,
+//! so a host that stopped sending (a Go-Back-N QP at its window, waiting for the gap to be
+//! found) is proven by its neighbours' packets.
+//!
+//! **Lanes.** A ToR with several workers has several counters. With `path_stamp_lanes`
+//! (`[switch]`: 1, 2, 4 or 8, the same on every ToR of the fabric) a stamp's top bits name its
+//! counter (the worker's index modulo the lanes) and the rest count. Each lane bit halves how
+//! far stamps compare (a path may lag the others by at most 2^14 of its source's stamps with
+//! one lane, 2^11 with eight): one lane, the default, keeps all 16 bits for the count. The
+//! destination reads the count scaled back to 16 bits (shifted up by the lane bits), so stamps
+//! compare the same whatever the lanes.
 //!
 //! **Why the UDP checksum.** It is the one field of a RoCEv2 packet that is masked out of the
 //! ICRC and means nothing to a RoCE receiver: RoCEv2 senders set it to zero (rxe does, over
