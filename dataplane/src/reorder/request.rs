@@ -96,7 +96,10 @@ impl<T> ReorderCore<T> {
             self.totals.passthrough += 1;
             return Insert::Passthrough;
         };
-        let source = peer.map(|p| self.stamp_source(p.0));
+        // The stream keeps its source only from a stamped packet.
+        let source = peer
+            .filter(|_| stamp.seq != 0)
+            .map(|p| self.stamp_source(p.0));
         let s = &mut self.streams[stream as usize];
         let selective = s.recovery == LossRecovery::ReleaseRun;
         s.paths.see(path, psn, stamp, source, selective, now);

@@ -305,15 +305,16 @@ impl<T> ReorderCore<T> {
                 return Insert::Passthrough;
             }
         };
-        let source = self.stamp_source(remote);
-        let s = &mut self.streams[stream as usize];
-        s.last_seen = now;
         let fill = matches!(kind, ResponseKind::Fill { .. });
         if fill {
             // A retry's responses go back below what the paths delivered: a new pass, as
             // for a Go-Back-N sender.
-            s.paths.see(path, psn, stamp, Some(source), false, now);
+            let source = (stamp.seq != 0).then(|| self.stamp_source(remote));
+            let s = &mut self.streams[stream as usize];
+            s.paths.see(path, psn, stamp, source, false, now);
         }
+        let s = &mut self.streams[stream as usize];
+        s.last_seen = now;
         if s.reads.is_empty() && s.held == 0 {
             out.push(item);
             self.totals.passthrough += 1;
