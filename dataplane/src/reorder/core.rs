@@ -364,6 +364,7 @@ impl<T> ReorderCore<T> {
             paths: Default::default(),
             in_active: false,
             peer_seen: false,
+            host_naked: None,
             far: LazyDeque::default(),
             reads: LazyDeque::default(),
             acks: LazyDeque::default(),
@@ -498,9 +499,24 @@ impl<T> ReorderCore<T> {
                 // starts a new pass of the paths' evidence). A timeout after a path-order
                 // decision is the backstop: the retransmission did not come either, so nothing
                 // is kept back any longer.
-                self.streams[stream as usize].paths.forget_pending();
-                if let Some(after) = self.flush_ring(stream, now, out) {
-                    self.streams[stream as usize].expected = after;
+                //
+                // A Go-Back-N host that NAKed this very gap is the exception: it drops what is
+                // released now without a word (it NAKs once per gap, rxe's `sent_psn_nak`) and
+                // takes only the gap next, which its sender resends, with everything after it,
+                // when its retransmission timer fires. The expected PSN stays at the gap, so
+                // that pass is ordered like the first (passed as late, its packets would race
+                // each other over the paths, and the host would drop and NAK again).
+                let s = &mut self.streams[stream as usize];
+                s.paths.forget_pending();
+                let stuck =
+                    s.recovery == LossRecovery::NakFirst && s.host_naked == Some(s.expected);
+                let after = self.flush_ring(stream, now, out);
+                let s = &mut self.streams[stream as usize];
+                if stuck {
+                    s.paths.new_pass(false);
+                    self.totals.naked_gaps_kept += 1;
+                } else if let Some(after) = after {
+                    s.expected = after;
                 }
             }
             StreamKey::Response { .. } => self.response_timeout(stream, now, out),

@@ -440,7 +440,9 @@ impl<T> super::core::ReorderCore<T> {
             self.streams[stream as usize].stats.resyncs += 1;
             self.totals.resyncs += 1;
         }
-        self.streams[stream as usize].paths.host_nak(psn);
+        let s = &mut self.streams[stream as usize];
+        s.paths.host_nak(psn);
+        s.host_naked = Some(psn);
     }
 
     /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the

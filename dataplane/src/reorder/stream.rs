@@ -195,6 +195,10 @@ pub(super) struct Stream<T> {
     pub(super) in_active: bool,
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
     pub(super) peer_seen: bool,
+    /// Request streams: the PSN the local host last NAKed (a sequence NAK: the one it takes
+    /// next). A Go-Back-N host that NAKed the gap at the expected PSN takes nothing else until
+    /// the gap comes, and NAKs no more ([`ReorderCore::timeout`] keeps the gap for it).
+    pub(super) host_naked: Option<Psn>,
     /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
     /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
     /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets

@@ -416,6 +416,8 @@ struct ModelStream {
     far: std::collections::BTreeSet<u32>,
     gap_since: u64,
     last_seen: u64,
+    /// The PSN the host last NAKed: a timeout of that gap keeps `e` there (Go-Back-N).
+    naked: Option<Psn>,
 }
 
 struct Model {
@@ -544,7 +546,9 @@ impl Model {
                 }
                 s.held.clear();
                 s.far.clear();
-                s.e = last;
+                if s.naked != Some(e) {
+                    s.e = last;
+                }
             }
         }
     }
@@ -553,6 +557,7 @@ impl Model {
         let w = self.w;
         let s = &mut self.streams[k];
         let Some(old) = s.e else { return };
+        s.naked = Some(psn);
         for (q, _, id) in s.ordered(old) {
             if psn.is_after(old) && q.is_before(psn) {
                 s.held.remove(&q.value());
@@ -1984,6 +1989,75 @@ fn a_naked_gap_is_still_given_up_at_last_and_an_un_naked_one_at_its_hold_timeout
         h.core.totals.timeouts, 1,
         "an un-NAKed gap: the hold timeout"
     );
+}
+
+#[test]
+fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_first() {
+    // The host NAKed 10 (a declared loss, or a timeout in `timeout` mode); the resend of 10 is
+    // lost again, so the host (which NAKs once per gap) says nothing more, the switch gives
+    // the gap up at last, and the sender's retransmission timer sends everything from 10 again.
+    // That pass must be ordered too: 11 overtakes 10 on a faster path, and passed on as late
+    // it would reach the host first, be dropped, and cost a second NAK round.
+    for paths in [true, false] {
+        let mut h = if paths {
+            a_loss_the_host_naked(LossRecovery::NakFirst).0
+        } else {
+            let mut h = H::with_paths(LossRecovery::NakFirst);
+            h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+            for psn in (0..40u32).filter(|p| *p != 10) {
+                h.arrive(crate::meta::NO_PATH, psn, u64::from(psn) * 1_000);
+            }
+            // The hold timeout releases everything; the host NAKs 10.
+            h.core.poll(40_000 + 5_000_000, &mut h.out);
+            assert_eq!(h.core.totals.timeouts, 1);
+            h.core
+                .observe_nak(LOCAL, REMOTE, 49152, 0, Psn::new(10), 5_100_000, &mut h.out);
+            h
+        };
+        let mut t = 6_000_000;
+        // The resend from 10, with 10 lost again.
+        for psn in 11..40u32 {
+            t += 1_000;
+            h.arrive(
+                if paths {
+                    (psn % 4) as u8
+                } else {
+                    crate::meta::NO_PATH
+                },
+                psn,
+                t,
+            );
+        }
+        let give_up = if paths { NAKED_WAIT_FACTOR } else { 1 } * 5_000_000;
+        t += give_up + 1_000_000;
+        h.core.poll(t, &mut h.out);
+        assert_eq!(h.core.totals.naked_gaps_kept, 1, "paths {paths}");
+        assert_eq!(h.core.held(), 0);
+        assert_eq!(h.core.expected(&key(1)), Some(Psn::new(10)));
+        // The timer's pass, 11 ahead of 10.
+        t += 60_000_000;
+        h.arrive(if paths { 0 } else { crate::meta::NO_PATH }, 11, t);
+        h.arrive(if paths { 3 } else { crate::meta::NO_PATH }, 10, t + 60_000);
+        for psn in 12..40u32 {
+            h.arrive(
+                if paths {
+                    (psn % 4) as u8
+                } else {
+                    crate::meta::NO_PATH
+                },
+                psn,
+                t + 60_000 + u64::from(psn) * 1_000,
+            );
+        }
+        let all = h.take();
+        // The host's view: everything it was given, in that order.
+        assert_eq!(
+            gbn_naks(&all),
+            (1, 40),
+            "paths {paths}: one NAK, everything taken: {all:?}"
+        );
+        assert_eq!(h.core.held(), 0);
+    }
 }
 
 #[test]
