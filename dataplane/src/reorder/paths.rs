@@ -17,8 +17,8 @@
 //!
 //! **Stamps.** A path that has not delivered a PSN of the stream above the gap may still have
 //! delivered a packet its source host sent later (another QP's, an ACK): the source ToR's
-//! path stamp ([`crate::engine::stamp`]) orders them. The stream keeps the stamps of its last
-//! few packets of the current pass; one above the gap was sent after the gap's packet, so a
+//! path stamp ([`crate::engine::stamp`]) orders them. The stream keeps the stamps of the few
+//! packets of the current pass nearest above its expected PSN; one above the gap was sent after the gap's packet, so a
 //! path whose newest stamp of that source ([`super::sources`]) is at or after it does not
 //! carry the gap's packet either. (For a selective-repeat host, not for a gap the host was
 //! told of: its packet is a retransmission, sent after the held ones.)
@@ -42,7 +42,8 @@ pub const PATH_STALE_PACKETS: u32 = 1024;
 /// not one ahead of the other: what a path delivered then proves nothing about a gap.
 const FAR: u32 = 1 << 22;
 
-/// Stamped packets of the current pass a stream remembers.
+/// Stamped packets of the current pass a stream remembers (those nearest above its expected
+/// PSN).
 const RECENT: usize = 8;
 
 /// What proves a gap lost, if anything.
@@ -94,20 +95,19 @@ struct Track {
     /// arrive): a gap of the new pass opened no earlier.
     joined_at: Option<u64>,
     /// The source (address or its prefix, and [`PathStamp::counter`]), once known, and the
-    /// (PSN, stamp count) of the last stamped packets of the current pass (count 0: an empty
-    /// entry), written round.
+    /// (PSN, stamp count) of the stamped packets of the current pass nearest above the
+    /// expected PSN (count 0: an empty entry; [`Track::remember`]).
     source: Option<(u128, u8)>,
     recent: [(Psn, u16); RECENT],
-    recent_next: usize,
     /// The host resends only what is missing (see [`PathTrack::see`]).
     selective: bool,
 }
 
 impl PathTrack {
     /// A packet with `psn` and path stamp `stamp` from `source` (`None`: not known) arrived
-    /// on `path`. `selective`: the host resends only what is missing
-    /// (selective repeat), so a new pass is joined by new PSNs too (see
-    /// [`PathTrack::new_pass`]).
+    /// on `path`; `expected`: the stream's expected PSN (`None` while it learns where it
+    /// starts). `selective`: the host resends only what is missing (selective repeat), so a
+    /// new pass is joined by new PSNs too (see [`PathTrack::new_pass`]).
     #[inline]
     pub(super) fn see(
         &mut self,
@@ -116,6 +116,7 @@ impl PathTrack {
         stamp: PathStamp,
         source: Option<u128>,
         selective: bool,
+        expected: Option<Psn>,
         now: u64,
     ) {
         if path == NO_PATH || usize::from(path) >= MAX_PATHS {
@@ -132,7 +133,7 @@ impl PathTrack {
             }
         }
         t.selective = selective;
-        t.see(path, psn, stamp.seq, now);
+        t.see(path, psn, stamp.seq, expected, now);
     }
 
     /// The source whose stamps count for this stream (address or prefix, counter).
@@ -297,12 +298,43 @@ impl Track {
         };
     }
 
-    fn see(&mut self, path: u8, psn: Psn, stamp: u16, now: u64) {
+    fn see(&mut self, path: u8, psn: Psn, stamp: u16, expected: Option<Psn>, now: u64) {
         let k = self.see_path(path, psn, now);
         if stamp != 0 && self.seen[k].pass == self.pass {
             // Of the current pass: sent after every PSN below it of the pass.
-            self.recent[self.recent_next] = (psn, stamp);
-            self.recent_next = (self.recent_next + 1) % RECENT;
+            self.remember(psn, stamp, expected);
+        }
+    }
+
+    /// Keeps the stamped packets nearest above the expected PSN. A gap's proof is the
+    /// smallest stamp above it ([`Track::gap_stamp`]), which the lowest PSN above it carries,
+    /// so the lowest are kept: the last few to arrive are not enough, because on skewed paths
+    /// the packet just above a gap comes early, and the packets below it that come after
+    /// would push it out. At or below the expected PSN a packet proves nothing any more (a
+    /// move back starts a new pass, which forgets them all): its entry is taken first.
+    fn remember(&mut self, psn: Psn, stamp: u16, expected: Option<Psn>) {
+        let above = |p: Psn| {
+            expected.is_none_or(|e| {
+                let d = p.distance(e);
+                d > 0 && d as u32 <= FAR
+            })
+        };
+        if !above(psn) {
+            return;
+        }
+        let mut highest = 0;
+        for i in 0..RECENT {
+            let (p, st) = self.recent[i];
+            if st == 0 || !above(p) {
+                self.recent[i] = (psn, stamp);
+                return;
+            }
+            if p.is_after(self.recent[highest].0) {
+                highest = i;
+            }
+        }
+        if psn.is_before(self.recent[highest].0) {
+            self.recent[highest] = (psn, stamp);
         }
     }
 
@@ -456,13 +488,13 @@ mod tests {
     impl PathTrack {
         /// `see` for a Go-Back-N host, without stamps.
         fn saw(&mut self, path: u8, psn: Psn) {
-            self.see(path, psn, PathStamp::NONE, None, false, 0);
+            self.see(path, psn, PathStamp::NONE, None, false, None, 0);
         }
 
         /// `see` of each (path, PSN, stamp) from source 9.
         fn saw_stamped(&mut self, seen: &[(u8, u32, u16)], selective: bool) {
             for &(path, psn, seq) in seen {
-                self.see(path, p(psn), st(seq), Some(9), selective, 0);
+                self.see(path, p(psn), st(seq), Some(9), selective, None, 0);
             }
         }
     }
@@ -577,9 +609,9 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(1, p(10), PathStamp::NONE, None, true, 0);
-        t.see(0, p(22), PathStamp::NONE, None, true, 0);
-        t.see(1, p(23), PathStamp::NONE, None, true, 0);
+        t.see(1, p(10), PathStamp::NONE, None, true, None, 0);
+        t.see(0, p(22), PathStamp::NONE, None, true, None, 0);
+        t.see(1, p(23), PathStamp::NONE, None, true, None, 0);
         assert!(t.all_above(p(10), 2, 0));
     }
 
@@ -619,9 +651,47 @@ mod tests {
         // The host's packets now enter another worker (lane 1): lane 0's stamps do not
         // compare with what the new source's evidence will say.
         let lane1 = PathStamp { lane: 1, ..st(30) };
-        t.see(1, p(6), lane1, Some(9), false, 0);
+        t.see(1, p(6), lane1, Some(9), false, None, 0);
         assert_eq!(t.source(), Some((9, lane1.counter())));
         assert_eq!(t.gap_stamp(p(4)), Some(30), "only lane 1's own");
+    }
+
+    #[test]
+    fn the_stamps_kept_are_those_nearest_above_the_expected_psn() {
+        // Skewed paths: 11 comes early on the fast path, 10 is lost on it, and the slow paths
+        // then deliver 1-9, each released in order as it comes. The stamp of 11 is what proves
+        // 10 lost: it must still be there (the last eight to arrive would be 2-9).
+        let mut t = PathTrack::default();
+        let stamped = |psn: u32| PathStamp {
+            seq: 100 + psn as u16,
+            class: 3,
+            lane: 0,
+        };
+        t.see(1, p(11), stamped(11), Some(9), false, Some(p(1)), 0);
+        for psn in 1..=9 {
+            t.see(
+                (psn % 3) as u8 + 2,
+                p(psn),
+                stamped(psn),
+                Some(9),
+                false,
+                Some(p(psn)),
+                0,
+            );
+        }
+        assert_eq!(t.gap_stamp(p(10)), Some(111));
+        // Many above the expected PSN, path after path (each in order): the lowest eight
+        // stay, whatever the order between paths.
+        let mut t = PathTrack::default();
+        for path in 0..4u8 {
+            for psn in (11..=40).filter(|q| q % 4 == u32::from(path)) {
+                t.see(path, p(psn), stamped(psn), Some(9), false, Some(p(10)), 0);
+            }
+        }
+        assert_eq!(t.gap_stamp(p(10)), Some(111));
+        // The expected PSN moved to 15 (11-14 released): one of their entries goes, not 16's.
+        t.see(0, p(41), stamped(41), Some(9), false, Some(p(15)), 0);
+        assert_eq!(t.gap_stamp(p(15)), Some(116));
     }
 
     #[test]

@@ -102,7 +102,9 @@ impl<T> ReorderCore<T> {
             .map(|p| self.stamp_source(p.0));
         let s = &mut self.streams[stream as usize];
         let selective = s.recovery == LossRecovery::ReleaseRun;
-        s.paths.see(path, psn, stamp, source, selective, now);
+        let expected = matches!(s.phase, Phase::Active).then_some(s.expected);
+        s.paths
+            .see(path, psn, stamp, source, selective, expected, now);
         let gap =
             (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);

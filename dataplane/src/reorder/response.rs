@@ -311,7 +311,8 @@ impl<T> ReorderCore<T> {
             // for a Go-Back-N sender.
             let source = (stamp.seq != 0).then(|| self.stamp_source(remote));
             let s = &mut self.streams[stream as usize];
-            s.paths.see(path, psn, stamp, source, false, now);
+            let expected = Some(s.expected);
+            s.paths.see(path, psn, stamp, source, false, expected, now);
         }
         let s = &mut self.streams[stream as usize];
         s.last_seen = now;
