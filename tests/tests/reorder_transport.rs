@@ -61,6 +61,7 @@ fn conn(i: u32, device: Device, pmtu: u32, script: Vec<Step>) -> Connection {
         b_psn: Psn::new(0x12_3400u32.wrapping_add(i * 0x51_337) & 0xFF_FFFF),
         cm: false,
         script,
+        drop_requests: Vec::new(),
     }
 }
 
@@ -447,6 +448,52 @@ fn with_reads_path_order_is_sooner_than_the_timeout() {
         path_order < timeout,
         "path order {path_order} ns against the timeout's {timeout} ns"
     );
+}
+
+/// A packet and its first retransmission both lost. rxe's Go-Back-N responder NAKs once per
+/// gap (`sent_psn_nak`), so after the second loss it drops what follows without a word and the
+/// requester's retransmit timer (67 ms) resends from the gap. The switch gives the gap up before
+/// that (64 hold timeouts of 500 us after the host's NAK, or one in `timeout` mode), yet the
+/// host is still at the gap: the timer's pass must be ordered as the first was, or the packet
+/// after the gap, on a faster path, reaches the host first and costs a second NAK round. The
+/// lost PSN is moved over four places so that its resend starts on each path.
+#[test]
+fn the_pass_after_the_requesters_retransmit_timer_is_ordered_too() {
+    use sprayswitch::engine::LossDetection;
+    for detection in [LossDetection::PathOrder, LossDetection::Timeout] {
+        for k in 0..4u32 {
+            let mut c = conn(
+                0,
+                Device::RXE,
+                1024,
+                vec![Step::Post(vec![Verb::Write { len: 65_536 }; 8])],
+            );
+            c.drop_requests = vec![(c.a_psn.add(100 + k), 2)];
+            let mut spec = RackPairSpec {
+                loss_detection: detection,
+                ..fabric(true, 0.0, 1)
+            };
+            if let Some(cfg) = spec.reorder.as_mut() {
+                // The stream must outlive the timer (forgotten and learned anew, it would be
+                // ordered from its lowest PSN anyway), as with the default idle eviction.
+                cfg.hold_timeout_ns = 500_000;
+                cfg.idle_evict_ns = 1_000_000_000;
+            }
+            let r = go(&spec, &[c]);
+            let c = &r.connections[0];
+            let what = format!("{detection:?}, lost PSN +{}: {c:?}", 100 + k);
+            assert!(c.finished && !c.error && c.completed == c.posted, "{what}");
+            assert_eq!(c.scripted_drops, 2, "{what}");
+            assert_eq!(c.a.timeouts, 1, "the requester's timer resent: {what}");
+            assert_eq!(
+                (c.b.out_of_seq_request, c.b.naks_sent),
+                (1, 1),
+                "one sequence NAK, for the first loss: {what}"
+            );
+            assert_eq!(r.tor_b.reorder.naked_gaps_kept, 1, "{what}");
+            assert_eq!(r.tor_b.reorder.held_now, 0);
+        }
+    }
 }
 
 /// Runs `verb` x 16 on 4 QPs with 1% loss on a path (its pattern drawn from `seed`): timeout

@@ -71,6 +71,11 @@ pub struct Connection {
     pub cm: bool,
     /// What A's requester does.
     pub script: Vec<Step>,
+    /// Scripted loss: A's request packets of these PSNs are lost on A's link (before the
+    /// source ToR, so the destination sees them missing as if a path had lost them), each the
+    /// given number of times, its first sends: `(p, 2)` loses `p` and its first
+    /// retransmission. The fabric's own loss is random; this makes one case happen for sure.
+    pub drop_requests: Vec<(Psn, u32)>,
 }
 
 /// What one connection saw, summed over its QPs' lives.
@@ -92,6 +97,8 @@ pub struct ConnectionReport {
     pub error: bool,
     /// The first error state a QP of the connection ended in.
     pub first_error: Option<QpState>,
+    /// Request packets lost as [`Connection::drop_requests`] scripted.
+    pub scripted_drops: u64,
 }
 
 /// What a run saw.
@@ -139,9 +146,36 @@ struct Live {
     /// reached it.
     cm_comm: u32,
     pending_rep: Option<Pkt>,
+    /// What is left of the scripted loss: PSN value, sends still to lose.
+    drops_left: Vec<(u32, u32)>,
 }
 
 impl Live {
+    /// Removes from `frames` (what A just sent) the request packets the script loses.
+    fn lose_scripted(&mut self, frames: &mut Vec<Pkt>) {
+        if self.drops_left.iter().all(|d| d.1 == 0) {
+            return;
+        }
+        let before = frames.len();
+        frames.retain(|p| {
+            let Some(psn) = classify(p.data(), Pmtu::DEFAULT).ok().and_then(|c| {
+                c.roce()
+                    .filter(|r| r.bth.dest_qp == self.conn.b_qpn && !r.bth.opcode.is_response())
+                    .map(|r| r.bth.psn.value())
+            }) else {
+                return true;
+            };
+            match self.drops_left.iter_mut().find(|d| d.0 == psn && d.1 > 0) {
+                Some(d) => {
+                    d.1 -= 1;
+                    false
+                }
+                None => true,
+            }
+        });
+        self.report.scripted_drops += (before - frames.len()) as u64;
+    }
+
     fn endpoints(conn: &Connection, rp: &DrivenRackPair) -> (Endpoint, Endpoint) {
         let (ha, hb) = (&rp.hosts_a[conn.a_host], &rp.hosts_b[conn.b_host]);
         let a = Endpoint {
@@ -243,6 +277,11 @@ pub fn run(
                 wait_rep: false,
                 cm_comm: 0,
                 pending_rep: None,
+                drops_left: c
+                    .drop_requests
+                    .iter()
+                    .map(|&(p, n)| (p.value(), n))
+                    .collect(),
             }
         })
         .collect();
@@ -385,6 +424,9 @@ pub fn run(
                     };
                     if host_of == h {
                         qp.poll(now, &mut frames);
+                        if side == 0 {
+                            l.lose_scripted(&mut frames);
+                        }
                         q.append(&mut frames);
                     }
                 }
