@@ -20,7 +20,7 @@ use super::skew::{SkewWindow, SKEW_TIMEOUT_FACTOR};
 use super::sources::{SourceStamps, StampSeen, MAX_SOURCES};
 use super::stream::{
     LazyDeque, LossRecovery, Phase, PortReorder, Slot, Stream, StreamKey, StreamStats, WaitingAck,
-    NO_RING,
+    NOT_NAKED, NO_RING,
 };
 use super::totals::ReorderTotals;
 use crate::ids::IntMap;
@@ -364,7 +364,7 @@ impl<T> ReorderCore<T> {
             paths: Default::default(),
             in_active: false,
             peer_seen: false,
-            host_naked: None,
+            host_naked: NOT_NAKED,
             far: LazyDeque::default(),
             reads: LazyDeque::default(),
             acks: LazyDeque::default(),
@@ -509,7 +509,7 @@ impl<T> ReorderCore<T> {
                 let s = &mut self.streams[stream as usize];
                 s.paths.forget_pending();
                 let stuck =
-                    s.recovery == LossRecovery::NakFirst && s.host_naked == Some(s.expected);
+                    s.recovery == LossRecovery::NakFirst && s.host_naked == s.expected.value();
                 let after = self.flush_ring(stream, now, out);
                 let s = &mut self.streams[stream as usize];
                 if stuck {

@@ -442,7 +442,7 @@ impl<T> super::core::ReorderCore<T> {
         }
         let s = &mut self.streams[stream as usize];
         s.paths.host_nak(psn);
-        s.host_naked = Some(psn);
+        s.host_naked = psn.value();
     }
 
     /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the

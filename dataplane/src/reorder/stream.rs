@@ -196,9 +196,11 @@ pub(super) struct Stream<T> {
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
     pub(super) peer_seen: bool,
     /// Request streams: the PSN the local host last NAKed (a sequence NAK: the one it takes
-    /// next). A Go-Back-N host that NAKed the gap at the expected PSN takes nothing else until
-    /// the gap comes, and NAKs no more ([`ReorderCore::timeout`] keeps the gap for it).
-    pub(super) host_naked: Option<Psn>,
+    /// next), [`NOT_NAKED`] before any. A Go-Back-N host that NAKed the gap at the expected
+    /// PSN takes nothing else until the gap comes, and NAKs no more
+    /// ([`super::core::ReorderCore`]'s `timeout` keeps the gap for it). A bare PSN value, not
+    /// an `Option<Psn>`: 4 bytes fit where 8 would grow every stream (100k must fit in 64 MiB).
+    pub(super) host_naked: u32,
     /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
     /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
     /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
@@ -220,6 +222,9 @@ pub(super) struct Stream<T> {
 }
 
 pub(super) const NO_RING: u32 = u32::MAX;
+
+/// [`Stream::host_naked`] before the host NAKed anything (no PSN has this value).
+pub(super) const NOT_NAKED: u32 = u32::MAX;
 
 /// A deque allocated on first use. Most streams are request streams that never need a far
 /// list, and request streams need no READ ranges or waiting ACKs: empty, each costs one word
