@@ -491,7 +491,7 @@ fn the_pass_after_the_requesters_retransmit_timer_is_ordered_too() {
                 "one sequence NAK, for the first loss: {what}"
             );
             assert_eq!(r.tor_b.reorder.naked_gaps_kept, 1, "{what}");
-            assert_eq!(r.tor_b.reorder.held_now, 0);
+            assert_eq!(r.tor_b.reorder.held_now, 0, "{what}");
         }
     }
 }

@@ -505,7 +505,10 @@ impl<T> ReorderCore<T> {
                 // takes only the gap next, which its sender resends, with everything after it,
                 // when its retransmission timer fires. The expected PSN stays at the gap, so
                 // that pass is ordered like the first (passed as late, its packets would race
-                // each other over the paths, and the host would drop and NAK again).
+                // each other over the paths, and the host would drop and NAK again). The
+                // downlink's `nak_first` says the host is Go-Back-N; a selective-repeat host
+                // left on it keeps what is released, and its ACK moves the stream on
+                // (`observe_ack`).
                 let s = &mut self.streams[stream as usize];
                 s.paths.forget_pending();
                 let stuck =

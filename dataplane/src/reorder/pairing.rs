@@ -21,7 +21,7 @@
 // one, as the stage has them.
 #![allow(clippy::too_many_arguments)]
 
-use super::stream::{fold, StreamKey};
+use super::stream::{fold, StreamKey, NOT_NAKED};
 use crate::ids::IntMap;
 use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
@@ -535,6 +535,7 @@ impl<T> super::core::ReorderCore<T> {
                 s.expected = start;
                 s.last_seen = now;
                 s.paths.clear();
+                s.host_naked = NOT_NAKED;
                 self.streams[stream as usize].stats.restarts += 1;
                 self.totals.restarts += 1;
             }

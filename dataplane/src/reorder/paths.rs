@@ -18,9 +18,9 @@
 //! **Stamps.** A path that has not delivered a PSN of the stream above the gap may still have
 //! delivered a packet its source host sent later (another QP's, an ACK): the source ToR's
 //! path stamp ([`crate::engine::stamp`]) orders them. The stream keeps the stamps of the few
-//! packets of the current pass nearest above its expected PSN; one above the gap was sent after the gap's packet, so a
-//! path whose newest stamp of that source ([`super::sources`]) is at or after it does not
-//! carry the gap's packet either. (For a selective-repeat host, not for a gap the host was
+//! packets of the current pass nearest above its expected PSN, and of its highest; one above
+//! the gap was sent after the gap's packet, so a path whose newest stamp of that source
+//! ([`super::sources`]) is at or after it does not carry the gap's packet either. (For a selective-repeat host, not for a gap the host was
 //! told of: its packet is a retransmission, sent after the held ones.)
 //!
 //! **Which paths count.** Every path the stream has used in its last [`PATH_STALE_PACKETS`]
@@ -42,8 +42,8 @@ pub const PATH_STALE_PACKETS: u32 = 1024;
 /// not one ahead of the other: what a path delivered then proves nothing about a gap.
 const FAR: u32 = 1 << 22;
 
-/// Stamped packets of the current pass a stream remembers (those nearest above its expected
-/// PSN).
+/// Stamped packets of the current pass a stream remembers (the highest, and those nearest
+/// above its expected PSN).
 const RECENT: usize = 8;
 
 /// What proves a gap lost, if anything.
@@ -108,6 +108,8 @@ impl PathTrack {
     /// on `path`; `expected`: the stream's expected PSN (`None` while it learns where it
     /// starts). `selective`: the host resends only what is missing (selective repeat), so a
     /// new pass is joined by new PSNs too (see [`PathTrack::new_pass`]).
+    // The packet's four facts, its source's and the stream's two, on the per-packet path.
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(super) fn see(
         &mut self,
@@ -306,12 +308,16 @@ impl Track {
         }
     }
 
-    /// Keeps the stamped packets nearest above the expected PSN. A gap's proof is the
-    /// smallest stamp above it ([`Track::gap_stamp`]), which the lowest PSN above it carries,
-    /// so the lowest are kept: the last few to arrive are not enough, because on skewed paths
-    /// the packet just above a gap comes early, and the packets below it that come after
-    /// would push it out. At or below the expected PSN a packet proves nothing any more (a
-    /// move back starts a new pass, which forgets them all): its entry is taken first.
+    /// Keeps the stamped packets nearest above the expected PSN, and the highest of the
+    /// pass. A gap's proof is the smallest stamp above it ([`Track::gap_stamp`]), which the
+    /// lowest PSN above it carries, so the lowest are kept: the last few to arrive are not
+    /// enough, because on skewed paths the packet just above a gap comes early, and the packets
+    /// below it that come after would push it out. The highest (entry 0) is a later, weaker
+    /// proof, but one for every gap below it: a selective-repeat stream's expected PSN jumps
+    /// to its next gap (`release_run`) past all the others. At or below the expected PSN a
+    /// packet proves nothing any more (a move back starts a new pass, which forgets them all):
+    /// its entry is taken first. Cost: nothing for a packet at or below the expected PSN (in
+    /// order, late); a pass over the eight entries for one held.
     fn remember(&mut self, psn: Psn, stamp: u16, expected: Option<Psn>) {
         let above = |p: Psn| {
             expected.is_none_or(|e| {
@@ -322,19 +328,30 @@ impl Track {
         if !above(psn) {
             return;
         }
-        let mut highest = 0;
-        for i in 0..RECENT {
+        let mut entry = (psn, stamp);
+        let (top, top_stamp) = self.recent[0];
+        if top_stamp == 0 || !above(top) {
+            self.recent[0] = entry;
+            return;
+        }
+        if psn.is_after(top) {
+            // A new highest: the one it replaces may still be among the nearest.
+            self.recent[0] = entry;
+            entry = (top, top_stamp);
+        }
+        let mut highest = 1;
+        for i in 1..RECENT {
             let (p, st) = self.recent[i];
             if st == 0 || !above(p) {
-                self.recent[i] = (psn, stamp);
+                self.recent[i] = entry;
                 return;
             }
             if p.is_after(self.recent[highest].0) {
                 highest = i;
             }
         }
-        if psn.is_before(self.recent[highest].0) {
-            self.recent[highest] = (psn, stamp);
+        if entry.0.is_before(self.recent[highest].0) {
+            self.recent[highest] = entry;
         }
     }
 
@@ -680,8 +697,8 @@ mod tests {
             );
         }
         assert_eq!(t.gap_stamp(p(10)), Some(111));
-        // Many above the expected PSN, path after path (each in order): the lowest eight
-        // stay, whatever the order between paths.
+        // Many above the expected PSN, path after path (each in order): the lowest seven and
+        // the highest stay, whatever the order between paths.
         let mut t = PathTrack::default();
         for path in 0..4u8 {
             for psn in (11..=40).filter(|q| q % 4 == u32::from(path)) {
@@ -689,6 +706,9 @@ mod tests {
             }
         }
         assert_eq!(t.gap_stamp(p(10)), Some(111));
+        // A selective-repeat stream's expected PSN jumps to its next gap (`release_run`), 30,
+        // past every nearest entry: the highest of the pass (40) still proves it, later.
+        assert_eq!(t.gap_stamp(p(30)), Some(140));
         // The expected PSN moved to 15 (11-14 released): one of their entries goes, not 16's.
         t.see(0, p(41), stamped(41), Some(9), false, Some(p(15)), 0);
         assert_eq!(t.gap_stamp(p(15)), Some(116));

@@ -27,7 +27,9 @@
 //! **Loss.** A gap open longer than the stream's hold timeout is declared lost: everything held
 //! is released in order so that the RNIC sees the gap and NAKs. The host's NAK then moves the
 //! stream's expected PSN to the NAKed PSN ([`ReorderCore::observe_nak`]), so the retransmission
-//! is reordered too.
+//! is reordered too. A gap the Go-Back-N host has NAKed already keeps the expected PSN when it
+//! is given up (the host takes nothing else, and NAKs no more): the sender's next pass, after
+//! its retransmission timer, is ordered as well.
 
 // The insert paths pass a packet's PSN, span, length and item separately down to the slot
 // that stores them, so that the item is moved exactly once.
@@ -35,7 +37,7 @@
 
 use super::core::{NoHold, ReorderCore};
 use super::paths::Proof;
-use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey};
+use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey, NOT_NAKED};
 use crate::meta::{PathStamp, NO_PATH};
 use crate::wire::Psn;
 
@@ -257,6 +259,7 @@ impl<T> ReorderCore<T> {
         let s = &mut self.streams[stream as usize];
         s.stats.restarts += 1;
         s.paths.clear();
+        s.host_naked = NOT_NAKED;
         s.phase = Phase::Learning {
             until: now.saturating_add(self.cfg.learn_ns),
             min: s.expected,
@@ -604,6 +607,7 @@ impl<T> ReorderCore<T> {
         if psn.distance(old).unsigned_abs() > self.mask {
             // Far from where it was: a new PSN sequence (a CM exchange for a re-created QP).
             s.paths.clear();
+            s.host_naked = NOT_NAKED;
         } else if psn.is_before(old) {
             // The host asks for PSNs again: what the paths delivered is of the old pass.
             let selective = s.recovery == LossRecovery::ReleaseRun;

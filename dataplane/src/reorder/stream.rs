@@ -195,11 +195,13 @@ pub(super) struct Stream<T> {
     pub(super) in_active: bool,
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
     pub(super) peer_seen: bool,
-    /// Request streams: the PSN the local host last NAKed (a sequence NAK: the one it takes
-    /// next), [`NOT_NAKED`] before any. A Go-Back-N host that NAKed the gap at the expected
-    /// PSN takes nothing else until the gap comes, and NAKs no more
-    /// ([`super::core::ReorderCore`]'s `timeout` keeps the gap for it). A bare PSN value, not
-    /// an `Option<Psn>`: 4 bytes fit where 8 would grow every stream (100k must fit in 64 MiB).
+    /// Request streams: the PSN the local host last NAKed (a sequence NAK names the one it
+    /// takes next, an RNR NAK the one it could not take), [`NOT_NAKED`] before any or after
+    /// the stream started a new PSN sequence. A Go-Back-N host that NAKed the gap at the
+    /// expected PSN takes nothing else until the gap comes (and after a sequence NAK says
+    /// nothing more): [`super::core::ReorderCore`]'s `timeout` keeps the gap for it. A bare
+    /// PSN value, not an `Option<Psn>`: its 4 bytes fit in the struct's padding, where an
+    /// `Option` would grow every stream by 16 (100k streams must fit in 64 MiB).
     pub(super) host_naked: u32,
     /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
     /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester

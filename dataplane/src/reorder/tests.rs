@@ -472,6 +472,7 @@ impl Model {
             // Back from idle a window or more away: a new sequence starts at `p`.
             e = p;
             self.streams[k].e = Some(p);
+            self.streams[k].naked = None;
         }
         let d = p.distance(e);
         if d == 0 {
