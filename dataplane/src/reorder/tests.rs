@@ -2000,13 +2000,15 @@ fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_fir
     // That pass must be ordered too: 11 overtakes 10 on a faster path, and passed on as late
     // it would reach the host first, be dropped, and cost a second NAK round.
     for paths in [true, false] {
+        // The path a packet comes over, or none whose order counts (`timeout` mode).
+        let on = |path: u8| if paths { path } else { crate::meta::NO_PATH };
         let mut h = if paths {
             a_loss_the_host_naked(LossRecovery::NakFirst).0
         } else {
             let mut h = H::with_paths(LossRecovery::NakFirst);
             h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
             for psn in (0..40u32).filter(|p| *p != 10) {
-                h.arrive(crate::meta::NO_PATH, psn, u64::from(psn) * 1_000);
+                h.arrive(on(0), psn, u64::from(psn) * 1_000);
             }
             // The hold timeout releases everything; the host NAKs 10.
             h.core.poll(40_000 + 5_000_000, &mut h.out);
@@ -2019,15 +2021,7 @@ fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_fir
         // The resend from 10, with 10 lost again.
         for psn in 11..40u32 {
             t += 1_000;
-            h.arrive(
-                if paths {
-                    (psn % 4) as u8
-                } else {
-                    crate::meta::NO_PATH
-                },
-                psn,
-                t,
-            );
+            h.arrive(on((psn % 4) as u8), psn, t);
         }
         let give_up = if paths { NAKED_WAIT_FACTOR } else { 1 } * 5_000_000;
         t += give_up + 1_000_000;
@@ -2037,15 +2031,11 @@ fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_fir
         assert_eq!(h.core.expected(&key(1)), Some(Psn::new(10)));
         // The timer's pass, 11 ahead of 10.
         t += 60_000_000;
-        h.arrive(if paths { 0 } else { crate::meta::NO_PATH }, 11, t);
-        h.arrive(if paths { 3 } else { crate::meta::NO_PATH }, 10, t + 60_000);
+        h.arrive(on(0), 11, t);
+        h.arrive(on(3), 10, t + 60_000);
         for psn in 12..40u32 {
             h.arrive(
-                if paths {
-                    (psn % 4) as u8
-                } else {
-                    crate::meta::NO_PATH
-                },
+                on((psn % 4) as u8),
                 psn,
                 t + 60_000 + u64::from(psn) * 1_000,
             );
