@@ -529,9 +529,22 @@ impl<T> ReorderCore<T> {
     /// What proves the gap at `stream`'s expected PSN lost, with its source's stamps.
     pub(super) fn proof(&self, stream: u32, now: u64) -> (Proof, Option<(u8, u16)>) {
         let s = &self.streams[stream as usize];
+        self.proof_at(stream, s.expected, now)
+    }
+
+    /// What proves that nothing at or below `gap` of `stream` is still in flight.
+    pub(super) fn proof_at(&self, stream: u32, gap: Psn, now: u64) -> (Proof, Option<(u8, u16)>) {
+        let s = &self.streams[stream as usize];
         let src = s.paths.source().and_then(|a| self.sources.get(&a));
-        s.paths
-            .proof(s.expected, self.paths, self.paths_down, src, now)
+        s.paths.proof(gap, self.paths, self.paths_down, src, now)
+    }
+
+    /// Notes that `stream` waits for stamp `need` of its source on `path`.
+    pub(super) fn wait_for_stamp(&mut self, stream: u32, (path, need): (u8, u16)) {
+        let s = &self.streams[stream as usize];
+        if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
+            src.wait(stream, path, need);
+        }
     }
 
     /// The source a sender's stamps count for: its address, or the prefix of it that the
@@ -616,16 +629,18 @@ impl<T> ReorderCore<T> {
         let Some(s) = self.streams.get(stream as usize) else {
             return;
         };
-        if s.held == 0 || !matches!(s.phase, Phase::Active) {
+        if s.held == 0 {
+            return;
+        }
+        if let Phase::Learning { min, .. } = s.phase {
+            self.learn_from_paths(stream, min, now, out);
             return;
         }
         let (proof, wait) = self.proof(stream, now);
         if proof == Proof::Missing {
             // A stamp of its source on the path that blocks may prove it: wait for one.
-            if let Some((path, need)) = wait {
-                if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
-                    src.wait(stream, path, need);
-                }
+            if let Some(wait) = wait {
+                self.wait_for_stamp(stream, wait);
             }
             return;
         }

@@ -329,6 +329,26 @@ impl<T> ReorderCore<T> {
         Insert::Held
     }
 
+    /// Ends the learning of `stream`, whose lowest PSN held is `min`, before its window does
+    /// when the fabric's paths show where the stream starts: every path that is up has
+    /// delivered, since learning began, a PSN of the stream or a later stamp of its source. A
+    /// path is one FIFO and the host sends in PSN order, so a PSN below `min` would have come
+    /// before them: none can still come (the proof of a gap just below `min`,
+    /// [`super::paths`]; a path the stream has not used blocks as it does for a young
+    /// stream's gap). Without it, the first packets of every QP the switch saw no CM exchange
+    /// for wait the whole window.
+    pub(super) fn learn_from_paths(&mut self, stream: u32, min: Psn, now: u64, out: &mut Vec<T>) {
+        let (proof, wait) = self.proof_at(stream, min.sub(1), now);
+        if proof == Proof::Missing {
+            if let Some(wait) = wait {
+                self.wait_for_stamp(stream, wait);
+            }
+            return;
+        }
+        self.totals.learned_by_paths += 1;
+        self.finish_learning(stream, now, out);
+    }
+
     pub(super) fn finish_learning(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         let learn_ns = self.cfg.learn_ns;
         let s = &mut self.streams[stream as usize];

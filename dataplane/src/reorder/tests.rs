@@ -2293,3 +2293,139 @@ fn a_lost_response_of_the_last_read_waits_for_an_ack_past_it_or_the_timeout() {
     assert_eq!(h.take().len(), 29);
     assert_eq!(h.core.held(), 0);
 }
+
+// ------------------------------------------------------------------ learning by path order
+
+impl H {
+    /// Four path-order paths (`down`: a bit per path that is down) and a 10 ms learning
+    /// window: new request streams learn where they start.
+    fn learning_on_paths(down: u64) -> H {
+        let (c, p) = path_cfg(LossRecovery::NakFirst);
+        let mut h = H::new(ReorderConfig {
+            learn_ns: 10_000_000,
+            ..c
+        });
+        h.core.set_port_for_new_streams(0, p);
+        let mut none = Vec::new();
+        h.core.set_paths(4, down, 0, &mut none);
+        h
+    }
+}
+
+#[test]
+fn learning_ends_once_every_path_has_delivered_a_packet_of_the_stream() {
+    // A stream the switch saw no CM exchange for, sprayed over paths 0/20/40/60 us: until path
+    // 3 delivers its first packet (PSN 3 at 63 us) a lower PSN may still be on it, so all is
+    // held; then nothing below PSN 0 can come, and the stream starts there, long before its
+    // 10 ms window ends.
+    let mut h = H::learning_on_paths(0);
+    let mut released_before_path_3 = None;
+    for (t, path, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 200, &[]) {
+        if path == 3 && released_before_path_3.is_none() {
+            released_before_path_3 = Some((h.take(), h.core.held()));
+        }
+        h.arrive(path, psn, t);
+    }
+    let (before, held) = released_before_path_3.unwrap();
+    assert!(
+        before.is_empty(),
+        "released before path 3 showed: {before:?}"
+    );
+    // By 63 us path 0 delivered PSNs 0-60, path 1 1-41 and path 2 2-22 (every fourth).
+    assert_eq!(held, 16 + 11 + 6);
+    assert_eq!(h.take(), (0..200).collect::<Vec<_>>());
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(
+        (h.core.totals.learned, h.core.totals.learned_by_paths),
+        (1, 1)
+    );
+    assert_eq!(h.core.totals.late, 0);
+}
+
+#[test]
+fn learning_waits_for_a_path_whose_first_packet_is_the_lowest() {
+    // The lowest PSN on the slowest path: whatever the other paths deliver meanwhile, the
+    // stream does not start above it.
+    let mut h = H::learning_on_paths(0);
+    h.arrive(1, 11, 1_000);
+    h.arrive(2, 12, 2_000);
+    for psn in (13..60).filter(|p| p % 4 != 0) {
+        h.arrive((psn % 4) as u8, psn, u64::from(psn) * 1_000);
+    }
+    assert!(h.take().is_empty(), "path 0 has delivered nothing yet");
+    // Path 0's first packet: PSN 10 (the stream's first), then what followed it on path 0.
+    h.arrive(0, 10, 70_000);
+    for psn in (16..60).step_by(4) {
+        h.arrive(0, psn, 70_000 + u64::from(psn));
+    }
+    assert_eq!(h.take(), (10..60).collect::<Vec<_>>());
+    assert_eq!(h.core.totals.learned_by_paths, 1);
+}
+
+#[test]
+fn a_later_stamp_of_the_source_proves_a_path_the_learning_stream_has_not_used() {
+    // QP 1's PSNs 10-12 on paths 0-2 (stamps 3-5); path 3 has shown only QP 2's stamp 1, sent
+    // before them: QP 1's PSN 9 (stamp 2) may still be on path 3.
+    let mut h = H::learning_on_paths(0);
+    h.arrive_stamped(2, 3, 500, 1, 0);
+    for (i, psn) in (10..13u32).enumerate() {
+        h.arrive_stamped(1, i as u8, psn, 3 + i as u16, 1_000 + i as u64);
+    }
+    let qp1 = |out: Vec<u32>| out.into_iter().filter(|i| *i < 2000).collect::<Vec<_>>();
+    assert!(qp1(h.take()).is_empty(), "path 3 may carry a lower PSN");
+    h.arrive_stamped(1, 3, 9, 2, 10_000);
+    assert_eq!(qp1(h.take()), vec![1009, 1010, 1011, 1012]);
+
+    // The same, but path 3's next packet is QP 2's, stamped after QP 1's: nothing of QP 1 is
+    // behind it, and QP 1 starts at once (the stamp's arrival wakes it).
+    let mut h = H::learning_on_paths(0);
+    h.arrive_stamped(2, 3, 500, 1, 0);
+    for (i, psn) in (10..13u32).enumerate() {
+        h.arrive_stamped(1, i as u8, psn, 3 + i as u16, 1_000 + i as u64);
+    }
+    assert!(qp1(h.take()).is_empty());
+    h.arrive_stamped(2, 3, 501, 6, 10_000);
+    assert_eq!(qp1(h.take()), vec![1010, 1011, 1012]);
+    assert!(h.core.totals.learned_by_paths >= 1);
+}
+
+#[test]
+fn a_path_that_is_down_does_not_hold_learning() {
+    // Path 3 down from the start: three paths decide.
+    let mut h = H::learning_on_paths(1 << 3);
+    h.arrive(1, 11, 1_000);
+    h.arrive(2, 12, 2_000);
+    assert!(h.take().is_empty());
+    h.arrive(0, 10, 30_000);
+    assert_eq!(h.take(), vec![10, 11, 12]);
+    // Path 3 goes down while a stream learns: it stops waiting for it.
+    let mut h = H::learning_on_paths(0);
+    h.arrive(0, 10, 1_000);
+    h.arrive(1, 11, 2_000);
+    h.arrive(2, 12, 3_000);
+    assert!(h.take().is_empty());
+    h.core.set_paths(4, 1 << 3, 4_000, &mut h.out);
+    assert_eq!(h.take(), vec![10, 11, 12]);
+    assert_eq!(h.core.totals.learned_by_paths, 1);
+}
+
+#[test]
+fn without_path_information_learning_keeps_its_window() {
+    let mut h = H::learning_on_paths(0);
+    for psn in 10..20 {
+        h.core.insert_request(
+            key(1),
+            Psn::new(psn),
+            1,
+            100,
+            psn,
+            u64::from(psn),
+            &mut h.out,
+        );
+    }
+    h.core.poll(9_999_999, &mut h.out);
+    assert!(h.take().is_empty(), "no path, no proof: the window decides");
+    h.core.poll(10_000_010, &mut h.out);
+    assert_eq!(h.take(), (10..20).collect::<Vec<_>>());
+    assert_eq!(h.core.totals.learned_by_paths, 0);
+}

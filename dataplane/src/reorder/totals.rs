@@ -36,6 +36,7 @@ counter_table! {
     slot_collisions: Counter, Packets, Switch, "sprayswitch_reorder_slot_collision_packets_total", "Packets not held because their ring slot held a PSN one window apart.";
     pacing_drops: Counter, Packets, Switch, "sprayswitch_reorder_pacing_drop_packets_total", "Packets dropped because a downlink's pacing queue was full.";
     learned: Counter, Count, Switch, "sprayswitch_reorder_learned_total", "Streams that chose their starting PSN by learning.";
+    learned_by_paths: Counter, Count, Switch, "sprayswitch_reorder_learned_by_paths_total", "Streams whose learning ended before its window did: every fabric path had delivered a packet of the stream or a later path stamp of its source, so nothing below the lowest PSN held could still come (counted in learned_total too).";
     cm_learned: Counter, Count, Switch, "sprayswitch_reorder_cm_learned_total", "QP pairings and starting PSNs learned from RDMA CM exchanges.";
     cm_repeated: Counter, Count, Switch, "sprayswitch_reorder_cm_repeated_total", "CM REQs seen again after their REP (the active side's MAD retry: same communication ID, QPN and starting PSN): ignored, so that a REP sent again for the same connection does not start its streams over.";
     pairs_hinted: Counter, Count, Switch, "sprayswitch_reorder_pairs_hinted_total", "QP pairings learned from the UDP source port or the PSN (no CM exchange seen).";
