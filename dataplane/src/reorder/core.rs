@@ -257,6 +257,11 @@ impl<T> ReorderCore<T> {
         }
         self.paths = count;
         self.paths_down = down;
+        if down != 0 {
+            for src in self.sources.values_mut() {
+                src.forget_down(down);
+            }
+        }
         for i in 0..self.active.len() {
             if let Some(&stream) = self.active.get(i) {
                 self.check_path_loss(stream, now, out);
@@ -540,10 +545,10 @@ impl<T> ReorderCore<T> {
     }
 
     /// Notes that `stream` waits for stamp `need` of its source on `path`.
-    pub(super) fn wait_for_stamp(&mut self, stream: u32, (path, need): (u8, u16)) {
+    pub(super) fn wait_for_stamp(&mut self, stream: u32, (path, need): (u8, u16), learning: bool) {
         let s = &self.streams[stream as usize];
         if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
-            src.wait(stream, path, need);
+            src.wait(stream, path, need, learning);
         }
     }
 
@@ -632,15 +637,20 @@ impl<T> ReorderCore<T> {
         if s.held == 0 {
             return;
         }
-        if let Phase::Learning { min, .. } = s.phase {
-            self.learn_from_paths(stream, min, now, out);
-            return;
+        if let Phase::Learning { min, until, .. } = s.phase {
+            // Once learning ends, the gap now in front (a packet of the first burst lost) may
+            // be proven already.
+            self.learn_from_paths(stream, min, until, now, out);
+            let s = &self.streams[stream as usize];
+            if s.held == 0 || !matches!(s.phase, Phase::Active) {
+                return;
+            }
         }
         let (proof, wait) = self.proof(stream, now);
         if proof == Proof::Missing {
             // A stamp of its source on the path that blocks may prove it: wait for one.
             if let Some(wait) = wait {
-                self.wait_for_stamp(stream, wait);
+                self.wait_for_stamp(stream, wait, false);
             }
             return;
         }

@@ -257,7 +257,8 @@ impl PathTrack {
             .is_some_and(|t| t.host_naked != Some(psn) && t.declared != Some(psn))
     }
 
-    /// See [`Track::proof`]; never a proof without a packet from a path.
+    /// See [`Track::proof`]; never a proof without a packet from a path, nor before the
+    /// paths are known (`paths` 0: a worker's first packets come before its path table).
     pub(super) fn proof(
         &self,
         gap: Psn,
@@ -266,6 +267,9 @@ impl PathTrack {
         src: Option<&SourceStamps>,
         now: u64,
     ) -> (Proof, Option<(u8, u16)>) {
+        if paths == 0 {
+            return (Proof::Missing, None);
+        }
         self.0.as_ref().map_or((Proof::Missing, None), |t| {
             t.proof(gap, paths, down, src, now)
         })

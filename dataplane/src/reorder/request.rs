@@ -109,7 +109,14 @@ impl<T> ReorderCore<T> {
             .see(path, psn, stamp, source, selective, expected, now);
         let gap =
             (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
+        let restarts = s.stats.restarts;
         let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
+        let s = &mut self.streams[stream as usize];
+        if s.stats.restarts != restarts {
+            // The stream started a new PSN sequence at this packet and forgot its paths: this
+            // packet is the new sequence's first evidence.
+            s.paths.see(path, psn, stamp, source, selective, None, now);
+        }
         if r == Insert::Released {
             self.learn_skew(stream, psn, gap, now);
         }
@@ -329,19 +336,34 @@ impl<T> ReorderCore<T> {
         Insert::Held
     }
 
-    /// Ends the learning of `stream`, whose lowest PSN held is `min`, before its window does
-    /// when the fabric's paths show where the stream starts: every path that is up has
-    /// delivered, since learning began, a PSN of the stream or a later stamp of its source. A
-    /// path is one FIFO and the host sends in PSN order, so a PSN below `min` would have come
-    /// before them: none can still come (the proof of a gap just below `min`,
-    /// [`super::paths`]; a path the stream has not used blocks as it does for a young
-    /// stream's gap). Without it, the first packets of every QP the switch saw no CM exchange
-    /// for wait the whole window.
-    pub(super) fn learn_from_paths(&mut self, stream: u32, min: Psn, now: u64, out: &mut Vec<T>) {
+    /// Ends the learning of `stream`, whose lowest PSN held is `min`, before its window (which
+    /// ends at `until`) does when the fabric's paths show where the stream starts: every
+    /// path-order path that is up has delivered, since learning began, a PSN of the stream or
+    /// a later stamp of its source. A path is one FIFO and the host sends in PSN order, so a
+    /// PSN below `min` would have come before them: none can still come. It is the proof of a
+    /// gap just below `min` ([`super::paths`]), so a path the stream has not used blocks as it
+    /// does for a young stream's gap (after 1024 packets only the paths it uses count), and
+    /// the window stays the backstop: for a QP pinned to one uplink (READ requests) whose
+    /// source sends nothing on the others, or a first message of fewer packets than there
+    /// are paths. Without it, the first packets of every QP the switch saw no CM exchange for
+    /// wait the whole window.
+    pub(super) fn learn_from_paths(
+        &mut self,
+        stream: u32,
+        min: Psn,
+        until: u64,
+        now: u64,
+        out: &mut Vec<T>,
+    ) {
+        if now >= until {
+            // The window has ended (its timer has not run yet): nothing to prove.
+            self.finish_learning(stream, now, out);
+            return;
+        }
         let (proof, wait) = self.proof_at(stream, min.sub(1), now);
         if proof == Proof::Missing {
             if let Some(wait) = wait {
-                self.wait_for_stamp(stream, wait);
+                self.wait_for_stamp(stream, wait, true);
             }
             return;
         }

@@ -55,12 +55,14 @@ pub(super) struct SourceStamps {
     pub(super) waiting: Vec<Waiter>,
 }
 
-/// A stream waiting for stamp `need` (or a later one) on `path`.
+/// A stream waiting for stamp `need` (or a later one) on `path`; `learning`: to end its
+/// learning, not to prove a gap lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Waiter {
     stream: u32,
     path: u8,
     need: u16,
+    learning: bool,
 }
 
 /// What a stamp did to its source's record.
@@ -124,14 +126,30 @@ impl SourceStamps {
 
     /// Notes that `stream` waits for stamp `need` or later on `path` (one entry a stream;
     /// bounded: a stream left out is checked on its own packets and its timer, as without
-    /// stamps).
-    pub(super) fn wait(&mut self, stream: u32, path: u8, need: u16) {
-        let w = Waiter { stream, path, need };
+    /// stamps). A gap's wait takes the place of a `learning` one when there is no room: a
+    /// learning stream left out still ends with its window, a gap left out costs a timeout.
+    pub(super) fn wait(&mut self, stream: u32, path: u8, need: u16, learning: bool) {
+        let w = Waiter {
+            stream,
+            path,
+            need,
+            learning,
+        };
         if let Some(x) = self.waiting.iter_mut().find(|x| x.stream == stream) {
             *x = w;
         } else if self.waiting.len() < WAITING_MAX {
             self.waiting.push(w);
+        } else if !learning {
+            if let Some(x) = self.waiting.iter_mut().find(|x| x.learning) {
+                *x = w;
+            }
         }
+    }
+
+    /// Forgets the waits on paths that are down (`down`: a bit per path): nothing comes there
+    /// to meet them, and the streams are checked again without those paths.
+    pub(super) fn forget_down(&mut self, down: u64) {
+        self.waiting.retain(|w| down >> w.path & 1 == 0);
     }
 
     /// Moves to `due` the streams that waited for `stamp` or an earlier one on `path`.
@@ -207,11 +225,11 @@ mod tests {
     #[test]
     fn waiting_streams_are_bounded_unique_and_due_on_their_path_and_stamp() {
         let mut s = SourceStamps::default();
-        s.wait(3, 1, 50);
-        s.wait(3, 2, 60);
+        s.wait(3, 1, 50, false);
+        s.wait(3, 2, 60, false);
         assert_eq!(s.waiting.len(), 1, "the newer wait replaces the older");
         for i in 0..2 * WAITING_MAX as u32 {
-            s.wait(10 + i, 1, 40);
+            s.wait(10 + i, 1, 40, false);
         }
         assert_eq!(s.waiting.len(), WAITING_MAX);
         let mut due = Vec::new();
@@ -224,5 +242,33 @@ mod tests {
         s.take_due(2, 60, &mut due);
         assert_eq!(due, vec![3]);
         assert!(s.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_gaps_wait_takes_the_place_of_a_learning_one_and_down_paths_wait_for_nothing() {
+        let mut s = SourceStamps::default();
+        for i in 0..WAITING_MAX as u32 {
+            s.wait(i, (i % 4) as u8, 40, true);
+        }
+        s.wait(100, 1, 40, true);
+        assert!(!s.waiting.iter().any(|w| w.stream == 100), "full");
+        s.wait(101, 1, 40, false);
+        assert!(
+            s.waiting.iter().any(|w| w.stream == 101),
+            "a gap goes first"
+        );
+        assert_eq!(s.waiting.len(), WAITING_MAX);
+        s.wait(102, 1, 40, false);
+        s.wait(103, 1, 40, true);
+        assert_eq!(
+            s.waiting.iter().filter(|w| !w.learning).count(),
+            2,
+            "gaps are not pushed out"
+        );
+        // 14 learning waits (four a path, less those of streams 0 and 1 on paths 0 and 1,
+        // replaced by the gaps) and the two gaps' on path 1: path 1 down leaves 11.
+        s.forget_down(1 << 1);
+        assert!(s.waiting.iter().all(|w| w.path != 1));
+        assert_eq!(s.waiting.len(), 11);
     }
 }

@@ -2410,6 +2410,41 @@ fn a_path_that_is_down_does_not_hold_learning() {
 }
 
 #[test]
+fn a_loss_in_the_first_burst_is_declared_when_learning_ends() {
+    // PSN 2 (path 2) is lost; path 3 is slow. When its 3 arrives learning ends at 0, and by
+    // then every path has delivered above 2: lost, with nothing more to come.
+    let mut h = H::learning_on_paths(0);
+    for (path, psn, t) in [(0, 0, 1_000), (1, 1, 2_000), (0, 4, 5_000), (1, 5, 6_000)] {
+        h.arrive(path, psn, t);
+    }
+    h.arrive(2, 6, 7_000);
+    assert!(h.take().is_empty());
+    h.arrive(3, 3, 50_000);
+    assert_eq!(h.core.totals.learned_by_paths, 1);
+    assert_eq!(h.core.totals.path_losses, 1);
+    // nak_first: 0 and 1 in order, then 3 alone so that the host NAKs 2.
+    assert_eq!(h.take(), vec![0, 1, 3]);
+}
+
+#[test]
+fn a_stream_back_on_a_new_psn_sequence_learns_it_by_its_paths_too() {
+    let mut h = H::learning_on_paths(0);
+    for psn in 0..8 {
+        h.arrive((psn % 4) as u8, psn, 1_000 * u64::from(psn + 1));
+    }
+    assert_eq!(h.take(), (0..8).collect::<Vec<_>>());
+    // Idle past the learning window, then a new sequence (a QP re-created with its QPN): its
+    // first packet restarts the stream and is the first evidence of the new sequence.
+    let t = 20_000_000;
+    for (i, psn) in (5000..5004u32).enumerate() {
+        h.arrive(i as u8, psn, t + i as u64 * 1_000);
+    }
+    assert_eq!(h.core.totals.restarts, 1);
+    assert_eq!(h.take(), (5000..5004).collect::<Vec<_>>());
+    assert_eq!(h.core.totals.learned_by_paths, 2);
+}
+
+#[test]
 fn without_path_information_learning_keeps_its_window() {
     let mut h = H::learning_on_paths(0);
     for psn in 10..20 {
@@ -2428,4 +2463,20 @@ fn without_path_information_learning_keeps_its_window() {
     h.core.poll(10_000_010, &mut h.out);
     assert_eq!(h.take(), (10..20).collect::<Vec<_>>());
     assert_eq!(h.core.totals.learned_by_paths, 0);
+}
+
+#[test]
+fn nothing_is_proven_before_the_paths_are_known() {
+    // A worker's first packets come before its path table: no path, no proof.
+    let (c, p) = path_cfg(LossRecovery::NakFirst);
+    let mut h = H::new(ReorderConfig {
+        learn_ns: 10_000_000,
+        ..c
+    });
+    h.core.set_port_for_new_streams(0, p);
+    h.arrive(0, 11, 1_000);
+    assert!(h.take().is_empty(), "learning until the paths are known");
+    let mut none = Vec::new();
+    h.core.set_paths(1, 0, 2_000, &mut none);
+    assert_eq!(none, vec![11], "one path: its first packet is the lowest");
 }
