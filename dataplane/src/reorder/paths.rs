@@ -376,9 +376,14 @@ impl Track {
         self.seen[k].last = count;
         let s = self.seen[k];
         if psn.distance(s.top).unsigned_abs() > FAR {
-            // Another PSN sequence (the QP was re-created): start the path over.
+            // Another PSN sequence (the QP was re-created): start the path over, and forget
+            // the stamps remembered: some may be of the other sequence, whose PSNs can lie
+            // just above a gap of this one (distance says nothing across sequences) while they
+            // were sent long before it. (Each path's first packet of the new sequence does
+            // this once; what is forgotten of the new one is remembered again as it comes.)
             self.seen[k].pass = self.pass;
             self.seen[k].top = psn;
+            self.recent = [(Psn::new(0), 0); RECENT];
             return k;
         }
         if s.pass == self.pass && psn.is_before(s.top) && !selective {
@@ -661,6 +666,41 @@ mod tests {
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Missing);
         src.see(3, 20, 0);
         assert_eq!(t.proof(p(4), 4, 0, Some(&src), 0).0, Proof::Stamps);
+    }
+
+    #[test]
+    fn stamps_of_another_psn_sequence_are_forgotten_when_a_path_starts_the_new_one() {
+        // Found by the transport proptest: a response stream of a QP re-created without CM.
+        // The old sequence's responses up to 524190 on every path, 524165 (stamp 7) among
+        // them; the new one starts 2^22 + 29 PSNs further round, so 524165 lies exactly 2^22
+        // above the new gap 13107077: the same sequence by distance, though sent long before.
+        let mut t = PathTrack::default();
+        let old = p(524160);
+        for (path, psn, seq) in [
+            (3, 524165, 7),
+            (0, 524186, 28),
+            (1, 524187, 29),
+            (3, 524190, 32),
+        ] {
+            t.see(path, p(psn), st(seq), Some(9), false, Some(old), 0);
+        }
+        let gap = p(13107077);
+        assert_eq!(
+            t.gap_stamp(gap),
+            Some(7),
+            "the old stamp counts by distance"
+        );
+        for (path, psn, seq) in [(0, 13107040, 33), (0, 13107078, 41)] {
+            t.see(path, p(psn), st(seq), Some(9), false, Some(gap), 0);
+        }
+        assert_eq!(t.gap_stamp(gap), Some(41), "not the old sequence's stamp 7");
+        // Path 3 has delivered nothing of the new sequence since: its newest stamp, 36, was
+        // sent before 13107078 and may be before the gap's packet too.
+        let mut src = SourceStamps::default();
+        for (path, seq) in [(0, 41), (1, 43), (2, 43), (3, 36)] {
+            src.see(path, seq, 0);
+        }
+        assert_eq!(t.proof(gap, 4, 0, Some(&src), 0).0, Proof::Missing);
     }
 
     #[test]

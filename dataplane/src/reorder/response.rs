@@ -120,6 +120,14 @@ impl<T> ReorderCore<T> {
         self.totals.reads_registered += 1;
         let s = &mut self.streams[stream as usize];
         s.last_seen = now;
+        if psn.distance(s.expected).unsigned_abs() > HOST_PSN_REACH {
+            // Far from where the stream was: the local QP was re-created (a new PSN sequence,
+            // which may lie anywhere, also just below the old one) or sent a long run of
+            // WRITEs since its last READ. What the paths delivered says nothing about the
+            // responses from here: a path's top of the old sequence would pass as a PSN above
+            // a gap of the new one.
+            s.paths.clear();
+        }
         let pmtu = if s.pmtu > 0 { s.pmtu } else { 0 };
         let range = match req {
             HostRequest::Read { dma_len, span } => ReadRange {
