@@ -365,14 +365,14 @@ proptest! {
             // A QP re-created without CM whose new PSNs start within 64k behind where the old
             // ones stopped looks like the old one's retransmission (README, known limits): the
             // new sequence starts outside what the old one can have reached (its scripts post
-            // at most 120 verbs, about 123k PSNs).
+            // at most 120 verbs, about 123k PSNs), and 128k away from the other QPs' spreads.
             let mut prev = spread(Psn::new(*a));
             let script = script.iter().map(|st| match st {
                 Step::Recreate { a_psn, b_psn, cm } => {
                     let mut a_psn = spread(*a_psn);
                     let from_prev = a_psn.distance(prev);
-                    if !*cm && (-(1 << 17)..(1 << 18)).contains(&from_prev) {
-                        a_psn = a_psn.add(1 << 19);
+                    if !*cm && (-(1 << 17)..(1 << 17)).contains(&from_prev) {
+                        a_psn = a_psn.add((1 << 19) + (1 << 17));
                     }
                     prev = a_psn;
                     Step::Recreate { a_psn, b_psn: spread(*b_psn), cm: *cm }

@@ -120,14 +120,6 @@ impl<T> ReorderCore<T> {
         self.totals.reads_registered += 1;
         let s = &mut self.streams[stream as usize];
         s.last_seen = now;
-        if psn.distance(s.expected).unsigned_abs() > HOST_PSN_REACH {
-            // Far from where the stream was: the local QP was re-created (a new PSN sequence,
-            // which may lie anywhere, also just below the old one) or sent a long run of
-            // WRITEs since its last READ. What the paths delivered says nothing about the
-            // responses from here: a path's top of the old sequence would pass as a PSN above
-            // a gap of the new one.
-            s.paths.clear();
-        }
         let pmtu = if s.pmtu > 0 { s.pmtu } else { 0 };
         let range = match req {
             HostRequest::Read { dma_len, span } => ReadRange {
@@ -167,6 +159,22 @@ impl<T> ReorderCore<T> {
             self.totals.read_retries_seen += 1;
         }
         let s = &mut self.streams[stream as usize];
+        if s.reads.is_empty()
+            && s.held == 0
+            && psn.distance(s.expected).unsigned_abs() > HOST_PSN_REACH
+        {
+            // Nothing outstanding, and far from where the stream was: the local QP was
+            // re-created (a new PSN sequence, which may lie anywhere, also just below the old
+            // one) or sent a long run of WRITEs since its last READ. What the paths delivered
+            // says nothing about the responses from here: a path's top of the old sequence
+            // would pass as a PSN above a gap of the new one.
+            s.paths.clear();
+        } else if psn.is_before(s.expected) {
+            // The requester goes back (a retry, or a QP re-created just behind the old one):
+            // its responses come again from here, below what the paths delivered, as a
+            // Go-Back-N sender's retransmission does.
+            s.paths.new_pass(false);
+        }
         if s.reads.len() >= self.cfg.max_reads {
             self.totals.reads_untracked += 1;
             return;

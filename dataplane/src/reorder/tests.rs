@@ -2224,32 +2224,35 @@ fn rxe_completer(released: &[u32], ends: &[u32]) -> (u32, u32) {
 #[test]
 fn a_re_created_qps_responses_are_not_judged_by_the_old_sequences_paths() {
     // Found by the transport proptest. The requester's QP reads 0..40, its responses come over
-    // all four paths; then it is re-created with a PSN sequence 3.9M PSNs below (within 2^22,
-    // so by distance the old PSNs lie above the new ones), reads 4 PSNs and sends a WRITE
-    // after it, whose ACK comes before the READ's responses (on a faster path). The ACK waits
-    // behind the READ; the old sequence's PSNs prove nothing about the READ's responses.
-    let mut h = H::with_paths(LossRecovery::NakFirst);
-    h.reads(0, 40, 0);
-    for psn in 0..40 {
-        h.respond((psn % 4) as u8, psn, false, u64::from(psn) * 1_000);
+    // all four paths; then it is re-created with a PSN sequence below the old one (3.9M
+    // below, within 2^22, so by distance the old PSNs lie above the new ones; or just 1000
+    // below), reads 4 PSNs and sends a WRITE after it, whose ACK comes before the READ's
+    // responses (on a faster path). The ACK waits behind the READ; the old sequence's PSNs
+    // prove nothing about the READ's responses.
+    for below in [3_900_000, 1_000] {
+        let mut h = H::with_paths(LossRecovery::NakFirst);
+        h.reads(0, 40, 0);
+        for psn in 0..40 {
+            h.respond((psn % 4) as u8, psn, false, u64::from(psn) * 1_000);
+        }
+        assert_eq!(h.take(), (0..40).collect::<Vec<_>>());
+        let n = Psn::new(0).sub(below).value();
+        let t = 1_000_000;
+        h.reads(n, 4, t);
+        h.respond(1, n + 4, true, t + 1_000);
+        assert_eq!(
+            h.core.totals.path_losses, 0,
+            "{below} below: the READ's responses may be on any path"
+        );
+        assert!(h.take().is_empty(), "the ACK waits behind the READ");
+        for (i, psn) in (n..n + 4).enumerate() {
+            h.respond(i as u8, psn, false, t + 50_000 + 1_000 * i as u64);
+        }
+        let out = h.take();
+        assert_eq!(out[..4], (n..n + 4).collect::<Vec<_>>(), "{out:?}");
+        assert_eq!(out.len(), 5, "then the ACK: {out:?}");
+        assert_eq!(h.core.totals.path_losses, 0);
     }
-    assert_eq!(h.take(), (0..40).collect::<Vec<_>>());
-    let n = Psn::new(0).sub(3_900_000).value();
-    let t = 1_000_000;
-    h.reads(n, 4, t);
-    h.respond(1, n + 4, true, t + 1_000);
-    assert_eq!(
-        h.core.totals.path_losses, 0,
-        "the READ's responses may be on any path"
-    );
-    assert!(h.take().is_empty(), "the ACK waits behind the READ");
-    for (i, psn) in (n..n + 4).enumerate() {
-        h.respond(i as u8, psn, false, t + 50_000 + 1_000 * i as u64);
-    }
-    let out = h.take();
-    assert_eq!(out[..4], (n..n + 4).collect::<Vec<_>>(), "{out:?}");
-    assert_eq!(out.len(), 5, "then the ACK: {out:?}");
-    assert_eq!(h.core.totals.path_losses, 0);
 }
 
 #[test]
