@@ -130,7 +130,7 @@ impl PathTrack {
             if t.source != source {
                 // Another counter (the host's packets now enter another worker of its ToR):
                 // the remembered stamps do not compare with its stamps.
-                t.recent = [(Psn::new(0), 0); RECENT];
+                t.forget_stamps();
                 t.source = source;
             }
         }
@@ -290,10 +290,15 @@ impl PathTrack {
 }
 
 impl Track {
+    /// Forgets the remembered stamps (they prove nothing any more).
+    fn forget_stamps(&mut self) {
+        self.recent = [(Psn::new(0), 0); RECENT];
+    }
+
     fn new_pass(&mut self, selective: bool) {
         self.pass = self.pass.wrapping_add(1);
         self.joined_at = None;
-        self.recent = [(Psn::new(0), 0); RECENT];
+        self.forget_stamps();
         self.floor = if selective {
             self.seen
                 .iter()
@@ -383,7 +388,7 @@ impl Track {
             // this once; what is forgotten of the new one is remembered again as it comes.)
             self.seen[k].pass = self.pass;
             self.seen[k].top = psn;
-            self.recent = [(Psn::new(0), 0); RECENT];
+            self.forget_stamps();
             return k;
         }
         if s.pass == self.pass && psn.is_before(s.top) && !selective {
