@@ -111,6 +111,8 @@ fn paths_bench(c: &mut Criterion) {
                 let mut pool: Vec<Pkt> =
                     (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect();
                 let mut out: Vec<(PortId, Pkt)> = Vec::with_capacity(BATCH * 2);
+                // The four paths, all up (a worker tells its stage from its path table).
+                stage.set_paths(4, 0, 0, &mut out);
                 let mut next_psn = vec![0u32; streams as usize];
                 let (mut stream, mut seq, mut now) = (0u32, 0u16, 1u64);
                 let block = depth + 1;
