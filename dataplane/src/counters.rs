@@ -79,6 +79,8 @@ pub enum Scope {
     Port,
     /// Per downlink port only (a `port` label): what the host behind it sent.
     Downlink,
+    /// Per uplink port only (a `port` label): its path health.
+    Uplink,
 }
 
 /// One row of a table with its value.

@@ -17,6 +17,8 @@
 //! - [`engine`]: the per-packet decision (tables, routing, spraying, the fast path, answers
 //!   to ARP/ND/echo). It returns one [`engine::Decision`]: the verdict with the reorder facts,
 //!   what a host's packet tells the reorder stage, and the host-CNP flag.
+//! - [`health`]: path health of uplink groups: probes between ToRs, members taken out of the
+//!   spray set while they fail (over `engine`'s tables and status board).
 //! - [`reorder`]: the reorder stage (per-stream rings, the response direction, QP pairing);
 //!   reads the engine's tables, never its decision code.
 //! - [`stats`]: the switch's counter tables (per worker, per port, drops by reason).
@@ -30,6 +32,7 @@ pub mod capture;
 pub mod counters;
 pub mod egress;
 pub mod engine;
+pub mod health;
 pub mod idle;
 pub mod ids;
 pub mod meta;

@@ -42,6 +42,7 @@ counter_table! {
         fast_path: Counter, Packets, Switch, "sprayswitch_fast_path_packets_total", "Packets decided by the engine's fast path (the rest took the full path).";
         neigh_learned: Counter, Count, Switch, "sprayswitch_neighbors_learned_total", "Neighbours learned (each worker learns for itself).";
         neigh_aged: Counter, Count, Switch, "sprayswitch_neighbors_aged_total", "Learned neighbours forgotten by ageing.";
+        probes_unknown: Counter, Packets, Switch, "sprayswitch_path_probe_unknown_packets_total", "Path probes that arrived from no configured peer, or on a port without path health.";
         reorder_held: Gauge, Packets, Worker, "sprayswitch_worker_reorder_held_packets", "Packets a worker's reorder stage holds now.";
         loops: Counter, Count, Worker, "sprayswitch_worker_loops_total", "Poll loop iterations of a worker.";
         idle_loops: Counter, Count, Worker, "sprayswitch_worker_idle_loops_total", "Poll loop iterations that found no work.";
@@ -150,6 +151,11 @@ counter_table! {
         pause_frames: Counter, Count, Port, "sprayswitch_port_pause_frames_total", "802.3x PAUSE frames received from the port's peer.";
         pfc_frames: Counter, Count, Port, "sprayswitch_port_pfc_frames_total", "802.1Qbb PFC frames received from the port's peer.";
         paused_ns: Counter, Count, Port, "sprayswitch_port_paused_nanoseconds_total", "Time the port's peer kept some priority paused (ns; a pause under way counts to its end).";
+        probes_tx: Counter, Packets, Uplink, "sprayswitch_path_probe_tx_packets_total", "Path probes sent over an uplink to the peer ToRs.";
+        probes_rx: Counter, Packets, Uplink, "sprayswitch_path_probe_rx_packets_total", "Path probes received over an uplink from the peer ToRs.";
+        path_outs: Counter, Count, Uplink, "sprayswitch_path_out_total", "Times path health took an uplink out of the spray set (dead, lossy or flapping).";
+        path_state: Gauge, Count, Uplink, "sprayswitch_path_state", "An uplink's place in the spray set: 0 in, 1 in but suspect, 2 out by its health, 3 pinned out, 4 pinned in.";
+        path_loss_ppm: Gauge, Count, Uplink, "sprayswitch_path_loss_ppm", "Loss of an uplink's last 64 probes towards its worst peer, parts per million.";
     }
 }
 

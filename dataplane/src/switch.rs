@@ -100,6 +100,8 @@ pub struct Switch {
     detect_histograms: Vec<Arc<Mutex<Histogram<u64>>>>,
     /// Per port: the depths its egress queue saw, as its worker last published them.
     queue_depths: Arc<[Mutex<Histogram<u64>>]>,
+    /// Per port: its path health, as its worker last published it.
+    path_reports: Arc<[Mutex<crate::health::PathReport>]>,
     wakes: Arc<[Wake]>,
 }
 
@@ -252,6 +254,10 @@ impl Switch {
         let queue_depths: Arc<[Mutex<Histogram<u64>>]> = (0..ports.len())
             .map(|_| Mutex::new(crate::egress::depth_histogram()))
             .collect();
+        let path_reports: Arc<[Mutex<crate::health::PathReport>]> = (0..ports.len())
+            .map(|_| Mutex::new(crate::health::PathReport::default()))
+            .collect();
+        let health = Arc::new(crate::health::HealthBoard::new(ports.len()));
         let stop = Arc::new(AtomicBool::new(false));
         let tables = Arc::new(tables);
         let wakes: Arc<[Wake]> = (0..workers).map(|_| Wake::new()).collect();
@@ -303,6 +309,8 @@ impl Switch {
                 queries: srx,
                 wakes: wakes.clone(),
                 queue_depths: queue_depths.clone(),
+                health: health.clone(),
+                path_reports: path_reports.clone(),
             };
             let worker = Worker::new(
                 sh,
@@ -334,6 +342,7 @@ impl Switch {
             detect_histograms,
             wakes,
             queue_depths,
+            path_reports,
         };
         Ok((switch, workers_built))
     }
@@ -434,6 +443,16 @@ impl Switch {
             .lock()
             .ok()
             .map(|h| h.clone())
+    }
+
+    /// Port `id`'s path health, as its worker last published it (at most 100 ms old; the
+    /// default report for a port that is no uplink of a group).
+    pub fn path_report(&self, id: PortId) -> Option<crate::health::PathReport> {
+        self.path_reports
+            .get(usize::from(id))?
+            .lock()
+            .ok()
+            .map(|r| r.clone())
     }
 
     /// The histogram (ns) of path-order loss detection times (gap opened to declared lost) of
@@ -581,6 +600,7 @@ impl Switch {
             detect_histograms: Vec::new(),
             wakes: self.wakes.clone(),
             queue_depths: self.queue_depths.clone(),
+            path_reports: self.path_reports.clone(),
         }
         .stats();
         Stopped {

@@ -41,6 +41,7 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             peer_mac: None,
             addresses: vec![(IpAddr::V4(Ipv4Addr::new(10, 0, i as u8, 1)), 24)],
             admin_up: true,
+            path_pin: Default::default(),
         });
     }
     for u in 0..uplinks {
@@ -58,6 +59,7 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             peer_mac: Some(peer_mac(i)),
             addresses: vec![],
             admin_up: true,
+            path_pin: Default::default(),
         });
     }
     let mut t = Tables::new(ports);
@@ -78,6 +80,7 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             weights: vec![1; uplinks],
             loss_detection: crate::engine::LossDetection::default(),
             path_stamps: true,
+            health: None,
         });
         if let Ok(p) = "10.9.0.0/16".parse() {
             t.fib.insert(p, RouteTarget::Group(0));

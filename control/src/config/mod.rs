@@ -267,6 +267,40 @@ pub struct GroupSection {
     /// false; every ToR at the other end must have it on (its hosts would get a wrong UDP
     /// checksum otherwise), and each member must have one receive queue.
     pub path_stamps: Option<bool>,
+    /// Path health: probe the ToRs at the other end of the members and take a member out of
+    /// the spray set while it fails (dead, lossy, flapping), with its carrier up.
+    pub health: Option<HealthSection>,
+}
+
+/// The `health` of an `[[uplink_group]]`.
+///
+/// ```toml
+/// health = { peers = ["10.2.1.1"] }   # the other ToRs' addresses; the rest as below
+/// health = { peers = ["10.2.1.1"], interval_us = 100, loss_out = 0.03, fast_loss_out = 0.15, restore_ms = 200 }
+/// ```
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HealthSection {
+    /// The ToRs at the other end of the members: an address of each, routed over this group
+    /// (each is probed over every member). Every peer must list this switch's probe source
+    /// among its own peers.
+    pub peers: Vec<String>,
+    /// This switch's address that probes come from (one per family in use; default: the
+    /// switch's first address of the peer's family, in port order).
+    #[serde(default)]
+    pub source: Vec<String>,
+    /// Time between two probes of one member to one peer, microseconds (default 100).
+    pub interval_us: Option<u64>,
+    /// Intervals without a probe from a peer after which a member is dead (default 5).
+    pub detect_intervals: Option<u32>,
+    /// Loss over the last 64 probes at which a member goes out at once (default 0.15).
+    pub fast_loss_out: Option<f64>,
+    /// Loss over the last 1024 probes at which a member goes out (default 0.03: where
+    /// recovering from its losses costs more than the member carries).
+    pub loss_out: Option<f64>,
+    /// How long a member must stay clean before it comes back, milliseconds (default 200;
+    /// doubled each time it fails again soon after, up to 32 times).
+    pub restore_ms: Option<u64>,
 }
 
 /// A `[[route]]`.

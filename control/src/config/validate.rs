@@ -46,6 +46,7 @@ impl Config {
         t.stamp_lane_bits = s.path_stamp_lanes.trailing_zeros() as u8;
         validate_groups(&self.groups, &self.ports, &ports.names, s, &mut t)?;
         validate_routes(&self.routes, &mut t)?;
+        validate_health(&self.groups, &mut t)?;
         validate_neighbors(&self.neighbors, &mut t)?;
         let rcfg = self.reorder.validate()?;
         let port_reorder = port_reorder(&self.ports, &self.reorder)?;
@@ -345,6 +346,7 @@ impl PortSection {
             peer_mac,
             addresses: port_addrs,
             admin_up: true,
+            path_pin: Default::default(),
         })
     }
 
@@ -651,7 +653,125 @@ fn validate_groups(
             weights,
             loss_detection,
             path_stamps,
+            // Checked once the routes are known (its peers must be routed over the group).
+            health: None,
         });
+    }
+    Ok(())
+}
+
+/// `uplink_group[i].health`, once ports, groups and routes are known: each peer is routed over
+/// its group, a source address of its family exists, the numbers are in range.
+fn validate_health(groups: &[GroupSection], t: &mut Tables) -> Result<(), ConfigError> {
+    for (i, g) in groups.iter().enumerate() {
+        let Some(h) = &g.health else { continue };
+        let f = |x: &str| format!("uplink_group[{i}].health.{x}");
+        if h.peers.is_empty() {
+            return err(f("peers"), "list at least one peer ToR's address");
+        }
+        if h.peers.len() > sprayswitch::health::MAX_PEERS {
+            return err(
+                f("peers"),
+                format!(
+                    "{} peers: at most {}",
+                    h.peers.len(),
+                    sprayswitch::health::MAX_PEERS
+                ),
+            );
+        }
+        let mut spec = sprayswitch::engine::HealthSpec::new(Vec::new());
+        for (k, p) in h.peers.iter().enumerate() {
+            let a: IpAddr = p.parse().map_err(|_| ConfigError {
+                field: f(&format!("peers[{k}]")),
+                reason: format!("'{p}' is not an IP address"),
+            })?;
+            match t.fib.lookup(a) {
+                Some((_, RouteTarget::Group(gi))) if usize::from(*gi) == i => {}
+                _ => return err(
+                    f(&format!("peers[{k}]")),
+                    format!(
+                        "{a} is not routed over this group (probes to it must cross the members)"
+                    ),
+                ),
+            }
+            if spec.peers.contains(&a) {
+                return err(f(&format!("peers[{k}]")), format!("{a} is listed twice"));
+            }
+            spec.peers.push(a);
+        }
+        for (k, src) in h.source.iter().enumerate() {
+            let field = f(&format!("source[{k}]"));
+            let a: IpAddr = src.parse().map_err(|_| ConfigError {
+                field: field.clone(),
+                reason: format!("'{src}' is not an IP address"),
+            })?;
+            if !t.local.contains_key(&ip_key(a)) {
+                return err(field, format!("{a} is not an address of this switch"));
+            }
+            let slot = if a.is_ipv4() {
+                &mut spec.source_v4
+            } else {
+                &mut spec.source_v6
+            };
+            if slot.is_some() {
+                return err(field, "one source per address family");
+            }
+            *slot = Some(a);
+        }
+        let first = |v6: bool| {
+            t.ports
+                .iter()
+                .flat_map(|p| p.addresses.iter())
+                .map(|(a, _)| *a)
+                .find(|a| {
+                    a.is_ipv6() == v6
+                        && !matches!(a, IpAddr::V6(x) if (x.segments()[0] & 0xffc0) == 0xfe80)
+                })
+        };
+        spec.source_v4 = spec.source_v4.or_else(|| first(false));
+        spec.source_v6 = spec.source_v6.or_else(|| first(true));
+        for (k, p) in spec.peers.iter().enumerate() {
+            if spec.source_for(*p).is_none() {
+                return err(
+                    f(&format!("peers[{k}]")),
+                    format!("the switch has no address of {p}'s family to probe from"),
+                );
+            }
+        }
+        if let Some(us) = h.interval_us {
+            if !(10..=1_000_000).contains(&us) {
+                return err(f("interval_us"), format!("{us}: use 10 to 1000000"));
+            }
+            spec.interval_ns = us * 1000;
+        }
+        if let Some(n) = h.detect_intervals {
+            if !(2..=100).contains(&n) {
+                return err(f("detect_intervals"), format!("{n}: use 2 to 100"));
+            }
+            spec.detect_intervals = n;
+        }
+        if let Some(x) = h.loss_out {
+            if !(0.001..=0.5).contains(&x) {
+                return err(f("loss_out"), format!("{x}: use 0.001 to 0.5"));
+            }
+            spec.loss_out = x;
+        }
+        if let Some(x) = h.fast_loss_out {
+            if !(0.05..=1.0).contains(&x) || x < spec.loss_out {
+                return err(
+                    f("fast_loss_out"),
+                    format!("{x}: use 0.05 to 1, at least loss_out"),
+                );
+            }
+            spec.fast_loss_out = x;
+        }
+        if let Some(ms) = h.restore_ms {
+            if !(1..=3_600_000).contains(&ms) {
+                return err(f("restore_ms"), format!("{ms}: use 1 to 3600000"));
+            }
+            spec.restore_ns = ms * 1_000_000;
+        }
+        t.groups[i].health = Some(spec);
     }
     Ok(())
 }

@@ -33,7 +33,8 @@ impl Control {
             for row in c.rows() {
                 match row.scope {
                     Scope::Downlink if p.role == Role::Downlink => m.row(&row, &l[..1]),
-                    Scope::Downlink => {}
+                    Scope::Uplink if p.role == Role::Uplink => m.row(&row, &l[..1]),
+                    Scope::Downlink | Scope::Uplink => {}
                     _ => m.row(&row, &l),
                 }
             }

@@ -49,6 +49,14 @@ pub enum Verdict {
         /// The next hop.
         next_hop: IpAddr,
     },
+    /// A path probe from a peer ToR ([`crate::wire::probe`]) that arrived on an uplink: for the
+    /// worker's path monitor (the packet itself is consumed).
+    Probe {
+        /// The peer's address.
+        src: IpAddr,
+        /// Offset of the probe's payload in the frame.
+        payload: u16,
+    },
     /// Dropped, for this reason.
     Drop(DropReason),
 }
@@ -389,6 +397,14 @@ impl Engine {
             }
         }
         if t.local.contains_key(&ip_key(ip.dst)) {
+            if let (L4Summary::Udp { dst_port, .. }, Role::Uplink) = (ip.l4, rx_info.role) {
+                if dst_port == crate::wire::probe::PROBE_UDP_PORT {
+                    return Verdict::Probe {
+                        src: ip.src,
+                        payload: ip.l4_offset + 8,
+                    };
+                }
+            }
             return self.handle_local(pkt, ip, l3, rx_info.mac);
         }
         if !to_us || !is_unicast_ip(ip.dst) {

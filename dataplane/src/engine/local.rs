@@ -1,41 +1,12 @@
 //! The switch's own control traffic: answers to ARP, IPv6 neighbour solicitation and ICMP echo
 //! for its addresses (rewritten in place, no allocation), ARP requests and neighbour
-//! solicitations it sends to resolve next hops, and the checksum arithmetic they need.
+//! solicitations it sends to resolve next hops (the checksum arithmetic is
+//! [`crate::wire::checksum`]'s).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+pub use crate::wire::checksum::{fold, ipv6_l4_checksum, ones_sum};
 use crate::wire::frame::ipv4_header_checksum;
-
-/// Sums 16-bit big-endian words (odd trailing byte padded) into a 32-bit accumulator.
-#[inline]
-pub fn ones_sum(data: &[u8], mut acc: u32) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = chunks.remainder() {
-        acc += u32::from(*last) << 8;
-    }
-    acc
-}
-
-/// Folds an accumulator into a one's-complement checksum.
-#[inline]
-pub fn fold(mut acc: u32) -> u16 {
-    while acc > 0xFFFF {
-        acc = (acc & 0xFFFF) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// ICMPv6 (or UDP/TCP over IPv6) checksum with the pseudo-header.
-pub fn ipv6_l4_checksum(src: &[u8; 16], dst: &[u8; 16], next_header: u8, l4: &[u8]) -> u16 {
-    let mut acc = ones_sum(src, 0);
-    acc = ones_sum(dst, acc);
-    acc += l4.len() as u32;
-    acc += u32::from(next_header);
-    fold(ones_sum(l4, acc))
-}
 
 /// Decrements the IPv4 TTL at `ip[8]` and updates the header checksum incrementally
 /// (RFC 1624: HC' = ~(~HC + ~m + m')).

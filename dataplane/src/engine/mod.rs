@@ -83,6 +83,44 @@ pub struct PortInfo {
     pub addresses: Vec<(IpAddr, u8)>,
     /// Administratively up.
     pub admin_up: bool,
+    /// An uplink's place in the spray set as the operator pinned it (`auto`: as its path
+    /// health says).
+    pub path_pin: PathPin,
+}
+
+/// Whether an uplink is in the spray set regardless of its path health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum PathPin {
+    /// As its path health says (in unless found failing).
+    #[default]
+    Auto,
+    /// Always in (while up).
+    In,
+    /// Never in; still probed, so its health stays known.
+    Out,
+}
+
+impl PathPin {
+    /// The names `sprayctl set path` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathPin::Auto => "auto",
+            PathPin::In => "in",
+            PathPin::Out => "out",
+        }
+    }
+}
+
+impl core::str::FromStr for PathPin {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PathPin, String> {
+        match s {
+            "auto" => Ok(PathPin::Auto),
+            "in" => Ok(PathPin::In),
+            "out" => Ok(PathPin::Out),
+            other => Err(format!("'{other}': use 'in', 'out' or 'auto'")),
+        }
+    }
 }
 
 /// How the destination ToR tells a lost packet from a reordered one, for what arrives on the
@@ -128,6 +166,64 @@ pub struct UplinkGroup {
     /// they receive ([`stamp`]); only with [`LossDetection::PathOrder`]. Off by default: a ToR
     /// that does not clear the stamp hands its hosts a wrong UDP checksum.
     pub path_stamps: bool,
+    /// Path health: probes to the ToRs at the other end of the members, and members taken out
+    /// of the spray set while they fail ([`crate::health`]). `None`: members leave the set
+    /// only when their carrier or an operator takes them down.
+    pub health: Option<HealthSpec>,
+}
+
+/// Path health of an uplink group: what to probe and when a member counts as failing
+/// ([`crate::health`] has the method and the reasons for the defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthSpec {
+    /// The ToRs at the other end of the members (each an address of theirs routed over the
+    /// group); every member is probed towards each.
+    pub peers: Vec<IpAddr>,
+    /// This switch's address that probes to IPv4 peers come from (the address the peers list).
+    pub source_v4: Option<IpAddr>,
+    /// The same for IPv6 peers.
+    pub source_v6: Option<IpAddr>,
+    /// Time between two probes of one member to one peer.
+    pub interval_ns: u64,
+    /// Probe intervals without a probe from the peer after which a member is dead.
+    pub detect_intervals: u32,
+    /// Loss over the last 64 probes at which a member goes out at once.
+    pub fast_loss_out: f64,
+    /// Loss over the last 1024 probes at which a member goes out: where recovering from its
+    /// losses costs the hosts more than the member carries.
+    pub loss_out: f64,
+    /// How long a member that went out must stay clean before it comes back (doubled for each
+    /// time it fails again soon after, up to 32 times).
+    pub restore_ns: u64,
+}
+
+impl HealthSpec {
+    /// Probe intervals without a probe from the peer after which a member is dead (BFD's
+    /// detect multiplier; 5, not BFD's 3, so that a path losing 1% is not taken for dead).
+    pub const DETECT_INTERVALS: u32 = 5;
+
+    /// The defaults, towards `peers`.
+    pub fn new(peers: Vec<IpAddr>) -> HealthSpec {
+        HealthSpec {
+            peers,
+            source_v4: None,
+            source_v6: None,
+            interval_ns: 100_000,
+            detect_intervals: Self::DETECT_INTERVALS,
+            fast_loss_out: 0.15,
+            loss_out: 0.03,
+            restore_ns: 200_000_000,
+        }
+    }
+
+    /// The source address of probes to `peer`.
+    pub fn source_for(&self, peer: IpAddr) -> Option<IpAddr> {
+        if peer.is_ipv4() {
+            self.source_v4
+        } else {
+            self.source_v6
+        }
+    }
 }
 
 /// Where a route sends packets.

@@ -1,8 +1,9 @@
 //! Spreading packets over the uplinks of a group.
 //!
 //! RoCEv2 packets follow the configured [`SprayPolicy`]; every other packet is hashed per flow
-//! (ECMP) so that TCP and friends stay in order. Uplinks that are down (carrier or admin) get
-//! nothing; the rest share the traffic. Choosing never allocates.
+//! (ECMP) so that TCP and friends stay in order. Uplinks that are down (carrier or admin), or
+//! out of the spray set (path health found them failing, or an operator pinned them out: see
+//! [`crate::health`]), get nothing; the rest share the traffic. Choosing never allocates.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -77,23 +78,59 @@ impl core::str::FromStr for SprayPolicy {
     }
 }
 
-/// Live state of a port that every worker may read: carrier, and transmit backlog for
-/// `least_loaded`. Written only by the worker that owns the port.
-#[derive(Debug, Default)]
+/// Live state of a port that every worker may read: carrier, transmit backlog for
+/// `least_loaded`, an uplink's place in the spray set. Written only by the worker that owns the
+/// port.
+#[derive(Debug)]
 pub struct PortStatus {
     up: AtomicBool,
     backlog: AtomicUsize,
     rx_done: AtomicBool,
+    /// An uplink's place in the spray set: its path health and the operator's pin.
+    sprayable: AtomicBool,
+    /// An uplink over which no peer's probes arrive while they do over other members: it
+    /// delivers nothing.
+    rx_dead: AtomicBool,
+}
+
+impl Default for PortStatus {
+    fn default() -> Self {
+        PortStatus::new_up()
+    }
 }
 
 impl PortStatus {
-    /// A status that starts up with an empty backlog.
+    /// A status that starts up, in the spray set, with an empty backlog.
     pub fn new_up() -> Self {
         PortStatus {
             up: AtomicBool::new(true),
             backlog: AtomicUsize::new(0),
             rx_done: AtomicBool::new(false),
+            sprayable: AtomicBool::new(true),
+            rx_dead: AtomicBool::new(false),
         }
+    }
+    /// In the spray set (an uplink: its path health and pin allow it)? Relaxed, as
+    /// [`PortStatus::is_up`].
+    #[inline]
+    pub fn sprayable(&self) -> bool {
+        self.sprayable.load(Ordering::Relaxed)
+    }
+    /// Sets spray eligibility (owner only).
+    #[inline]
+    pub fn set_sprayable(&self, on: bool) {
+        self.sprayable.store(on, Ordering::Relaxed);
+    }
+    /// Nothing arrives over this uplink while the peers are heard over others (see
+    /// [`crate::health`]). Relaxed: read once per iteration by the reorder stage's owner.
+    #[inline]
+    pub fn rx_dead(&self) -> bool {
+        self.rx_dead.load(Ordering::Relaxed)
+    }
+    /// Sets it (owner only).
+    #[inline]
+    pub fn set_rx_dead(&self, dead: bool) {
+        self.rx_dead.store(dead, Ordering::Relaxed);
     }
     /// Carrier up? Relaxed: a hint for choosing a path; a packet that races a change is sent
     /// into a link that just went down, as it would be on real hardware.
@@ -269,11 +306,20 @@ impl Sprayer {
             Some(m) if shaped => *m,
             _ => admin_mask(t, g),
         };
-        let mut mask = 0u64;
+        // Members with carrier, and of those the ones in the spray set (path health, pins).
+        // When path health has taken every live member out, all of them carry on: a group
+        // that loses alike everywhere is no better off empty.
+        let (mut carrier, mut spray) = (0u64, 0u64);
         for (i, p) in g.ports.iter().enumerate() {
-            mask |= u64::from(status.get(usize::from(*p)).is_some_and(|s| s.is_up())) << i;
+            if let Some(s) = status.get(usize::from(*p)) {
+                carrier |= u64::from(s.is_up()) << i;
+                spray |= u64::from(s.is_up() && s.sprayable()) << i;
+            }
         }
-        mask &= admin;
+        let mask = match spray & admin {
+            0 => carrier & admin,
+            m => m,
+        };
         // All members live is the common case: no population count (a software one on
         // baseline x86-64).
         let all = u64::MAX >> (64 - g.ports.len().max(1));
@@ -363,6 +409,7 @@ impl Sprayer {
         } else {
             (g.ports.iter().filter(|p| up(**p)).count(), None)
         };
+        // (Groups over 64 members: carrier and admin state only, no spray set.)
         if n_up == 0 {
             return None;
         }
@@ -480,6 +527,7 @@ mod tests {
                 peer_mac: Some([2, 0, 0, 0, 2, i as u8]),
                 addresses: vec![],
                 admin_up: true,
+                path_pin: Default::default(),
             })
             .collect();
         let mut t = Tables::new(ports);
@@ -489,6 +537,7 @@ mod tests {
             weights,
             loss_detection: LossDetection::default(),
             path_stamps: false,
+            health: None,
         });
         t
     }

@@ -15,6 +15,7 @@ mod macros;
 
 pub mod aeth;
 pub mod bth;
+pub mod checksum;
 pub mod classify;
 pub mod cm;
 pub mod cnp;
@@ -25,6 +26,7 @@ pub mod icrc;
 pub mod mac;
 pub mod opcode;
 pub mod pause;
+pub mod probe;
 pub mod psn;
 pub mod reth;
 

@@ -125,6 +125,10 @@ pub struct WorkerShared {
     pub wakes: Arc<[Wake]>,
     /// Per port: where its owner publishes its egress queue's depth histogram.
     pub queue_depths: Arc<[std::sync::Mutex<hdrhistogram::Histogram<u64>>]>,
+    /// Every path-health session's loss, for the monitors of all workers.
+    pub health: Arc<crate::health::HealthBoard>,
+    /// Per port: where its owner publishes its path health.
+    pub path_reports: Arc<[std::sync::Mutex<crate::health::PathReport>]>,
 }
 
 /// What a worker returns when it stops: its ports (so that captures can be flushed and
@@ -165,8 +169,12 @@ pub struct Worker {
     tapping: bool,
     /// The fabric paths ([`Tables::paths`]): their link state goes to the reorder stage.
     paths: Vec<PortId>,
-    /// When the egress queues' depth histograms were last published.
+    /// When the egress queues' depth histograms and path reports were last published.
     last_queue_publish: u64,
+    /// Path health of the uplinks it owns.
+    monitor: crate::health::PathMonitor,
+    /// Probes to send, taken from the monitor (capacity kept).
+    probe_frames: Vec<crate::health::ProbeFrame>,
 }
 
 impl Worker {
@@ -211,6 +219,9 @@ impl Worker {
         let paths = tables.paths();
         let mut engine = Engine::new(&tables, seed);
         engine.set_worker(sh.id);
+        let owned: Vec<PortId> = ports.iter().map(|p| p.id).collect();
+        let mut monitor = crate::health::PathMonitor::new(seed);
+        monitor.configure(&tables, &owned, &sh.health, &sh.status, 0);
         Worker {
             engine,
             sh,
@@ -233,6 +244,8 @@ impl Worker {
             tapping: false,
             paths,
             last_queue_publish: 0,
+            monitor,
+            probe_frames: Vec::with_capacity(64),
         }
     }
 
@@ -271,6 +284,10 @@ impl Worker {
             wakes: vec![Wake::new()].into(),
             queue_depths: (0..n)
                 .map(|_| std::sync::Mutex::new(crate::egress::depth_histogram()))
+                .collect(),
+            health: Arc::new(crate::health::HealthBoard::new(n)),
+            path_reports: (0..n)
+                .map(|_| std::sync::Mutex::new(crate::health::PathReport::default()))
                 .collect(),
         };
         let ports = ports
@@ -358,6 +375,9 @@ impl Worker {
             work |= self.receive(i, &tables, &counters, &port_counters, now);
         }
         work |= self.run_reorder(now);
+        if self.monitor.next_due().is_some_and(|d| now >= d) {
+            self.probe(&tables, now);
+        }
         if !self.parked.is_empty() {
             self.expire_parked(now);
         }
@@ -389,6 +409,9 @@ impl Worker {
         }
         if let Some(t) = newest {
             self.engine.on_tables(&t);
+            let owned: Vec<PortId> = self.ports.iter().map(|p| p.id).collect();
+            self.monitor
+                .configure(&t, &owned, &self.sh.health, &self.sh.status, now);
             self.paths = t.paths();
             for op in &mut self.ports {
                 op.q.configure(egress::egress_config(&t, op.id));
@@ -486,14 +509,15 @@ impl Worker {
 
     /// The reorder stage's timers, then whatever it released. True when it released any.
     fn run_reorder(&mut self, now: u64) -> bool {
-        // A path that went down no longer blocks path-order loss decisions.
+        // A path that went down, or over which nothing arrives while the peers are heard over
+        // the others, no longer blocks path-order loss decisions.
         let mut down = 0u64;
         for (i, p) in self.paths.iter().enumerate() {
             if !self
                 .sh
                 .status
                 .get(usize::from(*p))
-                .is_some_and(|s| s.is_up())
+                .is_some_and(|s| s.is_up() && !s.rx_dead())
             {
                 down |= 1 << i;
             }
@@ -537,11 +561,50 @@ impl Worker {
             pc.pfc_frames.set(c.pfc_frames);
             pc.paused_ns.set(c.paused_ns);
             pc.queue_bytes.set(op.q.bytes() + op.held);
+            if let Some(h) = self.monitor.counts(op.id, &self.tables) {
+                pc.probes_tx.set(h.probes_tx);
+                pc.probes_rx.set(h.probes_rx);
+                pc.path_outs.set(h.outs);
+                pc.path_state.set(h.state);
+                pc.path_loss_ppm.set(h.loss_ppm);
+            }
         }
-        if now.saturating_sub(self.last_queue_publish) >= 100_000_000 {
+        self.sh.counters.probes_unknown.set(self.monitor.unknown);
+        if now.saturating_sub(self.last_queue_publish) >= 100_000_000 || self.monitor.take_changed()
+        {
             self.last_queue_publish = now;
             self.publish_depths(false);
+            self.publish_paths(now);
         }
+    }
+
+    /// Publishes the path health of its uplinks (skipped for a port whose report a reader
+    /// holds).
+    fn publish_paths(&self, now: u64) {
+        for id in self.monitor.ports() {
+            if let (Some(r), Some(slot)) = (
+                self.monitor.report(id, &self.tables, now),
+                self.sh.path_reports.get(usize::from(id)),
+            ) {
+                if let Ok(mut g) = slot.try_lock() {
+                    *g = r;
+                }
+            }
+        }
+    }
+
+    /// Sends the path probes that are due and judges the uplinks' health.
+    fn probe(&mut self, tables: &Tables, now: u64) {
+        self.monitor
+            .poll(tables, now, &self.sh.health, &self.sh.status);
+        let mut frames = std::mem::take(&mut self.probe_frames);
+        frames.extend(self.monitor.take_probes());
+        for f in frames.drain(..) {
+            let mut pkt = self.spare.pop().unwrap_or_else(|| Pkt::with_capacity(128));
+            pkt.set_data(&f.bytes[..f.len]);
+            self.route_to(f.port, pkt, None, now);
+        }
+        self.probe_frames = frames;
     }
 
     /// Publishes the egress queues' depth histograms (`wait`: also when a reader holds one).
@@ -594,6 +657,12 @@ impl Worker {
                 }
             }
             Verdict::Resolving { port, next_hop } => self.park(port, next_hop, pkt, now),
+            Verdict::Probe { src, payload } => {
+                self.sh.counters.consumed.add(1);
+                let data = pkt.data();
+                let at = usize::from(payload).min(data.len());
+                self.monitor.handle(pkt.rx_port, src, &data[at..], now);
+            }
             Verdict::Drop(r) => self.sh.counters.count_drop(r, 1),
         }
     }

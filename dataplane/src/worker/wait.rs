@@ -75,7 +75,8 @@ impl Worker {
     /// reorder stage), waiting for room in a transmit ring or a peer's hand-off ring, or in a
     /// port's backlog whose release time the port does not tell: the policy's short wait
     /// (`sleep_us`). A port that tells when its backlog moves (a fault-injected link's next
-    /// delayed packet): until then, at most the short wait.
+    /// delayed packet): until then, at most the short wait. Path probes due: until then, at most
+    /// the short wait.
     pub(super) fn timed_wait(&self, now: u64) -> Option<Duration> {
         let short = self.cfg.idle.short_wait();
         if self.reorder.held() > 0 || self.waiting > 0 {
@@ -98,6 +99,11 @@ impl Worker {
             } else {
                 continue;
             };
+            next = Some(next.map_or(d, |n| n.min(d)));
+        }
+        if let Some(due) = self.monitor.next_due() {
+            // Path probes to send.
+            let d = Duration::from_nanos(due.saturating_sub(now));
             next = Some(next.map_or(d, |n| n.min(d)));
         }
         next.map(|d| d.min(short))
