@@ -23,6 +23,7 @@ fn fabric(reorder: bool, loss_on_path_1: f64, workers: usize) -> RackPairSpec {
             delay_ns: *d,
             jitter_ns: 0,
             loss: if i == 1 { loss_on_path_1 } else { 0.0 },
+            loss_schedule: Vec::new(),
             rate_bps: Some(2_000_000_000),
         })
         .collect();

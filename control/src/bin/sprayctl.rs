@@ -26,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Show state: ports, uplinks, routes, neighbors, streams, counters, hosts, queues, workers.
+    /// Show state: ports, uplinks, paths, routes, neighbors, streams, counters, hosts, queues,
+    /// workers.
     Show {
         /// What to show.
         what: String,
@@ -37,9 +38,10 @@ enum Cmd {
         #[arg(long)]
         qp: Option<u32>,
     },
-    /// Change a setting: `spray-policy P`, `uplink NAME down|up`, `hold-timeout US`.
+    /// Change a setting: `spray-policy P`, `uplink NAME down|up`, `path NAME in|out|auto`,
+    /// `hold-timeout US`.
     Set {
-        /// spray-policy, uplink or hold-timeout.
+        /// spray-policy, uplink, path or hold-timeout.
         what: String,
         /// Its arguments.
         args: Vec<String>,
@@ -71,6 +73,7 @@ fn request(cli: &Cli) -> Result<Value, String> {
         Cmd::Set { what, args } => match (what.as_str(), args.as_slice()) {
             ("spray-policy", [p]) => json!({"cmd": "set-spray-policy", "policy": p}),
             ("uplink", [name, state]) => json!({"cmd": "set-uplink", "name": name, "state": state}),
+            ("path", [name, pin]) => json!({"cmd": "set-path", "name": name, "pin": pin}),
             ("hold-timeout", [us]) => {
                 let us: u64 = us
                     .parse()
@@ -79,7 +82,7 @@ fn request(cli: &Cli) -> Result<Value, String> {
             }
             _ => {
                 return Err(
-                    "set spray-policy POLICY | set uplink NAME down|up | set hold-timeout US"
+                    "set spray-policy POLICY | set uplink NAME down|up | set path NAME in|out|auto | set hold-timeout US"
                         .into(),
                 )
             }

@@ -276,7 +276,7 @@ pub struct GroupSection {
 ///
 /// ```toml
 /// health = { peers = ["10.2.1.1"] }   # the other ToRs' addresses; the rest as below
-/// health = { peers = ["10.2.1.1"], interval_us = 100, loss_out = 0.03, fast_loss_out = 0.15, restore_ms = 200 }
+/// health = { peers = ["10.2.1.1"], interval_us = 50, loss_out = 0.03, fast_loss_out = 0.15, restore_ms = 200 }
 /// ```
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -289,7 +289,7 @@ pub struct HealthSection {
     /// switch's first address of the peer's family, in port order).
     #[serde(default)]
     pub source: Vec<String>,
-    /// Time between two probes of one member to one peer, microseconds (default 100).
+    /// Time between two probes of one member to one peer, microseconds (default 50).
     pub interval_us: Option<u64>,
     /// Intervals without a probe from a peer after which a member is dead (default 5).
     pub detect_intervals: Option<u32>,

@@ -687,12 +687,14 @@ fn validate_health(groups: &[GroupSection], t: &mut Tables) -> Result<(), Config
             })?;
             match t.fib.lookup(a) {
                 Some((_, RouteTarget::Group(gi))) if usize::from(*gi) == i => {}
-                _ => return err(
-                    f(&format!("peers[{k}]")),
-                    format!(
+                _ => {
+                    return err(
+                        f(&format!("peers[{k}]")),
+                        format!(
                         "{a} is not routed over this group (probes to it must cross the members)"
                     ),
-                ),
+                    )
+                }
             }
             if spec.peers.contains(&a) {
                 return err(f(&format!("peers[{k}]")), format!("{a} is listed twice"));

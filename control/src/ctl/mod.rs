@@ -14,6 +14,7 @@
 //! |---|---|
 //! | `{"cmd":"show","what":"ports"}` | ports: role, MAC, MTU, carrier, admin state, counters |
 //! | `{"cmd":"show","what":"uplinks"}` | uplink groups, members, weights, state, backlog |
+//! | `{"cmd":"show","what":"paths"}` | per uplink and peer ToR: path health (in, suspect, out), pin, loss over the last 64 and 1024 probes, when the peer was last heard, why it last changed |
 //! | `{"cmd":"show","what":"routes"}` | the FIB |
 //! | `{"cmd":"show","what":"neighbors"}` | static and learned neighbours |
 //! | `{"cmd":"show","what":"streams","top":N,"qp":Q}` | busiest reorder streams (optionally one QPN) |
@@ -24,6 +25,7 @@
 //! | `{"cmd":"stats-clear"}` | starts a fresh measurement window: every `show` counter since now, except the reorder stage's per-stream sums in `show streams` and `show hosts` and the depth histograms (Prometheus stays monotonic) |
 //! | `{"cmd":"set-spray-policy","policy":"ecmp"}` | changes the spray policy |
 //! | `{"cmd":"set-uplink","name":"u0","state":"down"}` | administrative down/up |
+//! | `{"cmd":"set-path","name":"u0","pin":"out"}` | pins an uplink out of (or into) the spray set whatever its path health says; `auto` gives it back to its health |
 //! | `{"cmd":"set-hold-timeout","us":500}` | switch-wide gap hold timeout |
 //! | `{"cmd":"capture-start","port":"u0","file":"PATH"}` | captures the port's traffic (both directions) to a pcap file |
 //! | `{"cmd":"capture-stop","port":"u0"}` | stops it; answers frames written and dropped |
@@ -72,6 +74,13 @@ pub enum Request {
         name: String,
         /// `down` or `up`.
         state: String,
+    },
+    /// `set path NAME in|out|auto`.
+    SetPath {
+        /// Uplink port name.
+        name: String,
+        /// `in`, `out` or `auto`.
+        pin: String,
     },
     /// `set hold-timeout US`.
     SetHoldTimeout {
@@ -299,6 +308,20 @@ impl Control {
                 log::info!("uplink {name} administratively {state}");
                 Ok(json!({"port": name, "admin": state}))
             }
+            Request::SetPath { name, pin } => {
+                let pin: sprayswitch::engine::PathPin = pin.parse()?;
+                let mut t = (*self.switch.tables()).clone();
+                let id = t
+                    .port_id(name)
+                    .ok_or_else(|| format!("no port named '{name}'"))?;
+                if !t.groups.iter().any(|g| g.ports.contains(&id)) {
+                    return Err(format!("port '{name}' is no member of an uplink group"));
+                }
+                t.ports[usize::from(id)].path_pin = pin;
+                self.switch.publish(t);
+                log::info!("path {name} pinned {}", pin.name());
+                Ok(json!({"port": name, "pin": pin.name()}))
+            }
             Request::SetHoldTimeout { us } => {
                 if *us == 0 || *us > 10_000_000 {
                     return Err(format!("{us} us: use 1 to 10000000"));
@@ -409,6 +432,7 @@ impl Control {
         let cur = self.switch.tables();
         for (p, c) in t.ports.iter_mut().zip(&cur.ports) {
             p.admin_up = c.admin_up;
+            p.path_pin = c.path_pin;
         }
         t.hold_timeout_ns = v.reorder.map(|r| r.hold_timeout_ns);
         let routes = t.fib.len();

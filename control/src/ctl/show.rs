@@ -16,6 +16,56 @@ fn key_ip(k: u128) -> IpAddr {
 }
 
 impl Control {
+    /// `show paths`: a row per uplink group member and peer ToR (one row without peers for a
+    /// member of a group without path health).
+    fn show_paths(&self, t: &Tables) -> Value {
+        let now = sprayswitch::time::now_ns();
+        let pct = |l: Option<sprayswitch::health::WindowLoss>| {
+            l.map_or(Value::Null, |l| json!(format!("{:.2}%", l.ratio() * 100.0)))
+        };
+        let mut rows = Vec::new();
+        for g in &t.groups {
+            for &id in &g.ports {
+                let p = &t.ports[usize::from(id)];
+                let r = self.switch.path_report(id).unwrap_or_default();
+                let state = if !r.monitored { "-" } else { r.state.name() };
+                let row = |peer: Value, heard: Value, fast: Value, slow: Value| {
+                    json!({
+                        "group": g.name,
+                        "port": p.name,
+                        "sprayed": if r.sprayed { "yes" } else { "no" },
+                        "health": state,
+                        "pin": p.path_pin.name(),
+                        "link": if self.switch.port_up(id) { "up" } else { "down" },
+                        "peer": peer,
+                        "heard_ms_ago": heard,
+                        "loss_64": fast,
+                        "loss_1024": slow,
+                        "outs": r.outs,
+                        "since_s": if r.monitored { json!(format!("{:.1}", now.saturating_sub(r.since_ns) as f64 / 1e9)) } else { Value::Null },
+                        "restore_ms": if r.monitored { json!(r.restore_ns / 1_000_000) } else { Value::Null },
+                        "reason": if r.reason.is_empty() { Value::Null } else { json!(r.reason) },
+                    })
+                };
+                if r.peers.is_empty() {
+                    rows.push(row(Value::Null, Value::Null, Value::Null, Value::Null));
+                }
+                for peer in &r.peers {
+                    let heard = peer
+                        .heard_ago_ns
+                        .map_or(Value::Null, |ns| json!(format!("{:.2}", ns as f64 / 1e6)));
+                    rows.push(row(
+                        json!(peer.peer.to_string()),
+                        heard,
+                        pct(peer.fast),
+                        pct(peer.slow),
+                    ));
+                }
+            }
+        }
+        Value::Array(rows)
+    }
+
     pub(super) fn show(
         &mut self,
         what: &str,
@@ -70,6 +120,7 @@ impl Control {
                     })
                     .collect(),
             ),
+            "paths" => self.show_paths(&t),
             "routes" => Value::Array(
                 t.fib
                     .iter()
@@ -170,7 +221,7 @@ impl Control {
             "workers" => Value::Array(self.workers(&t, &workers, window_s)),
             other => {
                 return Err(format!(
-                "show '{other}': use ports, uplinks, routes, neighbors, streams, counters, hosts, queues or workers"
+                "show '{other}': use ports, uplinks, paths, routes, neighbors, streams, counters, hosts, queues or workers"
             ))
             }
         })

@@ -26,6 +26,9 @@
 //!   worker sets none (a port that pushes back keeps what it was handed there, marked when
 //!   handed over), so a pause puts what is beyond one burst back to wait. A packet is marked
 //!   on the depth of its own priority: another priority's paused packets do not count.
+//! - **Network control.** The switch's own probes skip what waits for the rate or a pause
+//!   ([`EgressQueue::enqueue_control`]), as a strict priority queue for network control would
+//!   send them: a path's health is judged by them, not by the queue in front of them.
 //! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
 //!   is dropped (the caller counts it).
 //!
@@ -243,6 +246,20 @@ impl EgressQueue {
             self.waiting_bytes += len as u64;
             self.waiting.push_back(pkt);
         }
+        true
+    }
+
+    /// Queues a packet of the switch's own network control (path probes) ahead of what waits
+    /// for the rate or a pause: it goes with the port's next burst, as a switch's strict
+    /// priority queue for network control sends it (its rate is a few packets per
+    /// millisecond, which the rate's tokens do not count). False when the queue already holds
+    /// its limit.
+    pub fn enqueue_control(&mut self, pkt: Pkt) -> bool {
+        if self.len() >= self.limit {
+            return false;
+        }
+        self.ready_bytes += pkt.len() as u64;
+        self.ready.push(pkt);
         true
     }
 

@@ -208,7 +208,7 @@ impl HealthSpec {
             peers,
             source_v4: None,
             source_v6: None,
-            interval_ns: 100_000,
+            interval_ns: 50_000,
             detect_intervals: Self::DETECT_INTERVALS,
             fast_loss_out: 0.15,
             loss_out: 0.03,

@@ -88,8 +88,7 @@ pub struct PortStatus {
     rx_done: AtomicBool,
     /// An uplink's place in the spray set: its path health and the operator's pin.
     sprayable: AtomicBool,
-    /// An uplink over which no peer's probes arrive while they do over other members: it
-    /// delivers nothing.
+    /// Nothing more arrives over it for a reorder stage ([`PortStatus::rx_dead`]).
     rx_dead: AtomicBool,
 }
 
@@ -121,16 +120,20 @@ impl PortStatus {
     pub fn set_sprayable(&self, on: bool) {
         self.sprayable.store(on, Ordering::Relaxed);
     }
-    /// Nothing arrives over this uplink while the peers are heard over others (see
-    /// [`crate::health`]). Relaxed: read once per iteration by the reorder stage's owner.
+    /// Nothing more arrives over this port for a reorder stage: its carrier is down and what
+    /// it received before has been handed on, or path health finds that no peer's traffic
+    /// comes over it ([`crate::health`]). Path-order loss detection stops waiting for it.
+    /// Acquire, paired with the owner's Release store: a worker that reads it true and then
+    /// takes its hand-off ring finds there every packet of the port the owner handed over
+    /// before saying so.
     #[inline]
     pub fn rx_dead(&self) -> bool {
-        self.rx_dead.load(Ordering::Relaxed)
+        self.rx_dead.load(Ordering::Acquire)
     }
-    /// Sets it (owner only).
+    /// Sets it (owner only; Release: see [`PortStatus::rx_dead`]).
     #[inline]
     pub fn set_rx_dead(&self, dead: bool) {
-        self.rx_dead.store(dead, Ordering::Relaxed);
+        self.rx_dead.store(dead, Ordering::Release);
     }
     /// Carrier up? Relaxed: a hint for choosing a path; a packet that races a change is sent
     /// into a link that just went down, as it would be on real hardware.

@@ -6,7 +6,7 @@
 //! while; ECMP-hashed traffic (RDMA CM, TCP) leaves it too.
 //!
 //! **How a failing path is found.** By probes, as BFD and Pingmesh do: every member of a group
-//! with `health` sends a probe ([`crate::wire::probe`]) to each peer ToR every interval (100 us
+//! with `health` sends a probe ([`crate::wire::probe`]) to each peer ToR every interval (50 us
 //! by default), and the peer does the same back over the same member (in a two-tier leaf-spine
 //! a member's traffic to a peer crosses one spine both ways). Each probe reports what its
 //! sender received of the other side's, so each side knows the loss of its own direction, the
@@ -151,15 +151,6 @@ impl Cell {
             slow: (w & HAS_SLOW != 0).then(|| (w >> 20 & PPM_MASK) as f64 / 1e6),
         })
     }
-
-    /// Its fast loss as compared with others (a silent session loses everything).
-    fn fast_or_all(&self) -> f64 {
-        if self.silent {
-            1.0
-        } else {
-            self.fast.unwrap_or(0.0)
-        }
-    }
 }
 
 impl HealthBoard {
@@ -260,7 +251,13 @@ pub struct PathReport {
     pub restore_ns: u64,
     /// Per peer.
     pub peers: Vec<PeerReport>,
+    /// Its last changes in or out of the spray set by health: (when, out), oldest first, at
+    /// most [`EVENTS`].
+    pub events: Vec<(u64, bool)>,
 }
+
+/// Changes a member's report keeps.
+pub const EVENTS: usize = 16;
 
 /// A probe frame to send.
 #[derive(Debug, Clone, Copy)]
@@ -323,9 +320,23 @@ struct Member {
     marks: Vec<Option<Report>>,
     probes_tx: u64,
     probes_rx: u64,
+    /// No peer's traffic arrives over it any more (as of the last poll).
+    rx_dead: bool,
+    /// Its last changes: (when, out).
+    events: std::collections::VecDeque<(u64, bool)>,
+    /// When its port's receive ring was last found drained: silence counts up to here, not
+    /// up to now (a worker that fell behind has the peer's probes still in the ring).
+    caught_up: u64,
 }
 
 impl Member {
+    fn note(&mut self, now: u64, out: bool) {
+        if self.events.len() == EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back((now, out));
+    }
+
     /// A clean period starts (again) at `now`.
     fn restart_clean(&mut self, now: u64) {
         self.clean_since = now;
@@ -437,6 +448,9 @@ impl PathMonitor {
                     marks: Vec::new(),
                     probes_tx: 0,
                     probes_rx: 0,
+                    rx_dead: false,
+                    events: std::collections::VecDeque::with_capacity(EVENTS),
+                    caught_up: now,
                 },
             };
             if m.sessions.is_empty() {
@@ -464,9 +478,13 @@ impl PathMonitor {
         self.publish(t, status, board, now);
     }
 
-    /// Each member's place in the spray set (its state and its pin) and whether it delivers
-    /// anything, to the status board.
-    fn publish(&self, t: &Tables, status: &StatusBoard, board: &HealthBoard, now: u64) {
+    /// Each member's place in the spray set (its state and its pin), to the status board, and
+    /// whether it delivers anything, for [`PathMonitor::rx_dead`].
+    fn publish(&mut self, t: &Tables, status: &StatusBoard, board: &HealthBoard, now: u64) {
+        for i in 0..self.members.len() {
+            let dead = self.delivers_nothing(&self.members[i], t, board, now);
+            self.members[i].rx_dead = dead;
+        }
         for m in &self.members {
             let pin = t
                 .ports
@@ -479,14 +497,31 @@ impl PathMonitor {
             };
             if let Some(st) = status.get(usize::from(m.port)) {
                 st.set_sprayable(sprayed);
-                st.set_rx_dead(self.rx_dead(m, t, board, now));
             }
         }
+    }
+
+    /// Whether no peer's traffic arrives over `port` any more, as of the last poll (see
+    /// [`crate::engine::spray::PortStatus::rx_dead`]).
+    pub fn rx_dead(&self, port: PortId) -> bool {
+        self.members.iter().any(|m| m.port == port && m.rx_dead)
     }
 
     /// When the monitor next has work (probes to send), if ever.
     pub fn next_due(&self) -> Option<u64> {
         self.next_due
+    }
+
+    /// The worker took a burst from `port` at `now`; `drained`: the port had no more (a burst
+    /// shorter than the worker's). Until a port is drained, what it holds may be the probes
+    /// whose absence would otherwise count as silence.
+    #[inline]
+    pub fn note_rx(&mut self, port: PortId, drained: bool, now: u64) {
+        if drained {
+            if let Some(m) = self.members.iter_mut().find(|m| m.port == port) {
+                m.caught_up = now;
+            }
+        }
     }
 
     /// A probe arrived on `port` from `src`, its payload `payload`. False when no session
@@ -515,29 +550,46 @@ impl PathMonitor {
             Some(due) if now >= due => {}
             _ => return,
         }
+        // Sessions to the board first, so that each member is judged against the others'
+        // figures of this round where this worker owns them.
         let mut interval = u64::MAX;
-        for m in &mut self.members {
+        for m in &self.members {
             let Some(spec) = &m.spec else { continue };
             interval = interval.min(spec.interval_ns);
-            let info = &t.ports[usize::from(m.port)];
             let quiet = u64::from(spec.detect_intervals) * spec.interval_ns;
-            let live = info.admin_up && status.get(usize::from(m.port)).is_some_and(|s| s.is_up());
-            let spraying = status
-                .get(usize::from(m.port))
-                .is_some_and(|s| s.sprayable());
-            for (k, s) in m.sessions.iter_mut().enumerate() {
+            let at = m.caught_up.min(now);
+            for (k, s) in m.sessions.iter().enumerate() {
                 board.set(
                     m.port,
                     k,
                     Cell {
-                        silent: s.silent(now, quiet),
+                        silent: s.silent(at, quiet),
                         fast: s.loss(FAST_WINDOW).map(|l| l.ratio()),
                         slow: s.loss(SLOW_WINDOW).map(|l| l.ratio()),
                     },
                 );
-                if !live {
-                    continue;
-                }
+            }
+        }
+        for i in 0..self.members.len() {
+            let before = self.members[i].state;
+            self.judge(i, t, now, board);
+            self.changed |= (before == PathState::Out) != (self.members[i].state == PathState::Out);
+        }
+        self.publish(t, status, board, now);
+        // The probes go out after the new spray state is published and carry it: a member that
+        // left the set says so in a probe that follows, on its FIFO path, everything sprayed
+        // over it before; one that came back says so before anything sprayed over it again
+        // (what other workers spray over it reaches this worker's queue for it after this).
+        for m in &mut self.members {
+            let Some(spec) = &m.spec else { continue };
+            let info = &t.ports[usize::from(m.port)];
+            let st = status.get(usize::from(m.port));
+            let live = info.admin_up && st.is_some_and(|s| s.is_up());
+            if !live {
+                continue;
+            }
+            let spraying = st.is_some_and(|s| s.sprayable());
+            for s in &mut m.sessions {
                 let (Some(src), Some(peer_mac)) = (spec.source_for(s.peer), info.peer_mac) else {
                     continue;
                 };
@@ -560,25 +612,22 @@ impl PathMonitor {
                 }
             }
         }
-        for i in 0..self.members.len() {
-            let before = self.members[i].state;
-            self.judge(i, t, now, board);
-            self.changed |= (before == PathState::Out) != (self.members[i].state == PathState::Out);
-        }
-        self.publish(t, status, board, now);
         self.next_due = (interval != u64::MAX).then(|| now + interval);
     }
 
-    /// Whether nothing arrives over `m` from any peer while every one of them is heard over
-    /// another member: the member delivers nothing, so it proves nothing and holds nothing
-    /// back (path-order loss detection stops waiting for it).
-    fn rx_dead(&self, m: &Member, t: &Tables, board: &HealthBoard, now: u64) -> bool {
+    /// Whether no peer's traffic arrives over `m` any more: every peer is silent over it while
+    /// heard over another member. Such a member proves nothing and holds nothing back:
+    /// path-order loss detection stops waiting for it. (A peer that only stopped spraying over
+    /// it says so in its probes, but those go ahead of its data, in the network-control class:
+    /// what it sprayed before may still be queued behind them, so that is no proof.)
+    fn delivers_nothing(&self, m: &Member, t: &Tables, board: &HealthBoard, now: u64) -> bool {
         let Some(spec) = &m.spec else { return false };
         let quiet = u64::from(spec.detect_intervals) * spec.interval_ns;
         let group = &t.groups[usize::from(m.group)];
+        let at = m.caught_up.min(now);
         !m.sessions.is_empty()
             && m.sessions.iter().enumerate().all(|(k, s)| {
-                s.silent(now, quiet)
+                s.silent(at, quiet)
                     && group
                         .ports
                         .iter()
@@ -602,11 +651,11 @@ impl PathMonitor {
                 .collect();
             // Dead: silent while the peer is heard, with little loss, over another member (when
             // every member loses much, a few probes in a row lost on one is no news).
-            let silent = s.silent(now, quiet);
+            let silent = s.silent(m.caught_up.min(now), quiet);
             if silent
                 && others
                     .iter()
-                    .any(|c| c.fast_or_all() < spec.fast_loss_out / 2.0)
+                    .any(|c| !c.silent && c.fast.is_some_and(|f| f < spec.fast_loss_out / 2.0))
             {
                 return Some(Fault::Dead(s.peer));
             }
@@ -678,6 +727,7 @@ impl PathMonitor {
                 m.since = now;
                 m.outs += 1;
                 m.restart_clean(now);
+                m.note(now, true);
                 log::warn!(
                     "path {name} of group {} out of the spray set: {} (back after {} ms clean)",
                     group.name,
@@ -717,7 +767,7 @@ impl PathMonitor {
                             .is_some_and(|l| l.ratio() <= best + spec.loss_out / 2.0),
                         None => false,
                     };
-                    clean &= ok && !s.silent(now, quiet);
+                    clean &= ok && !s.silent(m.caught_up.min(now), quiet);
                 }
                 if clean {
                     m.state = PathState::In;
@@ -727,6 +777,7 @@ impl PathMonitor {
                     );
                     m.since = now;
                     m.back_at = Some(now);
+                    m.note(now, false);
                     log::info!(
                         "path {name} of group {} back in the spray set: {}",
                         group.name,
@@ -737,8 +788,9 @@ impl PathMonitor {
                 }
             }
             (PathState::In | PathState::Suspect, None) => {
+                let at = m.caught_up.min(now);
                 let suspect = m.sessions.iter().any(|s| {
-                    s.silent(now, spec.interval_ns * 3 / 2)
+                    s.silent(at, spec.interval_ns * 3 / 2)
                         || s.loss(FAST_WINDOW)
                             .is_some_and(|l| l.ratio() >= spec.fast_loss_out / 2.0)
                         || s.loss(SLOW_WINDOW)
@@ -819,6 +871,7 @@ impl PathMonitor {
                     peer_sprays: s.peer_sprays,
                 })
                 .collect(),
+            events: m.events.iter().copied().collect(),
         })
     }
 

@@ -65,6 +65,8 @@ struct Run {
     b: Side,
     rng: Rng,
     now: u64,
+    /// A port of B's that B's worker does not drain (it has fallen behind on it).
+    b_behind: Option<PortId>,
 }
 
 impl Run {
@@ -74,6 +76,7 @@ impl Run {
             b: Side::new(B, A, 2),
             rng: Rng::new(7),
             now: 0,
+            b_behind: None,
         }
     }
 
@@ -89,6 +92,10 @@ impl Run {
                 } else {
                     (&mut self.b, &mut self.a)
                 };
+                let behind = if from_a { None } else { self.b_behind };
+                for p in 0..PATHS as PortId {
+                    tx.mon.note_rx(U0 + p, behind != Some(U0 + p), now);
+                }
                 tx.mon.poll(&tx.t, now, &tx.board, &tx.status);
                 let src = tx.addr;
                 let probes: Vec<ProbeFrame> = tx.mon.take_probes().collect();
@@ -161,10 +168,10 @@ fn a_dead_path_is_out_within_three_intervals_and_only_it() {
     assert!(!r.b.sprayed(1), "the other side takes it out too");
     assert!(r.a.report(1, r.now).reason.starts_with("dead"));
     assert!(
-        r.b.status[usize::from(U0) + 1].rx_dead(),
+        r.b.mon.rx_dead(U0 + 1),
         "nothing arrives over it while the peer is heard elsewhere"
     );
-    assert!(!r.b.status[usize::from(U0)].rx_dead());
+    assert!(!r.b.mon.rx_dead(U0));
 }
 
 #[test]
@@ -194,6 +201,10 @@ fn a_path_losing_30_percent_is_out_within_10_ms_and_one_losing_1_percent_stays()
         });
         let took = out_at.expect("the lossy path never left") - fail;
         assert!(took <= 10_000_000, "seed {seed}: out after {took} ns");
+        // A no longer sprays over it and says so, but its probes are no proof that nothing
+        // sprayed before is still on the way: B keeps waiting for the path.
+        assert!(!r.b.mon.rx_dead(U0 + 1), "seed {seed}");
+        assert!(!r.b.mon.report(U0 + 1, &r.b.t, r.now).unwrap().peers[0].peer_sprays);
     }
 }
 
@@ -238,7 +249,7 @@ fn when_every_path_loses_alike_none_goes_out() {
         |r| {
             for p in 0..PATHS {
                 assert!(r.a.sprayed(p), "path {p} out at {}", r.now);
-                assert!(!r.b.status[usize::from(U0) + p].rx_dead());
+                assert!(!r.b.mon.rx_dead(U0 + p as PortId));
             }
         },
     );
@@ -308,6 +319,23 @@ fn a_flapping_path_stays_out_longer_each_time() {
         in_time < 300_000_000,
         "in for {in_time} ns after its second failure"
     );
+}
+
+#[test]
+fn a_worker_behind_on_its_ports_does_not_take_silence_for_death() {
+    for behind in [true, false] {
+        let mut r = Run::new();
+        r.until(50_000_000, &clean, |_| {});
+        // For 2 ms nothing of path 3 reaches B: its probes wait in a port B's worker has not
+        // drained (it fell behind), or (the control) the path is dead.
+        r.b_behind = behind.then_some(U0 + 3);
+        let start = r.now;
+        let mut out = false;
+        r.until(start + 2_000_000, &|_| [0.0, 0.0, 0.0, 1.0], |r| {
+            out |= !r.b.sprayed(3);
+        });
+        assert_eq!(out, !behind, "behind: {behind}");
+    }
 }
 
 #[test]
@@ -397,4 +425,34 @@ fn cells_round_trip_through_the_board() {
     b.clear(2);
     assert_eq!(b.get(2, 5), None);
     b.set(9, 0, c); // out of range: ignored
+}
+
+#[test]
+#[ignore]
+fn detection_time_distribution() {
+    let mut v = Vec::new();
+    for seed in 0..200 {
+        let mut r = Run::new();
+        r.rng = Rng::new(seed);
+        let fail = 100_000_000;
+        let lossy = move |now: u64| {
+            if now >= fail {
+                [0.0, 0.3, 0.0, 0.0]
+            } else {
+                [0.0; 4]
+            }
+        };
+        let mut out_at = None;
+        r.until(fail + 50_000_000, &lossy, |r| {
+            if !r.a.sprayed(1) && out_at.is_none() {
+                out_at = Some(r.now);
+            }
+        });
+        v.push(out_at.map_or(99.0, |t| (t - fail) as f64 / 1e6));
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    eprintln!(
+        "p50 {} p90 {} p99 {} max {}",
+        v[100], v[180], v[198], v[199]
+    );
 }

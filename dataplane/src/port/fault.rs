@@ -4,7 +4,9 @@
 //! (this kernel has no netem). Receiving passes straight through.
 //!
 //! Order is kept unless reordering is asked for: jitter never lets a packet overtake an earlier
-//! one on the same path. A reordered packet is held `reorder_extra_ns` longer than its turn.
+//! one on the same path. Network control (priority 6 and 7) is a class of its own that does not
+//! wait behind the rate's queue, as in a switch with a strict priority queue for it: it
+//! overtakes queued data, never other network control. A reordered packet is held `reorder_extra_ns` longer than its turn.
 //! Everything is decided from the seed and the `now` values the worker passes, so a test with a
 //! fake clock replays exactly.
 
@@ -21,6 +23,10 @@ use crate::rng::Rng;
 pub struct FaultConfig {
     /// Probability that a packet is lost.
     pub drop_rate: f64,
+    /// Changes of `drop_rate` over time: from each step's time on (the clock the worker
+    /// passes), its rate instead; before the first, `drop_rate`. In time order. A path that
+    /// fails mid-run, flaps, or is repaired.
+    pub drop_schedule: Vec<LossStep>,
     /// Probability that a packet is sent twice.
     pub duplicate_rate: f64,
     /// Probability that one bit past the Ethernet header is flipped.
@@ -45,6 +51,7 @@ impl Default for FaultConfig {
     fn default() -> Self {
         FaultConfig {
             drop_rate: 0.0,
+            drop_schedule: Vec::new(),
             duplicate_rate: 0.0,
             corrupt_rate: 0.0,
             reorder_rate: 0.0,
@@ -55,6 +62,26 @@ impl Default for FaultConfig {
             queue_limit: 4096,
             seed: 1,
         }
+    }
+}
+
+/// A change of a link's loss at a point in time ([`FaultConfig::drop_schedule`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossStep {
+    /// From when (ns, the worker's clock).
+    pub at_ns: u64,
+    /// The loss probability from then on.
+    pub drop_rate: f64,
+}
+
+impl FaultConfig {
+    /// The loss probability in force at `now`.
+    pub fn drop_rate_at(&self, now: u64) -> f64 {
+        self.drop_schedule
+            .iter()
+            .take_while(|s| s.at_ns <= now)
+            .last()
+            .map_or(self.drop_rate, |s| s.drop_rate)
     }
 }
 
@@ -202,6 +229,8 @@ pub struct FaultInjector<P: Port> {
     seq: u64,
     link_free_ns: u64,
     last_release_ns: u64,
+    /// The release time of the last network-control packet (they keep their order).
+    last_control_ns: u64,
     stats: Arc<FaultStats>,
 }
 
@@ -218,6 +247,7 @@ impl<P: Port> FaultInjector<P> {
             seq: 0,
             link_free_ns: 0,
             last_release_ns: 0,
+            last_control_ns: 0,
             stats: Arc::new(FaultStats::default()),
         }
     }
@@ -245,7 +275,12 @@ impl<P: Port> FaultInjector<P> {
     fn enqueue(&mut self, now: u64, mut pkt: Pkt) {
         let s = &self.stats;
         Self::count(&s.offered);
-        if self.rng.chance(self.cfg.drop_rate) {
+        let drop_rate = if self.cfg.drop_schedule.is_empty() {
+            self.cfg.drop_rate
+        } else {
+            self.cfg.drop_rate_at(now)
+        };
+        if self.rng.chance(drop_rate) {
             Self::count(&s.dropped);
             return;
         }
@@ -259,6 +294,20 @@ impl<P: Port> FaultInjector<P> {
             let bit = 1u8 << self.rng.below(8);
             pkt.data_mut()[at] ^= bit;
             Self::count(&s.corrupted);
+        }
+        // Network control (priority 6 and 7: CS6, CS7 or such a VLAN PCP) goes ahead of what
+        // queues for the rate, as a switch's strict priority queue sends it, in order among
+        // itself.
+        if crate::wire::ecn::priority(pkt.data()) >= 6 {
+            let release = (now + self.cfg.delay_ns).max(self.last_control_ns);
+            self.last_control_ns = release;
+            self.seq += 1;
+            self.held.push(Reverse(Held {
+                release_ns: release,
+                seq: self.seq,
+                pkt,
+            }));
+            return;
         }
         // Serialisation at the link rate: the packet leaves when the link is free.
         let depart = match self.cfg.rate_bps {
@@ -467,6 +516,33 @@ mod tests {
             "<=10us 1, <=50us 0, <=100us 1, <=500us 0, <=1ms 0, <=5ms 0, >5ms 1, mean 3000.0 us"
         );
         assert_eq!(Lateness::default().mean_us(), 0.0);
+    }
+
+    #[test]
+    fn a_loss_schedule_changes_the_loss_over_time() {
+        let (a, mut b) = mem::link("a", "b", 1000);
+        let cfg = FaultConfig {
+            drop_schedule: vec![
+                LossStep {
+                    at_ns: 100,
+                    drop_rate: 1.0,
+                },
+                LossStep {
+                    at_ns: 200,
+                    drop_rate: 0.0,
+                },
+            ],
+            ..FaultConfig::default()
+        };
+        assert_eq!(cfg.drop_rate_at(99), 0.0);
+        assert_eq!(cfg.drop_rate_at(100), 1.0);
+        assert_eq!(cfg.drop_rate_at(5000), 0.0);
+        let mut f = FaultInjector::new(a, cfg);
+        send(&mut f, 50, [1]);
+        send(&mut f, 150, [2]);
+        send(&mut f, 250, [3]);
+        f.poll(1000);
+        assert_eq!(drain(&mut b), vec![1, 3], "dead from 100 to 200 ns");
     }
 
     #[test]

@@ -18,6 +18,8 @@ pub(super) struct OwnedPort {
     /// Bytes the reorder stage held for the port at its last flush (the depth an arriving
     /// packet adds to: read once per iteration, not per packet).
     pub(super) held: u64,
+    /// Packets its last receive burst brought (0: its receive ring was empty).
+    pub(super) rx_last: usize,
 }
 
 /// What port `id`'s egress queue does under `tables`.

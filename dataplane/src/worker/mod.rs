@@ -175,6 +175,9 @@ pub struct Worker {
     monitor: crate::health::PathMonitor,
     /// Probes to send, taken from the monitor (capacity kept).
     probe_frames: Vec<crate::health::ProbeFrame>,
+    /// The fabric paths that no longer block path-order decisions, as read at the start of
+    /// this iteration.
+    paths_down: u64,
 }
 
 impl Worker {
@@ -211,6 +214,7 @@ impl Worker {
                     q,
                     oldest_ns: 0,
                     held: 0,
+                    rx_last: 0,
                 }
             })
             .collect();
@@ -246,6 +250,7 @@ impl Worker {
             last_queue_publish: 0,
             monitor,
             probe_frames: Vec::with_capacity(64),
+            paths_down: 0,
         }
     }
 
@@ -366,6 +371,10 @@ impl Worker {
         self.tapping = self.sh.taps.any_on();
         self.engine.begin_iteration();
         self.take_updates(now);
+        // Which fabric paths deliver nothing more, read before the hand-offs are taken: what
+        // their owners handed over before saying so is then taken in this iteration, before
+        // the reorder stage stops waiting for those paths.
+        self.paths_down = self.paths_down_now();
         let mut work = self.take_handoffs(now);
         // One reference-count bump each per iteration, not per packet or port.
         let tables = self.tables.clone();
@@ -464,6 +473,8 @@ impl Worker {
         let n = self.ports[i]
             .port
             .rx_burst(now, &mut self.rx, self.cfg.burst);
+        self.ports[i].rx_last = n;
+        self.monitor.note_rx(id, n < self.cfg.burst, now);
         if n == 0 {
             return false;
         }
@@ -507,23 +518,27 @@ impl Worker {
         true
     }
 
-    /// The reorder stage's timers, then whatever it released. True when it released any.
-    fn run_reorder(&mut self, now: u64) -> bool {
-        // A path that went down, or over which nothing arrives while the peers are heard over
-        // the others, no longer blocks path-order loss decisions.
+    /// The fabric paths (a bit per path) that no longer block path-order loss decisions: their
+    /// owners say nothing more arrives over them (see [`PortStatus::rx_dead`]).
+    fn paths_down_now(&self) -> u64 {
         let mut down = 0u64;
         for (i, p) in self.paths.iter().enumerate() {
-            if !self
+            if self
                 .sh
                 .status
                 .get(usize::from(*p))
-                .is_some_and(|s| s.is_up() && !s.rx_dead())
+                .is_none_or(|s| s.rx_dead())
             {
                 down |= 1 << i;
             }
         }
+        down
+    }
+
+    /// The reorder stage's timers, then whatever it released. True when it released any.
+    fn run_reorder(&mut self, now: u64) -> bool {
         self.reorder
-            .set_paths(self.paths.len(), down, now, &mut self.released);
+            .set_paths(self.paths.len(), self.paths_down, now, &mut self.released);
         self.reorder.poll(now, &mut self.released);
         let work = !self.released.is_empty();
         if work {
@@ -545,7 +560,14 @@ impl Worker {
     fn publish_ports(&mut self, now: u64) {
         for op in &self.ports {
             let st = &self.sh.status[usize::from(op.id)];
-            st.set_up(op.port.link_state() == LinkState::Up);
+            let up = op.port.link_state() == LinkState::Up;
+            st.set_up(up);
+            // Nothing more from it reaches a reorder stage: path health says no peer's traffic
+            // comes over it, or its carrier is down and what came before is through (its
+            // receive ring empty, nothing of it waiting for another worker's hand-off ring).
+            st.set_rx_dead(
+                self.monitor.rx_dead(op.id) || (!up && op.rx_last == 0 && self.waiting == 0),
+            );
             st.set_backlog(op.port.tx_backlog() + op.q.len());
             st.set_rx_done(op.port.rx_finished());
             let pc = &self.sh.port_counters[usize::from(op.id)];
@@ -602,7 +624,24 @@ impl Worker {
         for f in frames.drain(..) {
             let mut pkt = self.spare.pop().unwrap_or_else(|| Pkt::with_capacity(128));
             pkt.set_data(&f.bytes[..f.len]);
-            self.route_to(f.port, pkt, None, now);
+            let Some(&i) = self.slot.get(usize::from(f.port)) else {
+                continue;
+            };
+            let Some(op) = self.ports.get_mut(i) else {
+                continue;
+            };
+            if self.tapping {
+                self.sh.taps.tap(op.id, &pkt, now);
+            }
+            if op.q.ready.is_empty() {
+                op.oldest_ns = now;
+            }
+            if !op.q.enqueue_control(pkt) {
+                self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
+                self.sh.port_counters[usize::from(op.id)]
+                    .tx_queue_drops
+                    .add(1);
+            }
         }
         self.probe_frames = frames;
     }

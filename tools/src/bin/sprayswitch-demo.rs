@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use sprayswitch_tools::rack::demo::{receiver_name, run, svg, table, workloads, DemoOpts, Mode};
+use sprayswitch_tools::rack::demo::{
+    receiver_name, run, svg, table, workloads, DemoOpts, FaultTiming, Mode,
+};
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 #[derive(Parser)]
@@ -29,10 +31,24 @@ struct Cli {
     /// Rate of each fabric path, Mbit/s.
     #[arg(long, default_value_t = 250)]
     path_rate_mbps: u64,
-    /// Loss probability of each fabric path, e.g. 0,0.01,0,0: every scenario runs with it
-    /// (instead of loss-free plus one lossy scenario).
+    /// Loss probability of each fabric path, e.g. 0,0.01,0,0 (1: a dead path): every scenario
+    /// runs with it (instead of loss-free plus one lossy scenario).
     #[arg(long, value_delimiter = ',')]
     path_loss: Option<Vec<f64>>,
+    /// The loss of --path-loss begins this many milliseconds into each scenario (a path that
+    /// fails mid-transfer) instead of at its start.
+    #[arg(long, default_value_t = 0.0)]
+    fault_at_ms: f64,
+    /// ... and ends after this many milliseconds (the path is repaired).
+    #[arg(long)]
+    fault_for_ms: Option<f64>,
+    /// ... or comes and goes: lossy for ON ms, clean for OFF ms, again and again (a flapping
+    /// path), e.g. 5,45.
+    #[arg(long, value_delimiter = ',', num_args = 2)]
+    flap_ms: Option<Vec<f64>>,
+    /// Turn path health off (failing paths stay in the spray set).
+    #[arg(long)]
+    no_health: bool,
     /// The loss of the one lossy scenario added to the loss-free table (colliding-QP
     /// workload), per path.
     #[arg(long, value_delimiter = ',', default_value = "0,0.01,0,0")]
@@ -104,16 +120,29 @@ fn receiver(name: &str) -> Result<ReceiverMode, String> {
 }
 
 fn main() -> ExitCode {
+    // The switches' own log (path health changes, with RUST_LOG=warn or info); quiet by default.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("error")).init();
     let cli = Cli::parse();
     if cli.path_delays_us.len() != 4 {
         eprintln!("sprayswitch-demo: the embedded default ToR has 4 uplinks: give 4 path delays");
         return ExitCode::FAILURE;
     }
     for l in cli.path_loss.iter().flatten().chain(&cli.lossy_scenario) {
-        if !(0.0..1.0).contains(l) {
-            eprintln!("sprayswitch-demo: loss {l}: a probability from 0 to below 1");
+        if !(0.0..=1.0).contains(l) {
+            eprintln!("sprayswitch-demo: loss {l}: a probability from 0 to 1 (1: a dead path)");
             return ExitCode::FAILURE;
         }
+    }
+    let times = [Some(cli.fault_at_ms), cli.fault_for_ms];
+    let flaps = cli.flap_ms.iter().flatten().copied();
+    if times
+        .into_iter()
+        .flatten()
+        .chain(flaps)
+        .any(|t| !(0.0..=1e6).contains(&t))
+    {
+        eprintln!("sprayswitch-demo: fault times are milliseconds from 0 to 1000000");
+        return ExitCode::FAILURE;
     }
     if cli.path_loss.as_ref().is_some_and(|l| l.len() != 4) || cli.lossy_scenario.len() != 4 {
         eprintln!("sprayswitch-demo: give one loss probability per path (4)");
@@ -133,6 +162,12 @@ fn main() -> ExitCode {
         seed: cli.seed,
         virtual_step_ns: cli.virtual_time.then_some(500),
         stamp_per_host: cli.stamp_per_host,
+        fault: FaultTiming {
+            at_ms: cli.fault_at_ms,
+            for_ms: cli.fault_for_ms,
+            flap_ms: cli.flap_ms.as_ref().map(|v| (v[0], v[1])),
+        },
+        health: !cli.no_health,
     };
     println!(
         "fabric: 4 paths x {} Mbit/s, one-way delays {:?} us; 2 hosts per rack; RDMA WRITEs; {}",

@@ -18,6 +18,7 @@ use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
 
 use crate::rack::topo::{DrivenRackPair, Host, PathSpec, RackPair, RackPairSpec};
 use crate::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Retransmit, Work};
+use sprayswitch::port::fault::LossStep;
 
 /// What the fabric does with a QP's packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +85,56 @@ pub struct DemoOpts {
     /// Take each host's path stamps on their own (otherwise a rack's hosts are one source,
     /// [`crate::rack::topo::RackPairSpec::stamp_per_rack`]).
     pub stamp_per_host: bool,
+    /// When `path_loss` applies: from the start, or a fault that begins mid-run.
+    pub fault: FaultTiming,
+    /// Path health on the ToRs' fabric group (probes, failing paths out of the spray set).
+    pub health: bool,
+}
+
+/// When the paths' loss applies, counted from the start of a scenario (its RDMA CM handshake
+/// takes well under a millisecond of it).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct FaultTiming {
+    /// The loss begins this long after the start.
+    pub at_ms: f64,
+    /// It ends this long after it began (the path is repaired); `None`: never.
+    pub for_ms: Option<f64>,
+    /// It comes and goes: on for the first value, off for the second, from `at_ms` on (a
+    /// flapping path).
+    pub flap_ms: Option<(f64, f64)>,
+}
+
+impl FaultTiming {
+    /// The loss schedule of a path losing `loss` while the fault is on, on a clock that reads
+    /// `base` at the start, up to `until_ns` after it.
+    pub fn schedule(&self, loss: f64, base: u64, until_ns: u64) -> Vec<LossStep> {
+        let ms = |x: f64| (x * 1e6) as u64;
+        let step = |at: u64, drop_rate: f64| LossStep {
+            at_ns: base + at,
+            drop_rate,
+        };
+        let start = ms(self.at_ms);
+        let mut v = vec![step(start, loss)];
+        match (self.flap_ms, self.for_ms) {
+            (Some((on, off)), _) if on + off > 0.0 => {
+                let mut t = start;
+                while t < until_ns {
+                    t += ms(on);
+                    v.push(step(t, 0.0));
+                    t += ms(off);
+                    v.push(step(t, loss));
+                }
+            }
+            (_, Some(d)) => v.push(step(start + ms(d), 0.0)),
+            _ => {}
+        }
+        v
+    }
+
+    /// Whether the loss starts later than the scenario or stops.
+    pub fn is_timed(&self) -> bool {
+        self.at_ms > 0.0 || self.for_ms.is_some() || self.flap_ms.is_some()
+    }
 }
 
 impl Default for DemoOpts {
@@ -98,6 +149,8 @@ impl Default for DemoOpts {
             seed: 7,
             virtual_step_ns: None,
             stamp_per_host: false,
+            fault: FaultTiming::default(),
+            health: true,
         }
     }
 }
@@ -151,6 +204,11 @@ pub struct Outcome {
     pub detect_p99_us: Option<f64>,
     /// Per-path loss of the fabric in this scenario.
     pub path_loss: Vec<f64>,
+    /// How long after the fault began path health took the first lossy path out of ToR A's
+    /// spray set, milliseconds (`None`: it did not, or there is no lossy path).
+    pub path_out_ms: Option<f64>,
+    /// Times path health took a path without loss out, at either ToR (false exclusions).
+    pub healthy_outs: u64,
 }
 
 impl Outcome {
@@ -397,15 +455,31 @@ pub fn run(
     receiver: ReceiverMode,
 ) -> anyhow::Result<Outcome> {
     let rate = opts.path_rate_mbps * 1_000_000;
+    // The switches' clock at the start: the virtual clock starts at 1, the real one is the
+    // monotonic clock.
+    let base = match opts.virtual_step_ns {
+        Some(_) => 1,
+        None => sprayswitch::time::now_ns(),
+    };
+    let until = (opts.deadline_s * 1e9) as u64 + 1_000_000_000;
     let paths: Vec<PathSpec> = opts
         .path_delays_us
         .iter()
         .enumerate()
-        .map(|(i, d)| PathSpec {
-            delay_ns: d * 1000,
-            jitter_ns: 0,
-            loss: opts.path_loss.get(i).copied().unwrap_or(0.0),
-            rate_bps: Some(rate),
+        .map(|(i, d)| {
+            let loss = opts.path_loss.get(i).copied().unwrap_or(0.0);
+            let timed = loss > 0.0 && opts.fault.is_timed();
+            PathSpec {
+                delay_ns: d * 1000,
+                jitter_ns: 0,
+                loss: if timed { 0.0 } else { loss },
+                loss_schedule: if timed {
+                    opts.fault.schedule(loss, base, until)
+                } else {
+                    Vec::new()
+                },
+                rate_bps: Some(rate),
+            }
         })
         .collect();
     let spec = RackPairSpec {
@@ -425,6 +499,11 @@ pub fn run(
         stamp_per_rack: !opts.stamp_per_host,
         // As a downlink towards such an RNIC is configured.
         loss_recovery: receiver.loss_recovery(),
+        health_interval_us: if opts.health {
+            RackPairSpec::default().health_interval_us
+        } else {
+            None
+        },
         ..RackPairSpec::default()
     };
     let mut clock = Clock::new(opts.virtual_step_ns);
@@ -521,6 +600,35 @@ pub fn run(
         clock.pass(&mut rp, work > 0, Duration::from_micros(20));
     }
     let seconds = finished_at.unwrap_or_else(|| clock.now() - t0) as f64 / 1e9;
+    // Path health (read before the last step below, whose jump in time every probe session
+    // would see as silence): when ToR A took the first lossy path out, and what it (or B) took out of
+    // the paths without loss.
+    let fault_start = base + (opts.fault.at_ms * 1e6) as u64;
+    let (tor_a_sw, tor_b_sw) = match &rp {
+        Rig::Real(r) => (&r.tor_a, &r.tor_b),
+        Rig::Virtual(v) => (&v.tor_a, &v.tor_b),
+    };
+    let uplink = |sw: &sprayswitch::switch::Switch, p: usize| {
+        sw.tables()
+            .port_id(&format!("u{p}"))
+            .and_then(|id| sw.path_report(id))
+            .unwrap_or_default()
+    };
+    let lossy = |p: usize| opts.path_loss.get(p).is_some_and(|l| *l > 0.0);
+    let path_out_ms = (0..spec.paths.len())
+        .filter(|p| lossy(*p))
+        .filter_map(|p| {
+            uplink(tor_a_sw, p)
+                .events
+                .iter()
+                .find(|(at, out)| *out && *at >= fault_start)
+                .map(|(at, _)| (at - fault_start) as f64 / 1e6)
+        })
+        .reduce(f64::min);
+    let healthy_outs = (0..spec.paths.len())
+        .filter(|p| !lossy(*p))
+        .map(|p| uplink(tor_a_sw, p).outs + uplink(tor_b_sw, p).outs)
+        .sum();
     // The workers publish their histograms every 100 ms of their clock: wait for the last one
     // (in virtual time, one more step that much later, with nothing left to do).
     let (tor_b, detection) = match &mut rp {
@@ -536,6 +644,7 @@ pub fn run(
     let detect_p99_us = detection
         .filter(|h| !h.is_empty())
         .map(|h| h.value_at_quantile(0.99) as f64 / 1e3);
+
     match rp {
         Rig::Real(r) => drop(r.stop()),
         Rig::Virtual(v) => drop(v.stop_at(clock.now() + 150_000_000)),
@@ -571,6 +680,8 @@ pub fn run(
         path_skew_us: path_skew_ns as f64 / 1e3,
         detect_p99_us,
         path_loss: opts.path_loss.clone(),
+        path_out_ms,
+        healthy_outs,
     })
 }
 
@@ -620,7 +731,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6}",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6} {:>7} {:>4}",
         "scenario",
         "fabric",
         "rnic",
@@ -636,7 +747,9 @@ pub fn table(rows: &[Outcome]) -> String {
         "det p99",
         "seen skew",
         "path skew",
-        "done"
+        "done",
+        "out ms",
+        "fex"
     );
     for r in rows {
         let det = r
@@ -644,7 +757,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}%",
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}% {:>7} {:>4}",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -660,7 +773,10 @@ pub fn table(rows: &[Outcome]) -> String {
             det,
             r.skew_us.map_or("-".to_string(), |us| format!("{us:.0} us")),
             format!("{:.0} us", r.path_skew_us),
-            100.0 * r.completed as f64 / r.posted.max(1) as f64
+            100.0 * r.completed as f64 / r.posted.max(1) as f64,
+            r.path_out_ms
+                .map_or("-".to_string(), |ms| format!("{ms:.2}")),
+            r.healthy_outs
         );
     }
     s

@@ -65,6 +65,7 @@ impl Fabric {
         for (i, (a, b, spec)) in paths.into_iter().enumerate() {
             let cfg = |k: u64| FaultConfig {
                 drop_rate: spec.loss,
+                drop_schedule: spec.loss_schedule.clone(),
                 delay_ns: spec.delay_ns,
                 jitter_ns: spec.jitter_ns,
                 rate_bps: spec.rate_bps,

@@ -148,6 +148,7 @@ pub fn run(o: &IncastOpts) -> anyhow::Result<IncastOutcome> {
                 delay_ns: o.path_delay_ns,
                 jitter_ns: 0,
                 loss: 0.0,
+                loss_schedule: Vec::new(),
                 // The ToR's uplink holds the path to its rate; the link itself does not queue.
                 rate_bps: None,
             })

@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use anyhow::Context;
-use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
-use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats};
+use sprayswitch::engine::{ip_key, HealthSpec, Neighbor, SprayPolicy};
+use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, LossStep};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::Port;
 use sprayswitch::reorder::ReorderConfig;
@@ -35,6 +35,9 @@ pub struct PathSpec {
     pub jitter_ns: u64,
     /// Loss probability.
     pub loss: f64,
+    /// Changes of the loss over time (a path that fails mid-run, flaps, is repaired); before
+    /// the first, `loss`.
+    pub loss_schedule: Vec<LossStep>,
     /// Rate in bits per second.
     pub rate_bps: Option<u64>,
 }
@@ -46,6 +49,7 @@ impl PathSpec {
             delay_ns,
             jitter_ns: 0,
             loss: 0.0,
+            loss_schedule: Vec::new(),
             rate_bps: None,
         }
     }
@@ -96,6 +100,10 @@ pub struct RackPairSpec {
     /// Longest a packet waits in a transmit buffer before a flush (`None`: the configuration's
     /// default; virtual-time runs at 100 Gbit/s use 0).
     pub flush_ns: Option<u64>,
+    /// Path health on the fabric group (each ToR probes the other over every path and takes
+    /// failing paths out of its spray set), with this probe interval in microseconds; `None`:
+    /// off.
+    pub health_interval_us: Option<u64>,
 }
 
 impl Default for RackPairSpec {
@@ -123,6 +131,7 @@ impl Default for RackPairSpec {
             ecn: None,
             tx_queue_limit: None,
             flush_ns: None,
+            health_interval_us: Some(HealthSpec::new(Vec::new()).interval_ns / 1000),
         }
     }
 }
@@ -185,6 +194,7 @@ impl FabricLinks {
             f.links.push(a.control());
             let cfg = |seed| FaultConfig {
                 drop_rate: ps.loss,
+                drop_schedule: ps.loss_schedule.clone(),
                 delay_ns: ps.delay_ns,
                 jitter_ns: ps.jitter_ns,
                 rate_bps: ps.rate_bps,
@@ -402,6 +412,10 @@ fn tor_config_ports(
         "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\npath_stamps = true\n",
         members.join(", ")
     );
+    if let Some(us) = spec.health_interval_us {
+        // Each ToR probes the other from its first address, 10.<rack>.1.1.
+        s += &format!("health = {{ peers = [\"10.{other}.1.1\"], interval_us = {us} }}\n");
+    }
     s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");
     s += &format!("[[route]]\nprefix = \"fd00:{other}::/32\"\ngroup = \"fabric\"\n");
     let dpdk_ports = [
@@ -522,6 +536,14 @@ impl Built {
             });
             for g in &mut v.tables.groups {
                 g.loss_detection = spec.loss_detection;
+                match spec.health_interval_us {
+                    None => g.health = None,
+                    Some(us) => {
+                        if let Some(h) = &mut g.health {
+                            h.interval_ns = us * 1000;
+                        }
+                    }
+                }
             }
             for p in &mut v.port_reorder {
                 p.recovery = spec.loss_recovery;
