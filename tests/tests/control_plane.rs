@@ -133,18 +133,26 @@ fn every_counter_is_in_the_json_and_the_metrics(sock: &Path, text: &str) {
         );
     }
     let ports = ctl_json(sock, &["show", "ports"]);
-    let h1 = ports
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "h1")
-        .unwrap();
+    let port = |name: &str| {
+        ports
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (h1, u0) = (port("h1"), port("u0"));
     for r in PortStats::default().rows() {
-        assert!(
-            h1[r.name].is_u64(),
-            "show ports lacks {} on a downlink: {h1}",
-            r.name
-        );
+        let (on, off) = match r.scope {
+            Scope::Uplink => (&u0, &h1),
+            Scope::Downlink => (&h1, &u0),
+            _ => (&h1, &h1),
+        };
+        assert!(on[r.name].is_u64(), "show ports lacks {}: {on}", r.name);
+        if r.scope == Scope::Uplink || r.scope == Scope::Downlink {
+            assert!(off[r.name].is_null(), "{} shown on {off}", r.name);
+        }
         assert!(declared(r.metric), "metrics lack {}", r.metric);
     }
 }
@@ -279,6 +287,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     for what in [
         "ports",
         "uplinks",
+        "paths",
         "routes",
         "neighbors",
         "streams",
@@ -422,6 +431,64 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(tx_of("u1") > before, "back up, it carries traffic again");
 
+    // Path health: the two ToRs probe each other over every path, and every path is in the
+    // spray set.
+    let paths = ctl_json(&sock, &["show", "paths"]);
+    let rows = paths.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{paths}");
+    for r in rows {
+        assert_eq!(r["peer"], "10.2.1.1", "{r}");
+        assert_eq!(r["sprayed"], "yes", "{r}");
+        assert_eq!(r["pin"], "auto", "{r}");
+        let ago: f64 = r["heard_ms_ago"].as_str().unwrap().parse().unwrap();
+        assert!(ago < 100.0, "tor-b last heard {ago} ms ago: {r}");
+    }
+    // Pinned out: it carries nothing but its probes, and says so; back to auto: traffic again.
+    ctl_json(&sock, &["set", "path", "u2", "out"]);
+    std::thread::sleep(Duration::from_millis(100));
+    let probes_of = |name: &str| -> u64 {
+        ctl_json(&sock, &["show", "ports"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == name)
+            .unwrap()["probes_tx"]
+            .as_u64()
+            .unwrap()
+    };
+    let (tx0, probes0) = (tx_of("u2"), probes_of("u2"));
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx1, probes1) = (tx_of("u2"), probes_of("u2"));
+    assert!(probes1 > probes0, "a pinned-out path is still probed");
+    assert_eq!(
+        tx1 - tx0,
+        probes1 - probes0,
+        "nothing but probes on a pinned-out path"
+    );
+    let paths = ctl_json(&sock, &["show", "paths"]);
+    assert_eq!(paths[2]["port"], "u2");
+    assert_eq!(
+        (&paths[2]["pin"], &paths[2]["sprayed"]),
+        (&"out".into(), &"no".into())
+    );
+    let m = parse_metrics(&scrape(metrics_addr));
+    let state = |port: &str| {
+        m.iter()
+            .find(|(n, _)| n == &format!("sprayswitch_path_state{{port=\"{port}\"}}"))
+            .map(|(_, v)| *v)
+    };
+    assert_eq!(state("u2"), Some(3.0), "pinned out");
+    assert_eq!(state("u1"), Some(0.0), "in");
+    assert_eq!(state("h1"), None, "a downlink has no path state");
+    let (ok, _, err) = ctl(&sock, &["set", "path", "h1", "out"]);
+    assert!(!ok && err.contains("no member"), "{err}");
+    let (ok, _, err) = ctl(&sock, &["set", "path", "u2", "sideways"]);
+    assert!(!ok && err.contains("'in', 'out' or 'auto'"), "{err}");
+    ctl_json(&sock, &["set", "path", "u2", "auto"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (tx2, probes2) = (tx_of("u2"), probes_of("u2"));
+    assert!(tx2 - tx1 > probes2 - probes1, "back in the spray set");
+
     // Reload: a bad file changes nothing and says why.
     let bad = dir.join("bad.toml");
     std::fs::write(
@@ -537,10 +604,24 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
         "{done}"
     );
     assert_eq!(done["dropped"], 0);
+    let mut probes = 0;
     for f in &frames {
         let c = sprayswitch::wire::classify(f, sprayswitch::wire::Pmtu::DEFAULT).unwrap();
-        assert!(c.roce().is_some(), "only the RoCE traffic crosses u0 here");
+        let probe = matches!(
+            c.class,
+            sprayswitch::wire::FrameClass::Ip(ip) if ip.l4 == sprayswitch::wire::L4Summary::Udp {
+                src_port: sprayswitch::wire::probe::PROBE_UDP_PORT,
+                dst_port: sprayswitch::wire::probe::PROBE_UDP_PORT,
+            }
+        );
+        probes += usize::from(probe);
+        assert!(
+            c.roce().is_some() || probe,
+            "only the RoCE traffic and path probes cross u0 here"
+        );
     }
+    // Both ways: this ToR's probes to tor-b, and tor-b's to it.
+    assert!(probes > 100, "{probes} path probes in 0.3 s");
     let (ok, _, err) = ctl(&sock, &["capture", "stop", "u0"]);
     assert!(!ok && err.contains("no capture"), "{err}");
 

@@ -94,7 +94,11 @@ impl Control {
                             &mut o,
                             c.rows()
                                 .iter()
-                                .filter(|r| r.scope == Scope::Port || p.role == Role::Downlink),
+                                .filter(|r| match r.scope {
+                                    Scope::Downlink => p.role == Role::Downlink,
+                                    Scope::Uplink => p.role == Role::Uplink,
+                                    _ => true,
+                                }),
                         );
                         o
                     })

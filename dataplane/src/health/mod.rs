@@ -101,11 +101,62 @@ fn worse_than(l: WindowLoss, base: f64) -> bool {
     f64::from(l.sent) * d >= SIGNIFICANCE
 }
 
+/// Whether member `m` is dead towards its peer `k` at `now`: nothing heard from the peer over it
+/// for `detect_intervals` intervals (up to when its port was last drained), while the peer went
+/// on probing, with little loss, over another member for that long after the last probe it sent
+/// that reached us over `m` (or after it began, if none ever did). The second half compares the
+/// peer's own send times, so neither a peer that stopped probing for a while (nothing comes
+/// anywhere) nor probes that are merely late on one member (a sender or an emulated path that
+/// fell behind) count as a dead path: only probes the peer sent, over this member, that never
+/// came. When every member loses much, a few probes in a row lost on one is no news either.
+fn dead_towards(
+    m: &Member,
+    k: usize,
+    spec: &HealthSpec,
+    group: &crate::engine::UplinkGroup,
+    board: &HealthBoard,
+    now: u64,
+) -> bool {
+    let Some(s) = m.sessions.get(k) else {
+        return false;
+    };
+    let quiet = u64::from(spec.detect_intervals) * spec.interval_ns;
+    if !s.silent(m.caught_up.min(now), quiet) {
+        return false;
+    }
+    let others: Vec<Cell> = group
+        .ports
+        .iter()
+        .filter(|&&o| o != m.port)
+        .filter_map(|&o| board.get(o, k))
+        .filter(|c| !c.silent && c.fast.is_some_and(|f| f < spec.fast_loss_out / 2.0))
+        .collect();
+    let since = match s.peer_sent() {
+        Some((_, last)) => last,
+        None => match others
+            .iter()
+            .filter_map(|c| c.peer_sent)
+            .map(|p| p.0)
+            .reduce(|a, b| if (b.wrapping_sub(a) as i32) < 0 { b } else { a })
+        {
+            Some(first) => first,
+            None => return false,
+        },
+    };
+    let quiet_us = (quiet / 1000) as i64;
+    let dead = others.iter().any(|c| {
+        c.peer_sent
+            .is_some_and(|(_, last)| i64::from(last.wrapping_sub(since) as i32) > quiet_us)
+    });
+    dead
+}
+
 /// Where each (member, peer) session's loss is published for the other members' monitors:
 /// one word per session.
 #[derive(Debug)]
 pub struct HealthBoard {
-    cells: Box<[AtomicU64]>,
+    /// Per session: its loss word and the peer's send times (first and last heard).
+    cells: Box<[[AtomicU64; 2]]>,
 }
 
 /// One session's state as the board holds it.
@@ -117,12 +168,16 @@ pub struct Cell {
     pub fast: Option<f64>,
     /// Loss over the last [`SLOW_WINDOW`] probes.
     pub slow: Option<f64>,
+    /// The peer's send times (its clock, microseconds) of the first and the last of its probes
+    /// heard over the member.
+    pub peer_sent: Option<(u32, u32)>,
 }
 
 const VALID: u64 = 1 << 63;
 const SILENT: u64 = 1 << 62;
 const HAS_FAST: u64 = 1 << 61;
 const HAS_SLOW: u64 = 1 << 60;
+const HEARD: u64 = 1 << 59;
 const PPM_MASK: u64 = (1 << 20) - 1;
 
 fn ppm(x: f64) -> u64 {
@@ -130,7 +185,7 @@ fn ppm(x: f64) -> u64 {
 }
 
 impl Cell {
-    fn pack(&self) -> u64 {
+    fn pack(&self) -> [u64; 2] {
         let mut w = VALID;
         if self.silent {
             w |= SILENT;
@@ -141,14 +196,20 @@ impl Cell {
         if let Some(s) = self.slow {
             w |= HAS_SLOW | ppm(s) << 20;
         }
-        w
+        let mut t = 0;
+        if let Some((first, last)) = self.peer_sent {
+            w |= HEARD;
+            t = u64::from(last) << 32 | u64::from(first);
+        }
+        [w, t]
     }
 
-    fn unpack(w: u64) -> Option<Cell> {
+    fn unpack(w: u64, t: u64) -> Option<Cell> {
         (w & VALID != 0).then(|| Cell {
             silent: w & SILENT != 0,
             fast: (w & HAS_FAST != 0).then(|| (w & PPM_MASK) as f64 / 1e6),
             slow: (w & HAS_SLOW != 0).then(|| (w >> 20 & PPM_MASK) as f64 / 1e6),
+            peer_sent: (w & HEARD != 0).then(|| (t as u32, (t >> 32) as u32)),
         })
     }
 }
@@ -157,7 +218,9 @@ impl HealthBoard {
     /// A board for `ports` ports.
     pub fn new(ports: usize) -> HealthBoard {
         HealthBoard {
-            cells: (0..ports * MAX_PEERS).map(|_| AtomicU64::new(0)).collect(),
+            cells: (0..ports * MAX_PEERS)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
         }
     }
 
@@ -166,27 +229,27 @@ impl HealthBoard {
     }
 
     /// Publishes session `slot` of `port` (its owner only). Relaxed: each word is read
-    /// whole, and a value one interval old is as good a comparison as the newest.
+    /// whole, and a reader that gets one word of this round and one of the last compares
+    /// figures one interval apart, as good a comparison as the newest.
     pub fn set(&self, port: PortId, slot: usize, c: Cell) {
         if let Some(w) = self.cells.get(Self::index(port, slot)) {
-            w.store(c.pack(), Ordering::Relaxed);
+            let [a, b] = c.pack();
+            w[1].store(b, Ordering::Relaxed);
+            w[0].store(a, Ordering::Relaxed);
         }
     }
 
     /// Session `slot` of `port`, if its owner published one.
     pub fn get(&self, port: PortId, slot: usize) -> Option<Cell> {
-        Cell::unpack(
-            self.cells
-                .get(Self::index(port, slot))?
-                .load(Ordering::Relaxed),
-        )
+        let w = self.cells.get(Self::index(port, slot))?;
+        Cell::unpack(w[0].load(Ordering::Relaxed), w[1].load(Ordering::Relaxed))
     }
 
     /// Forgets what `port` published (it left its group's health).
     pub fn clear(&self, port: PortId) {
         for slot in 0..MAX_PEERS {
             if let Some(w) = self.cells.get(Self::index(port, slot)) {
-                w.store(0, Ordering::Relaxed);
+                w[0].store(0, Ordering::Relaxed);
             }
         }
     }
@@ -566,6 +629,7 @@ impl PathMonitor {
                         silent: s.silent(at, quiet),
                         fast: s.loss(FAST_WINDOW).map(|l| l.ratio()),
                         slow: s.loss(SLOW_WINDOW).map(|l| l.ratio()),
+                        peer_sent: s.peer_sent(),
                     },
                 );
             }
@@ -593,7 +657,7 @@ impl PathMonitor {
                 let (Some(src), Some(peer_mac)) = (spec.source_for(s.peer), info.peer_mac) else {
                     continue;
                 };
-                let repr = s.next_probe(spraying);
+                let repr = s.next_probe(spraying, now);
                 let mut f = ProbeFrame {
                     port: m.port,
                     bytes: [0; FRAME_LEN_V6],
@@ -622,17 +686,9 @@ impl PathMonitor {
     /// what it sprayed before may still be queued behind them, so that is no proof.)
     fn delivers_nothing(&self, m: &Member, t: &Tables, board: &HealthBoard, now: u64) -> bool {
         let Some(spec) = &m.spec else { return false };
-        let quiet = u64::from(spec.detect_intervals) * spec.interval_ns;
         let group = &t.groups[usize::from(m.group)];
-        let at = m.caught_up.min(now);
         !m.sessions.is_empty()
-            && m.sessions.iter().enumerate().all(|(k, s)| {
-                s.silent(at, quiet)
-                    && group
-                        .ports
-                        .iter()
-                        .any(|&o| o != m.port && board.get(o, k).is_some_and(|c| !c.silent))
-            })
+            && (0..m.sessions.len()).all(|k| dead_towards(m, k, spec, group, board, now))
     }
 
     /// The worst fault of member `i` towards any peer, judged against the group's other
@@ -641,7 +697,6 @@ impl PathMonitor {
         let m = &self.members[i];
         let spec = m.spec.as_ref()?;
         let group = &t.groups[usize::from(m.group)];
-        let quiet = u64::from(spec.detect_intervals) * spec.interval_ns;
         for (k, s) in m.sessions.iter().enumerate() {
             let others: Vec<Cell> = group
                 .ports
@@ -649,14 +704,7 @@ impl PathMonitor {
                 .filter(|&&o| o != m.port)
                 .filter_map(|&o| board.get(o, k))
                 .collect();
-            // Dead: silent while the peer is heard, with little loss, over another member (when
-            // every member loses much, a few probes in a row lost on one is no news).
-            let silent = s.silent(m.caught_up.min(now), quiet);
-            if silent
-                && others
-                    .iter()
-                    .any(|c| !c.silent && c.fast.is_some_and(|f| f < spec.fast_loss_out / 2.0))
-            {
+            if dead_towards(m, k, spec, group, board, now) {
                 return Some(Fault::Dead(s.peer));
             }
             // What the best other member loses (over its long window where it has one: the

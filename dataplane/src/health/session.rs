@@ -60,6 +60,9 @@ pub(super) struct Session {
     last_heard: Option<u64>,
     /// The peer sprays over this path (its last probe said so).
     pub(super) peer_sprays: bool,
+    /// The peer's send times (its clock, microseconds) of the first and the last of its probes
+    /// heard in its current session.
+    peer_sent: Option<(u32, u32)>,
     /// The peer's reports of this side's current session, newest last, at most
     /// [`SLOW_WINDOW`] + 1.
     reports: VecDeque<Report>,
@@ -77,12 +80,13 @@ impl Session {
             heard_top: 0,
             last_heard: None,
             peer_sprays: false,
+            peer_sent: None,
             reports: VecDeque::with_capacity(SLOW_WINDOW + 1),
         }
     }
 
-    /// The next probe to send; `spraying`: this side sprays over the path now.
-    pub(super) fn next_probe(&mut self, spraying: bool) -> ProbeRepr {
+    /// The next probe to send at `now`; `spraying`: this side sprays over the path now.
+    pub(super) fn next_probe(&mut self, spraying: bool, now: u64) -> ProbeRepr {
         self.seq = self.seq.wrapping_add(1);
         ProbeRepr {
             flags: if spraying { FLAG_SPRAYING } else { 0 },
@@ -91,6 +95,7 @@ impl Session {
             rx_session: self.heard_session,
             rx_count: self.heard_count,
             rx_top: self.heard_top,
+            tx_us: (now / 1000) as u32,
         }
     }
 
@@ -103,12 +108,15 @@ impl Session {
             self.heard_count = 0;
             self.heard_top = 0;
             self.reports.clear();
+            self.peer_sent = None;
         }
         self.heard_count = self.heard_count.wrapping_add(1);
         if p.seq > self.heard_top {
             self.heard_top = p.seq;
         }
         self.last_heard = Some(now);
+        // The peer's send times, as it counts them (FIFO path: they rise).
+        self.peer_sent.get_or_insert((p.tx_us, p.tx_us)).1 = p.tx_us;
         self.peer_sprays = p.flags & FLAG_SPRAYING != 0;
         if p.rx_session != self.session {
             // Counts of another session of ours (from before a restart), or none yet.
@@ -142,6 +150,11 @@ impl Session {
     /// When the peer was last heard.
     pub(super) fn last_heard(&self) -> Option<u64> {
         self.last_heard
+    }
+
+    /// The peer's send times (its clock, microseconds) of the first and the last probe heard.
+    pub(super) fn peer_sent(&self) -> Option<(u32, u32)> {
+        self.peer_sent
     }
 
     /// Loss of this side's probes over the peer's last `window` reports, once they span at
@@ -203,6 +216,7 @@ mod tests {
             rx_session,
             rx_count,
             rx_top,
+            tx_us: seq * 50,
         }
     }
 
@@ -224,10 +238,11 @@ mod tests {
         assert!((s.loss(SLOW_WINDOW).unwrap().ratio() - 0.25).abs() < 0.01);
         assert!(s.peer_sprays);
         assert_eq!(
-            s.next_probe(true).rx_count,
+            s.next_probe(true, 0).rx_count,
             1200,
             "we heard every probe of the peer's"
         );
+        assert_eq!(s.peer_sent(), Some((50, 60_000)));
     }
 
     #[test]
@@ -245,8 +260,13 @@ mod tests {
         assert!(s.mark_since(3).is_none(), "it came before");
         // The peer restarts: its counts of our probes start again, and so do ours of its.
         s.heard(&peer_probe(6, 1, 9, 0, 0), 4);
-        assert_eq!(s.next_probe(false).rx_count, 1);
-        assert_eq!(s.next_probe(false).rx_session, 6);
+        assert_eq!(s.next_probe(false, 0).rx_count, 1);
+        assert_eq!(s.next_probe(false, 0).rx_session, 6);
+        assert_eq!(
+            s.peer_sent(),
+            Some((50, 50)),
+            "counted from the new session"
+        );
     }
 
     #[test]

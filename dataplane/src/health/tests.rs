@@ -67,6 +67,12 @@ struct Run {
     now: u64,
     /// A port of B's that B's worker does not drain (it has fallen behind on it).
     b_behind: Option<PortId>,
+    /// Probes of A's in flight: (due, port, payload), delivered to B at their time.
+    late: Vec<(u64, PortId, [u8; 32])>,
+    /// Extra delay of A's probes per path (a sender, or an emulated path, that fell behind).
+    a_delay_ns: [u64; PATHS],
+    /// A's thread does not run until then: it sends nothing.
+    a_stalled_until: u64,
 }
 
 impl Run {
@@ -77,6 +83,9 @@ impl Run {
             rng: Rng::new(7),
             now: 0,
             b_behind: None,
+            late: Vec::new(),
+            a_delay_ns: [0; PATHS],
+            a_stalled_until: 0,
         }
     }
 
@@ -87,6 +96,9 @@ impl Run {
             let now = self.now;
             let l = loss(now);
             for from_a in [true, false] {
+                if from_a && now < self.a_stalled_until {
+                    continue;
+                }
                 let (tx, rx) = if from_a {
                     (&mut self.a, &mut self.b)
                 } else {
@@ -107,8 +119,21 @@ impl Run {
                     let f = &p.bytes[..p.len];
                     // Ethernet, IPv4 (20), UDP: the payload at 42, to the probe port.
                     assert_eq!(u16::from_be_bytes([f[36], f[37]]), PROBE_UDP_PORT);
+                    if from_a && self.a_delay_ns[path] > 0 {
+                        let mut payload = [0u8; 32];
+                        payload.copy_from_slice(&f[42..74]);
+                        self.late
+                            .push((now + self.a_delay_ns[path], p.port, payload));
+                        continue;
+                    }
                     assert!(rx.mon.handle(p.port, src, &f[42..], now));
                 }
+            }
+            let (due, later): (Vec<_>, Vec<_>) =
+                self.late.drain(..).partition(|(at, _, _)| *at <= now);
+            self.late = later;
+            for (_, port, payload) in due {
+                self.b.mon.handle(port, self.a.addr, &payload, now);
             }
             each(self);
         }
@@ -339,6 +364,42 @@ fn a_worker_behind_on_its_ports_does_not_take_silence_for_death() {
 }
 
 #[test]
+fn a_sender_that_stalls_is_not_a_dead_path() {
+    for stall_ns in [300_000, 2_000_000, 20_000_000] {
+        let mut r = Run::new();
+        r.until(50_000_000, &clean, |_| {});
+        // A's thread stalls right after its probes over path 0 left it, while those over paths
+        // 1 to 3 (longer emulated paths, released later by the same thread) did not: B hears
+        // them, and nothing else of A's, only when A runs again.
+        r.a_delay_ns = [0, stall_ns, stall_ns, stall_ns];
+        r.until(50_020_000, &clean, |_| {});
+        r.a_delay_ns = [0; PATHS];
+        r.a_stalled_until = r.now + stall_ns;
+        r.until(60_000_000 + stall_ns, &clean, |r| {
+            for p in 0..PATHS {
+                assert!(
+                    r.b.sprayed(p),
+                    "stall {stall_ns}: path {p} out at {}",
+                    r.now
+                );
+                assert!(!r.b.mon.rx_dead(U0 + p as PortId));
+            }
+        });
+    }
+}
+
+#[test]
+fn probes_late_on_one_path_only_count_as_lost_until_they_come() {
+    // A's probes over path 1 alone take 2 ms longer (a queue in the network-control class):
+    // from B that is silence while A is heard elsewhere, like loss.
+    let mut r = Run::new();
+    r.until(50_000_000, &clean, |_| {});
+    r.a_delay_ns = [0, 2_000_000, 0, 0];
+    r.until(53_000_000, &clean, |_| {});
+    assert!(!r.b.sprayed(1));
+}
+
+#[test]
 fn pins_override_health_and_work_without_it() {
     let mut r = Run::new();
     r.a.t.ports[usize::from(U0)].path_pin = PathPin::Out;
@@ -412,6 +473,7 @@ fn cells_round_trip_through_the_board() {
         silent: true,
         fast: Some(0.25),
         slow: None,
+        peer_sent: None,
     };
     b.set(2, 5, c);
     assert_eq!(b.get(2, 5), Some(c));
@@ -419,6 +481,7 @@ fn cells_round_trip_through_the_board() {
         silent: false,
         fast: Some(1.0),
         slow: Some(0.031_25),
+        peer_sent: Some((7, 0xffff_fff0)),
     };
     b.set(2, 5, c);
     assert_eq!(b.get(2, 5), Some(c));

@@ -28,13 +28,16 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |              Highest sequence number received                 |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |                          Reserved                             |
+//! |              Send time (sender's clock, microseconds)         |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
 //! - Session: a number the sender draws when it starts probing a peer over a path (never 0),
 //!   so that the counts of a restarted peer are not taken for the old one's.
 //! - Flags: bit 0, [`FLAG_SPRAYING`], the sender sprays over this path now.
+//! - Send time: when the sender sent it, in microseconds of its own clock (wrapping): the
+//!   receiver compares only send times of one sender, so it can tell a path whose probes stopped
+//!   while the sender went on probing over others from one whose probes are merely late.
 //!
 //! Probes go with DSCP CS6 (network control) and ECN not-ECT. Over IPv4 the UDP checksum is
 //! zero (allowed); over IPv6 it is computed, as IPv6 requires.
@@ -76,6 +79,7 @@ mod field {
     pub(super) const RX_SESSION: Range<usize> = 16..20;
     pub(super) const RX_COUNT: Range<usize> = 20..24;
     pub(super) const RX_TOP: Range<usize> = 24..28;
+    pub(super) const TX_US: Range<usize> = 28..32;
 }
 
 impl<T: AsRef<[u8]>> Probe<T> {
@@ -108,6 +112,10 @@ impl<T: AsRef<[u8]>> Probe<T> {
     pub fn rx_top(&self) -> u32 {
         read_u32(&self.buffer.as_ref()[field::RX_TOP])
     }
+    /// When the sender sent it, microseconds of its clock (wrapping).
+    pub fn tx_us(&self) -> u32 {
+        read_u32(&self.buffer.as_ref()[field::TX_US])
+    }
 }
 
 /// Emit-side probe payload.
@@ -125,6 +133,8 @@ pub struct ProbeRepr {
     pub rx_count: u32,
     /// Highest sequence number of that session received.
     pub rx_top: u32,
+    /// Send time, microseconds of the sender's clock (wrapping).
+    pub tx_us: u32,
 }
 
 impl ProbeRepr {
@@ -143,6 +153,7 @@ impl ProbeRepr {
             rx_session: v.rx_session(),
             rx_count: v.rx_count(),
             rx_top: v.rx_top(),
+            tx_us: v.tx_us(),
         })
     }
 
@@ -165,6 +176,7 @@ impl ProbeRepr {
         b[field::RX_SESSION].copy_from_slice(&self.rx_session.to_be_bytes());
         b[field::RX_COUNT].copy_from_slice(&self.rx_count.to_be_bytes());
         b[field::RX_TOP].copy_from_slice(&self.rx_top.to_be_bytes());
+        b[field::TX_US].copy_from_slice(&self.tx_us.to_be_bytes());
         Ok(())
     }
 }
@@ -280,6 +292,7 @@ mod tests {
             rx_session: 42,
             rx_count: 5,
             rx_top: 6,
+            tx_us: 0xfeed_f00d,
         };
         for v6 in [false, true] {
             let mut buf = [0u8; 128];

@@ -499,10 +499,14 @@ pub fn run(
         stamp_per_rack: !opts.stamp_per_host,
         // As a downlink towards such an RNIC is configured.
         loss_recovery: receiver.loss_recovery(),
-        health_interval_us: if opts.health {
-            RackPairSpec::default().health_interval_us
-        } else {
-            None
+        // On the scenario's own clock, the switch's default interval; in real time, the rack
+        // pair's (its emulated paths are late by as much as its threads wake late).
+        health_interval_us: match (opts.health, opts.virtual_step_ns) {
+            (false, _) => None,
+            (true, Some(_)) => {
+                Some(sprayswitch::engine::HealthSpec::new(Vec::new()).interval_ns / 1000)
+            }
+            (true, None) => RackPairSpec::default().health_interval_us,
         },
         ..RackPairSpec::default()
     };
