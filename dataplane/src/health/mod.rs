@@ -209,7 +209,7 @@ impl Cell {
             silent: w & SILENT != 0,
             fast: (w & HAS_FAST != 0).then(|| (w & PPM_MASK) as f64 / 1e6),
             slow: (w & HAS_SLOW != 0).then(|| (w >> 20 & PPM_MASK) as f64 / 1e6),
-            peer_sent: (w & HEARD != 0).then(|| (t as u32, (t >> 32) as u32)),
+            peer_sent: (w & HEARD != 0).then_some((t as u32, (t >> 32) as u32)),
         })
     }
 }
