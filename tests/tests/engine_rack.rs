@@ -143,7 +143,7 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
 
     // A TCP connection's segments stay on one uplink even though RoCE is sprayed.
     let before: Vec<u64> = (0..4)
-        .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+        .map(|u| data_tx(rp.tor_a.stats().port(&format!("u{u}")).unwrap()))
         .collect();
     for i in 0..200u32 {
         send(
@@ -170,7 +170,7 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
         "in order, none lost"
     );
     let after: Vec<u64> = (0..4)
-        .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+        .map(|u| data_tx(rp.tor_a.stats().port(&format!("u{u}")).unwrap()))
         .collect();
     let used: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     assert_eq!(
@@ -180,6 +180,11 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
     );
     assert!(rp.tor_a.stats().hashed >= 200);
     rp.stop();
+}
+
+/// What an uplink sent besides the path probes the two ToRs exchange over it.
+fn data_tx(p: &sprayswitch::stats::PortStats) -> u64 {
+    p.tx_pkts - p.probes_tx
 }
 
 /// Sends `n` tagged RoCE packets from a1 to b1 over several QPs and collects the tags b1 sees.
@@ -241,7 +246,7 @@ fn spray_delivers_every_packet_once(workers: usize, reorder: bool) {
     assert_eq!(s.sprayed, u64::from(n));
     assert_eq!(s.drops_total(), 0);
     let per_uplink: Vec<u64> = (0..4)
-        .map(|u| s.port(&format!("u{u}")).unwrap().tx_pkts)
+        .map(|u| data_tx(s.port(&format!("u{u}")).unwrap()))
         .collect();
     if workers == 1 {
         assert_eq!(per_uplink, vec![5000; 4], "round robin is exact");
@@ -272,7 +277,7 @@ fn down_uplinks_get_nothing_and_spraying_continues() {
     let mut rp = RackPair::start(&RackPairSpec::default()).unwrap();
     let tx = |rp: &RackPair| -> Vec<u64> {
         (0..4)
-            .map(|u| rp.tor_a.stats().port(&format!("u{u}")).unwrap().tx_pkts)
+            .map(|u| data_tx(rp.tor_a.stats().port(&format!("u{u}")).unwrap()))
             .collect()
     };
     // Administratively down.
@@ -381,7 +386,7 @@ fn every_policy_delivers_everything() {
         assert_eq!((tags.len(), unique.len()), (4000, 4000), "{policy:?}");
         let s = rp.tor_a.stats();
         let used = (0..4)
-            .filter(|u| s.port(&format!("u{u}")).unwrap().tx_pkts > 0)
+            .filter(|u| data_tx(s.port(&format!("u{u}")).unwrap()) > 0)
             .count();
         // 8 QPs: even ECMP spreads them over more than one uplink; per-packet policies use all.
         assert!(used >= 2, "{policy:?} used {used} uplinks");

@@ -107,6 +107,7 @@ fuzz_target!(|data: &[u8]| {
                                 span: m.span,
                             },
                             now,
+                            &mut out,
                         ),
                         MetaKind::HostSingle => core.observe_read(
                             m.local,
@@ -116,17 +117,20 @@ fuzz_target!(|data: &[u8]| {
                             m.psn,
                             HostRequest::Single,
                             now,
-                        ),
-                        MetaKind::HostPmtu => core.observe_host_pmtu(
-                            m.local,
-                            m.remote,
-                            m.sport,
-                            m.qpn,
-                            m.psn,
-                            u32::from(m.full_payload),
-                            now,
                             &mut out,
                         ),
+                        MetaKind::HostPmtu => {
+                            core.observe_host_pmtu(
+                                m.local,
+                                m.remote,
+                                m.sport,
+                                m.qpn,
+                                m.psn,
+                                u32::from(m.full_payload),
+                                now,
+                                &mut out,
+                            );
+                        }
                         MetaKind::HostNak => core
                             .observe_nak(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
                         _ => core

@@ -450,6 +450,10 @@ impl<T> ReorderCore<T> {
             // within the idle time that evicts (the period is at most 1/8192 of it, 10 us).
             self.next_evict_scan = now.saturating_add((self.cfg.idle_evict_ns / 8192).min(10_000));
             self.evict_some(now, out, 32);
+            if self.pairing.entries() > 2 * self.index.len() + super::pairing::SEEN_SLACK {
+                // The QPs of streams gone are of no use to the pairing any more.
+                self.prune_pairing();
+            }
         }
     }
 

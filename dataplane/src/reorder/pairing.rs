@@ -59,11 +59,18 @@ struct Seen {
 /// again from the next packets).
 const MAX_SEEN: usize = 4096;
 
-fn remember(v: &mut IntMap<u32, u16>, qpn: u32, sport: u16) {
+/// Entries `seen` may hold beyond twice the streams tracked before the core prunes those of
+/// streams that are gone ([`super::core::ReorderCore::prune_pairing`]).
+pub(super) const SEEN_SLACK: usize = 64;
+
+/// Remembers `qpn` with `sport`; returns (entries a clear dropped, entries added).
+fn remember(v: &mut IntMap<u32, u16>, qpn: u32, sport: u16) -> (usize, usize) {
+    let mut dropped = 0;
     if v.len() >= MAX_SEEN && !v.contains_key(&qpn) {
+        dropped = v.len();
         v.clear();
     }
-    v.insert(qpn, sport);
+    (dropped, usize::from(v.insert(qpn, sport).is_none()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +103,8 @@ pub(super) enum CmSeen {
 pub(super) struct Pairing {
     cap: usize,
     seen: IntMap<HostPair, Seen>,
+    /// QPs remembered in `seen`, both sides, every host pair.
+    entries: usize,
     /// (local, remote, local QPN) -> remote QPN.
     by_local: IntMap<PairQp, Binding>,
     /// (local, remote, remote QPN) -> local QPN.
@@ -114,6 +123,7 @@ impl Pairing {
         Pairing {
             cap: cap.max(1),
             seen: IntMap::default(),
+            entries: 0,
             by_local: IntMap::default(),
             by_remote: IntMap::default(),
             cm_req: IntMap::default(),
@@ -137,18 +147,27 @@ impl Pairing {
     fn seen_mut(&mut self, local: u128, remote: u128) -> &mut Seen {
         if self.seen.len() >= self.cap && !self.seen.contains_key(&HostPair(local, remote)) {
             self.seen.clear();
+            self.entries = 0;
         }
         self.seen.entry(HostPair(local, remote)).or_default()
     }
 
     /// A request from `remote` arrived for the local QP `local_qpn` with UDP source `sport`.
     pub(super) fn saw_local(&mut self, local: u128, remote: u128, local_qpn: u32, sport: u16) {
-        remember(&mut self.seen_mut(local, remote).locals, local_qpn, sport);
+        let (dropped, added) = remember(&mut self.seen_mut(local, remote).locals, local_qpn, sport);
+        self.entries = self.entries.saturating_sub(dropped) + added;
     }
 
     /// The local host sent to the remote QP `remote_qpn` with UDP source `sport`.
     pub(super) fn saw_remote(&mut self, local: u128, remote: u128, remote_qpn: u32, sport: u16) {
-        remember(&mut self.seen_mut(local, remote).remotes, remote_qpn, sport);
+        let (dropped, added) =
+            remember(&mut self.seen_mut(local, remote).remotes, remote_qpn, sport);
+        self.entries = self.entries.saturating_sub(dropped) + added;
+    }
+
+    /// QPs remembered in `seen`.
+    pub(super) fn entries(&self) -> usize {
+        self.entries
     }
 
     /// The remote QPs of a host pair seen so far, with their UDP source ports.
@@ -353,6 +372,30 @@ impl<T> super::core::ReorderCore<T> {
         self.pairing.saw_local(local, remote, qpn, sport);
     }
 
+    /// Forgets the QPs seen that have no stream (evicted, or never created): a local QP is
+    /// only ever chosen for its request stream and a remote one for its response stream, so
+    /// what `seen` keeps stays within the streams tracked instead of growing with every QPN
+    /// that ever passed (up to 4096 per host pair and side, for as many host pairs as
+    /// streams).
+    pub(super) fn prune_pairing(&mut self) {
+        let index = &self.index;
+        let mut entries = 0;
+        self.pairing.seen.retain(|&HostPair(local, remote), s| {
+            s.locals
+                .retain(|&qpn, _| index.contains_key(&StreamKey::Request { local, qpn }));
+            s.remotes.retain(|&remote_qpn, _| {
+                index.contains_key(&StreamKey::Response {
+                    local,
+                    remote,
+                    remote_qpn,
+                })
+            });
+            entries += s.locals.len() + s.remotes.len();
+            !(s.locals.is_empty() && s.remotes.is_empty())
+        });
+        self.pairing.entries = entries;
+    }
+
     /// Whether a host's ACK or NAK naming `psn` can concern a stream expecting `e`.
     fn near(&self, e: Psn, psn: Psn) -> bool {
         let d = e.distance(psn);
@@ -447,7 +490,7 @@ impl<T> super::core::ReorderCore<T> {
 
     /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the
     /// remote QP `remote_qpn`: its QP's path MTU, which the READ REQUESTs of its request stream
-    /// span.
+    /// span. True when a stream now has that path MTU (else nothing was applied).
     pub fn observe_host_pmtu(
         &mut self,
         local: u128,
@@ -458,11 +501,13 @@ impl<T> super::core::ReorderCore<T> {
         pmtu: u32,
         now: u64,
         out: &mut Vec<T>,
-    ) {
+    ) -> bool {
         self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        if let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) {
-            self.learn_stream_pmtu(stream, pmtu, now, out);
-        }
+        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
+            return false;
+        };
+        self.learn_stream_pmtu(stream, pmtu, now, out);
+        self.streams[stream as usize].pmtu == pmtu
     }
 
     /// The local host ACKed through `psn`: a stream still expecting an earlier PSN (after a

@@ -637,11 +637,13 @@ impl<T> ReorderCore<T> {
         if !learning
             && s.recovery == LossRecovery::ReleaseRun
             && psn.is_before(old)
-            && psn.distance(old).unsigned_abs() <= self.mask
+            && psn.distance(old).unsigned_abs() <= super::pairing::HOST_PSN_REACH
         {
             // A selective-repeat host resends only the PSN it NAKs, which passes as late; the
             // RNIC kept what followed it, so `e` stays (moving back would wait for PSNs the
-            // host will not send again).
+            // host will not send again). The run released past the gap (the ring and the far
+            // list, or a timeout's flush) may be longer than a window: a NAK within what a
+            // host keeps in flight is still of this sequence.
             return false;
         }
         s.phase = Phase::Active;

@@ -97,7 +97,9 @@ pub enum ResponseKind {
 impl<T> ReorderCore<T> {
     /// The local host sent a READ REQUEST (or an atomic, FLUSH or ATOMIC WRITE) with `psn` to
     /// the remote QP `remote_qpn`: its responses will fill the PSNs from `psn` on. A request
-    /// at or before PSNs already asked for is a retry and starts them over.
+    /// at or before PSNs already asked for is a retry and starts them over (what no longer
+    /// fits the ring from the new expected PSN goes to the far list, or, if that is full, to
+    /// `out`).
     pub fn observe_read(
         &mut self,
         local: u128,
@@ -107,6 +109,7 @@ impl<T> ReorderCore<T> {
         psn: Psn,
         req: HostRequest,
         now: u64,
+        out: &mut Vec<T>,
     ) {
         self.pairing.saw_remote(local, remote, remote_qpn, sport);
         let key = StreamKey::Response {
@@ -183,7 +186,15 @@ impl<T> ReorderCore<T> {
         s.reads.push_back(range);
         if was_empty || psn.is_before(s.expected) || !Self::in_ranges(s, s.expected) {
             // Nothing was outstanding, or the requester went back: its responses start here.
-            s.expected = Self::first_unfilled(s, psn);
+            let e = Self::first_unfilled(s, psn);
+            let moved = e != s.expected;
+            s.expected = e;
+            if moved && s.held > 0 {
+                // What is held stays (the retry's copies of it are discarded as duplicates),
+                // but the ring is indexed from the expected PSN: what now lies a window or
+                // more past it goes to the far list, so that scans from it run in PSN order.
+                self.normalize_ring(stream, now, out);
+            }
         }
     }
 
@@ -588,6 +599,38 @@ impl<T> ReorderCore<T> {
         }
     }
 
+    /// An ACK or NAK older than the READ (or atomic) whose responses the requester is taking:
+    /// the expected PSN is past the first outstanding range's start, so a response of that
+    /// request went out, and it completed everything before it (rxe's `check_psn`: a response
+    /// past a WQE's last PSN completes that WQE). The ACK tells the requester nothing; in the
+    /// middle of the READ's responses rxe's completer still takes it to `check_ack`, whose
+    /// update resets `comp.opcode`, and the READ's next MIDDLE or LAST response then moves the
+    /// QP to the error state.
+    fn ack_redundant(s: &super::stream::Stream<T>, psn: Psn) -> bool {
+        s.reads
+            .front()
+            .is_some_and(|r| r.start.is_before(s.expected) && psn.is_before(r.start))
+    }
+
+    /// Discards the waiting ACKs and NAKs [`Self::ack_redundant`] names (counted as stale), in
+    /// place: before the stage gives up on responses of the READ under way, which would
+    /// otherwise let them out once its range is gone.
+    fn drop_redundant_acks(&mut self, stream: u32, now: u64) {
+        let n = self.streams[stream as usize].acks.len();
+        for _ in 0..n {
+            let Some(a) = self.streams[stream as usize].acks.pop_front() else {
+                break;
+            };
+            if Self::ack_redundant(&self.streams[stream as usize], a.psn) {
+                self.ack_taken(stream, &a, now);
+                self.streams[stream as usize].stats.duplicates += 1;
+                self.totals.stale_acks += 1;
+            } else {
+                self.streams[stream as usize].acks.push_back(a);
+            }
+        }
+    }
+
     fn insert_ack(
         &mut self,
         stream: u32,
@@ -612,6 +655,13 @@ impl<T> ReorderCore<T> {
                 self.totals.stale_acks += 1;
                 return Insert::Stale;
             }
+        }
+        if Self::ack_redundant(s, psn) {
+            // Older than the READ under way: held, a give-up would let it out in the middle of
+            // that READ's responses; passed, it would land there now.
+            self.streams[stream as usize].stats.duplicates += 1;
+            self.totals.stale_acks += 1;
+            return Insert::Stale;
         }
         if s.acks.is_empty() && Self::ack_may_pass(s, psn) {
             out.push(item);
@@ -755,6 +805,8 @@ impl<T> ReorderCore<T> {
     /// Gives up on the responses before `psn`: ranges that end before it are dropped, the
     /// expected PSN moves there, and the ACKs that were waiting for them go.
     fn skip_to(&mut self, stream: u32, psn: Psn, now: u64, out: &mut Vec<T>) {
+        // While the range under way is still there: its older ACKs must not follow it out.
+        self.drop_redundant_acks(stream, now);
         let s = &mut self.streams[stream as usize];
         while let Some(r) = s.reads.front() {
             if r.last().is_before(psn) {
@@ -787,6 +839,7 @@ impl<T> ReorderCore<T> {
     /// between them), as if the missing responses had come. The ranges after the gap stay, so
     /// that the requester's retry and what follows it are still ordered.
     pub(super) fn response_timeout(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+        self.drop_redundant_acks(stream, now);
         loop {
             let e = self.streams[stream as usize].expected;
             match self.next_held_psn(stream, e) {

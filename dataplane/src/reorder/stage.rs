@@ -28,8 +28,9 @@ pub struct ReorderStage {
     detect_published: Arc<Mutex<Histogram<u64>>>,
     last_publish: u64,
     /// The path MTU a local responder showed last (local, remote, remote QPN, bytes): every
-    /// READ RESPONSE it sends shows it again.
-    last_pmtu: Option<(u128, u128, u32, u16)>,
+    /// READ RESPONSE it sends shows it again. Kept only once a stream took it, with the core's
+    /// eviction count then: a stream created since (after an eviction) starts without one.
+    last_pmtu: Option<((u128, u128, u32, u16), u64)>,
 }
 
 impl ReorderStage {
@@ -211,6 +212,7 @@ impl DownlinkStage for ReorderStage {
                 meta.psn,
                 req,
                 now,
+                &mut self.released,
             );
             self.emit(out);
             return;
@@ -227,9 +229,9 @@ impl DownlinkStage for ReorderStage {
             ),
             MetaKind::HostPmtu => {
                 let seen = (meta.local, meta.remote, meta.qpn, meta.full_payload);
-                if self.last_pmtu != Some(seen) {
-                    self.last_pmtu = Some(seen);
-                    self.core.observe_host_pmtu(
+                let epoch = self.core.totals.evictions;
+                if self.last_pmtu != Some((seen, epoch)) {
+                    let applied = self.core.observe_host_pmtu(
                         meta.local,
                         meta.remote,
                         meta.sport,
@@ -239,6 +241,7 @@ impl DownlinkStage for ReorderStage {
                         now,
                         &mut self.released,
                     );
+                    self.last_pmtu = applied.then_some((seen, epoch));
                 }
             }
             MetaKind::HostAck => self.core.observe_ack(
@@ -468,5 +471,56 @@ mod tests {
         s.poll(20_000, &mut out);
         assert_eq!(out.len(), 1, "port 0's 10 us, not port 1's 1 ms");
         assert_eq!(s.totals().timeouts, 1);
+    }
+
+    /// A READ stream evicted and re-created learns its QP's path MTU again from the local
+    /// responder's READ RESPONSEs, which show the same path MTU as before: without it, its
+    /// READ REQUESTs are spanned at the engine's estimate and the next request waits for PSNs
+    /// that never come, a hold timeout per READ.
+    #[test]
+    fn a_read_stream_re_created_after_eviction_learns_the_path_mtu_again() {
+        let t = tor_tables(2, 0, SprayPolicy::Ecmp);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            idle_evict_ns: 1_000_000,
+            hold_timeout_ns: 1_000_000_000,
+            ..ReorderConfig::default()
+        };
+        let mut s = ReorderStage::new(cfg, &t, &[]);
+        let mut out = Vec::new();
+        // A READ of 64 KiB: the engine sized it at 4096 bytes (16 PSNs); the QP runs at 1024.
+        let read = |psn| RoceMeta {
+            kind: MetaKind::Request {
+                read_len: Some(65_536),
+            },
+            span: 16,
+            ..meta(9, psn, 60)
+        };
+        // The local responder's READ RESPONSE MIDDLE to the remote QP 0x77: its path MTU.
+        let shows_pmtu = |psn| RoceMeta {
+            kind: MetaKind::HostPmtu,
+            full_payload: 1024,
+            qpn: 0x77,
+            ..meta(0, psn, 1100)
+        };
+        // First life: the READ at 1 spans 1..=64, so the SEND at 65 is next.
+        s.insert(0, pkt(100), &meta(9, 0, 100), 0, &mut out);
+        s.insert(0, pkt(60), &read(1), 0, &mut out);
+        s.observe(0, &shows_pmtu(1), 0, &mut out);
+        s.insert(0, pkt(100), &meta(9, 65, 100), 0, &mut out);
+        assert_eq!((out.len(), s.held()), (3, 0));
+        s.poll(2_000_000, &mut out);
+        assert_eq!(s.totals().evictions, 1, "idle: the stream is forgotten");
+        // Second life: the same QP reads again, its responses show the same path MTU.
+        out.clear();
+        s.insert(0, pkt(60), &read(66), 3_000_000, &mut out);
+        s.observe(0, &shows_pmtu(66), 3_000_000, &mut out);
+        s.insert(0, pkt(100), &meta(9, 130, 100), 3_000_000, &mut out);
+        assert_eq!(
+            s.held(),
+            0,
+            "the SEND after the READ waits for no PSN that never comes"
+        );
+        assert_eq!(out.len(), 2);
     }
 }

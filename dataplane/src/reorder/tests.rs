@@ -40,8 +40,10 @@ fn fill(ends: bool) -> ResponseKind {
     }
 }
 
-/// The local requester reads `n` PSNs from `psn`.
+/// The local requester reads `n` PSNs from `psn` (what that releases goes where [`released`]
+/// finds it).
 fn read(c: &mut ReorderCore<u32>, sport: u16, psn: u32, n: u32, now: u64) {
+    let mut out = Vec::new();
     c.observe_read(
         LOCAL,
         REMOTE,
@@ -53,7 +55,9 @@ fn read(c: &mut ReorderCore<u32>, sport: u16, psn: u32, n: u32, now: u64) {
             span: n,
         },
         now,
+        &mut out,
     );
+    OUT.with(|o| o.borrow_mut().extend(out));
 }
 
 fn key(qpn: u32) -> StreamKey {
@@ -684,8 +688,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// With learning, timeouts, evictions, response streams and resyncs all in play: every packet
-    /// comes out exactly once (or is discarded as a duplicate of a held copy), and nothing stays
-    /// held after the timers run out.
+    /// comes out exactly once (or is discarded as a duplicate of a held copy, or as a stale ACK),
+    /// and nothing stays held after the timers run out.
     #[test]
     fn conserves_packets_with_everything_enabled(ops in proptest::collection::vec(
         (0u8..6, 0u32..3, 0u32..300, 0u64..400), 1..400)) {
@@ -705,7 +709,7 @@ proptest! {
                 4 => {
                     let span = 1 + psn % 5;
                     core.observe_read(LOCAL, REMOTE, stream as u16, 100 + stream, p,
-                        HostRequest::Read { dma_len: span * 1024, span }, now);
+                        HostRequest::Read { dma_len: span * 1024, span }, now, &mut out);
                     None
                 }
                 _ => {
@@ -732,7 +736,9 @@ proptest! {
         ids.sort();
         ids.dedup();
         prop_assert_eq!(ids.len(), out.len(), "no packet out twice");
-        prop_assert_eq!(out.len() as u64 + discarded, inserted);
+        // Discarded: duplicates of held copies, and ACKs of no use to the requester (counted
+        // stale, on arrival or while they waited).
+        prop_assert_eq!(out.len() as u64 + discarded + core.totals.stale_acks, inserted);
     }
 }
 
@@ -899,6 +905,7 @@ fn spans_follow_the_qps_own_path_mtu() {
             span: 16,
         },
         0,
+        &mut Vec::new(),
     );
     let full = ResponseKind::Fill {
         ends: false,
@@ -939,6 +946,7 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
                 span: 2,
             },
             0,
+            &mut Vec::new(),
         )
     };
     rd(&mut c, 0x22, 1000);
@@ -2513,4 +2521,194 @@ fn nothing_is_proven_before_the_paths_are_known() {
     let mut none = Vec::new();
     h.core.set_paths(1, 0, 2_000, &mut none);
     assert_eq!(none, vec![11], "one path: its first packet is the lowest");
+}
+
+// ------------------------------------------------------------------ review findings
+
+/// A selective-repeat host's NAK after a run longer than the window was released (the ring and
+/// the far list: up to five windows) is still of this sequence: the host kept the run and
+/// resends the NAKed PSN alone, so `e` stays. Moved back, the stage waited on the PSN after the
+/// NAKed one, which the host had, declared it lost, and held the next real loss for a hold
+/// timeout waiting for that declared gap's retransmission.
+#[test]
+fn a_selective_host_s_nak_after_a_run_longer_than_the_window_does_not_move_e_back() {
+    // 10 and 30 lost among PSNs 0..400 (W = 256): 30 waits for 10's retransmission, then
+    // 31..399 (369 PSNs, ring and far list) go out as one run.
+    let mut h = H::with_paths(LossRecovery::ReleaseRun);
+    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    let delays = [0, 20_000, 40_000, 60_000];
+    let mut t_end = 0;
+    for (t, path, psn) in sprayed(&delays, 1_000, 400, &[10, 30]) {
+        h.arrive(path, psn, t);
+        t_end = t;
+    }
+    assert_eq!(h.core.totals.path_losses, 2);
+    h.arrive(2, 10, t_end + 1_000);
+    assert_eq!(
+        h.core.held(),
+        0,
+        "10's retransmission let the run 31..399 go"
+    );
+    assert_eq!(h.core.expected(&key(1)), Some(Psn::new(400)));
+    // The sender goes on (400..800, 600 lost). The host's NAK for 30 and the resent 30 come
+    // while later PSNs arrive.
+    let t0 = t_end + 2_000;
+    let (nak_at, resend_at) = (t0 + 4_500, t0 + 5_000);
+    let (mut naked, mut resent) = (false, false);
+    for (t, path, psn) in sprayed(&delays, 1_000, 400, &[200]) {
+        let now = t0 + t;
+        if !naked && now > nak_at {
+            let e = h.core.expected(&key(1)).unwrap();
+            h.core
+                .observe_nak(LOCAL, REMOTE, 7, RQ, Psn::new(30), nak_at, &mut h.out);
+            assert_eq!(
+                h.core.expected(&key(1)),
+                Some(e),
+                "the host has 31..399: e stays"
+            );
+            naked = true;
+        }
+        if !resent && now > resend_at {
+            h.arrive(2, 30, resend_at);
+            resent = true;
+        }
+        h.arrive(path, 400 + psn, now);
+    }
+    assert!(naked && resent);
+    assert_eq!(
+        h.core.totals.path_losses, 3,
+        "600's loss, and no gap declared at 31"
+    );
+    assert_eq!(
+        h.core.held(),
+        0,
+        "600 went by path order at once, not after a hold timeout"
+    );
+    assert_eq!(h.core.totals.timeouts, 0);
+}
+
+/// Requests to ever-new local QPNs of one host pair, each QP's stream evicted once idle: what
+/// the pairing remembers of the QPs it saw stays within the streams tracked (it kept up to
+/// 4096 per host pair and side, for as many host pairs as streams, and a clear at 4096 wiped
+/// the live QPs' entries too), and the live QP is still found by its host's NAK.
+#[test]
+fn the_qps_seen_of_a_host_pair_are_forgotten_with_their_streams() {
+    let mut h = H::new(ReorderConfig {
+        idle_evict_ns: 1_000,
+        ..cfg()
+    });
+    let mut now = 0;
+    for q in 0..10_000u32 {
+        now = u64::from(q) * 2_000;
+        h.core.poll(now, &mut h.out);
+        h.core.insert_request_read(
+            key(q),
+            Psn::new(0),
+            1,
+            None,
+            Some((REMOTE, 7)),
+            crate::meta::NO_PATH,
+            PathStamp::NONE,
+            100,
+            q,
+            now,
+            &mut h.out,
+        );
+    }
+    assert!(h.core.totals.evictions >= 9_990);
+    let seen = h.core.pairing.locals(LOCAL, REMOTE).count();
+    assert!(
+        seen <= 2 * cfg().max_streams + super::pairing::SEEN_SLACK,
+        "{seen} QPs remembered"
+    );
+    // The live QP (9999) is still found by its host's NAK.
+    h.core
+        .observe_nak(LOCAL, REMOTE, 7, 0x9000, Psn::new(1), now, &mut h.out);
+    assert_eq!(h.core.totals.host_naks_ignored, 0);
+}
+
+/// An ACK older than a READ whose first responses went out (the WRITE before it, ACKed late)
+/// never reaches the requester in the middle of the READ's responses: when the stage gives a
+/// missing response of that READ up (hold timeout) and releases its LAST, the READ's range goes
+/// and a held ACK would follow; rxe's completer (a MIDDLE taken, its opcode MIDDLE) takes an
+/// older ACK to `check_ack`, resets its opcode sequence, and the retry's MIDDLE response then
+/// moves the QP to the error state. The ACK is redundant: discarded.
+#[test]
+fn an_ack_older_than_a_read_under_way_never_follows_a_given_up_response() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    read(&mut c, 1, 100, 4, 0);
+    assert_eq!(resp(&mut c, fill(false), 100, 100, 0), Insert::Released);
+    assert_eq!(resp(&mut c, fill(false), 101, 101, 0), Insert::Released);
+    assert_eq!(resp(&mut c, ResponseKind::Ack, 99, 1099, 1), Insert::Stale);
+    // 102 is lost; the LAST (103) waits; the gap times out.
+    assert_eq!(resp(&mut c, fill(true), 103, 103, 2), Insert::Held);
+    let mut out = Vec::new();
+    c.poll(10_000, &mut out);
+    OUT.with(|o| o.borrow_mut().extend(out));
+    let got = released();
+    assert_eq!(
+        got,
+        vec![100, 101, 103],
+        "no ACK older than the READ: {got:?}"
+    );
+    assert_eq!(c.held(), 0);
+}
+
+/// The same ACK queued behind a later one before the READ began (held in arrival order): the
+/// later ACK (past the READ) goes out after the given-up LAST (so that the requester retries),
+/// the older one does not.
+#[test]
+fn an_older_ack_queued_behind_a_later_one_is_dropped_when_a_response_is_given_up() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
+    read(&mut c, 1, 100, 4, 0);
+    assert_eq!(resp(&mut c, ResponseKind::Ack, 110, 1110, 0), Insert::Held);
+    assert_eq!(resp(&mut c, ResponseKind::Ack, 99, 1099, 0), Insert::Held);
+    assert_eq!(resp(&mut c, fill(false), 100, 100, 1), Insert::Released);
+    assert_eq!(resp(&mut c, fill(false), 101, 101, 1), Insert::Released);
+    assert_eq!(resp(&mut c, fill(true), 103, 103, 2), Insert::Held);
+    let mut out = Vec::new();
+    c.poll(10_000, &mut out);
+    OUT.with(|o| o.borrow_mut().extend(out));
+    assert_eq!(released(), vec![100, 101, 103, 1110]);
+    assert_eq!(c.totals.stale_acks, 1);
+    assert_eq!(c.held(), 0);
+}
+
+/// A READ retried from a gap the stage gave up (rxe dropped everything after it) moves the
+/// expected PSN back behind what the ring holds of the first pass, a window or more ahead:
+/// those entries move to the far list, or the retry's responses collide with their slots (and
+/// pass unordered) and the next scan from the expected PSN releases them out of order.
+#[test]
+fn a_read_retried_behind_what_is_held_keeps_the_ring_in_psn_order() {
+    let mut c: ReorderCore<u32> = ReorderCore::new(cfg()); // W = 64
+    let mut out = Vec::new();
+    read(&mut c, 1, 0, 256, 0);
+    for p in 0..10 {
+        assert_eq!(resp(&mut c, fill(false), p, p, 0), Insert::Released);
+    }
+    // 10 is lost; 11..=73 wait and go at the hold timeout.
+    for p in 11..74 {
+        assert_eq!(resp(&mut c, fill(false), p, p, 0), Insert::Held);
+    }
+    c.poll(2_000, &mut out);
+    assert_eq!(out, (11..74).collect::<Vec<_>>());
+    out.clear();
+    // The READ goes on: 74..=79 in order, 80 missing, 81..=143 wait (ring slots 17..63, 0..15).
+    for p in 74..80 {
+        assert_eq!(resp(&mut c, fill(false), p, p, 3_000), Insert::Released);
+    }
+    for p in 81..144 {
+        assert_eq!(resp(&mut c, fill(false), p, p, 3_000), Insert::Held, "{p}");
+    }
+    released();
+    // rxe took nothing after 9 and retries from 10 (246 PSNs left): the expected PSN goes back.
+    read(&mut c, 1, 10, 246, 4_000);
+    assert_eq!(c.totals.read_retries_seen, 1);
+    // The retry's 12 comes first (a faster path); its slot held 140 of the first pass.
+    assert_eq!(resp(&mut c, fill(false), 12, 12, 4_100), Insert::Held);
+    // The gap at 10 times out again: what is held goes out in PSN order.
+    c.poll(10_000, &mut out);
+    assert!(out.windows(2).all(|w| w[0] < w[1]), "{out:?}");
+    assert_eq!(out.len(), 64);
+    assert_eq!(c.held(), 0);
 }

@@ -18,7 +18,7 @@ pub(super) struct OwnedPort {
     /// Bytes the reorder stage held for the port at its last flush (the depth an arriving
     /// packet adds to: read once per iteration, not per packet).
     pub(super) held: u64,
-    /// Packets its last receive burst brought (0: its receive ring was empty).
+    /// Packets its last receive burst brought (fewer than a burst: its receive ring is empty).
     pub(super) rx_last: usize,
 }
 

@@ -566,7 +566,8 @@ impl Worker {
             // comes over it, or its carrier is down and what came before is through (its
             // receive ring empty, nothing of it waiting for another worker's hand-off ring).
             st.set_rx_dead(
-                self.monitor.rx_dead(op.id) || (!up && op.rx_last == 0 && self.waiting == 0),
+                self.monitor.rx_dead(op.id)
+                    || (!up && op.rx_last < self.cfg.burst && self.waiting == 0),
             );
             st.set_backlog(op.port.tx_backlog() + op.q.len());
             st.set_rx_done(op.port.rx_finished());

@@ -299,3 +299,50 @@ fn a_pause_from_the_host_stops_its_port_for_the_quanta_and_bad_ones_are_counted(
     assert_eq!(c.drops[DropReason::BadPause as usize].get(), 2);
     assert_eq!(c.consumed.get(), 2, "the two good frames");
 }
+
+/// An uplink whose carrier drops stops blocking path-order decisions only once what it
+/// received before is through: its receive ring drained (and nothing of it waiting for a
+/// hand-off), not as soon as its carrier is down. Packets still in the ring would otherwise
+/// reach the reorder stage after it had released what they fill out of sequence (and a
+/// Go-Back-N host NAKed needlessly).
+#[test]
+fn a_path_whose_carrier_drops_counts_as_down_only_once_its_ring_is_drained() {
+    let tables = tor_tables(1, 2, SprayPolicy::RoundRobin);
+    let (_h0, d0) = mem::link("h0", "d0", 256);
+    let (u0, _far0) = mem::link("u0", "far0", 256);
+    let (u1, mut far1) = mem::link("u1", "far1", 256);
+    let u1_link = u1.control();
+    let (mut w, _c) = Worker::standalone(
+        tables,
+        vec![Box::new(d0), Box::new(u0), Box::new(u1)],
+        WorkerConfig::default(),
+        Box::new(Passthrough),
+    );
+    let to = "10.0.0.2".parse().unwrap();
+    let mut burst: Vec<Pkt> = (0..100)
+        .map(|psn| Pkt::from_slice(&roce_frame(0, to, 7, psn, 64)))
+        .collect();
+    far1.tx_burst(0, &mut burst);
+    u1_link.set_up(false);
+    let u1_status = |w: &Worker| (w.sh.status[2].is_up(), w.sh.status[2].rx_dead());
+    w.iterate(1_000);
+    assert_eq!(
+        u1_status(&w),
+        (false, false),
+        "down, but 68 packets still in its ring"
+    );
+    assert_eq!(w.paths_down_now(), 0, "path 1 still blocks decisions");
+    w.iterate(2_000);
+    w.iterate(3_000);
+    assert_eq!(u1_status(&w), (false, false), "4 still in its ring");
+    w.iterate(4_000);
+    assert_eq!(u1_status(&w), (false, true), "drained: nothing more comes");
+    assert_eq!(
+        w.paths_down_now(),
+        0b10,
+        "path 1 no longer blocks decisions"
+    );
+    u1_link.set_up(true);
+    w.iterate(5_000);
+    assert_eq!(u1_status(&w), (true, false));
+}

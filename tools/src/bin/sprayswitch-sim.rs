@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, Topology};
+use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, SpineFault, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
 use sprayswitch_tools::sim::{replay, report, run_all, Progress, QpParams, SimOpts};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
@@ -98,6 +98,17 @@ struct Cli {
     /// With --replay-demo: the demo's message counts scaled by this (0.05 to 4).
     #[arg(long, default_value_t = 1.0)]
     replay_scale: f64,
+    /// A spine's paths fail mid-run: SPINE:AT_MS:LOSS[:FOR_MS] (loss of a crossing, 1: dead;
+    /// repaired FOR_MS later); repeat for more. Added to the topology's `spine_faults`.
+    #[arg(long, value_parser = spine_fault)]
+    spine_fault: Vec<SpineFault>,
+    /// Turn the leaves' path health off (failing spines stay in the spray set).
+    #[arg(long)]
+    no_health: bool,
+}
+
+fn spine_fault(s: &str) -> Result<SpineFault, String> {
+    SpineFault::parse(s)
 }
 
 fn main() -> ExitCode {
@@ -114,13 +125,21 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     if cli.replay_demo {
         return replay_demo(&cli);
     }
-    let topology = match &cli.topology {
+    let mut topology = match &cli.topology {
         Some(p) => Topology::parse(
             &std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?,
         )
         .with_context(|| format!("{}", p.display()))?,
         None => Topology::default_topology(),
     };
+    topology
+        .spine_faults
+        .extend(cli.spine_fault.iter().copied());
+    if cli.no_health {
+        topology.health = false;
+    }
+    // The faults given on the command line are checked as the file's are.
+    topology.check().context("--spine-fault")?;
     let cdf = match SizeCdf::embedded(&cli.workload) {
         Ok(c) => c,
         Err(_) => {

@@ -417,8 +417,14 @@ fn tor_config_ports(
         members.join(", ")
     );
     if let Some(us) = spec.health_interval_us {
-        // Each ToR probes the other from its first address, 10.<rack>.1.1.
-        s += &format!("health = {{ peers = [\"10.{other}.1.1\"], interval_us = {us} }}\n");
+        // Each ToR probes the other from its first address, 10.<rack>.1.1. In memory the
+        // interval is set when the rack pair is built (ToR A of the default shape runs the
+        // embedded configuration); real ToRs get it in their text.
+        s += &format!("health = {{ peers = [\"10.{other}.1.1\"]");
+        if host_backend != "mem" {
+            s += &format!(", interval_us = {us}");
+        }
+        s += " }\n";
     }
     s += &format!("[[route]]\nprefix = \"10.{other}.0.0/16\"\ngroup = \"fabric\"\n");
     s += &format!("[[route]]\nprefix = \"fd00:{other}::/32\"\ngroup = \"fabric\"\n");

@@ -118,6 +118,13 @@ pub struct SimOutcome {
     /// Path-order detection time (gap opened to declared), 99th percentile over every leaf,
     /// ns (`None`: nothing declared by path order).
     pub detect_p99_ns: Option<u64>,
+    /// Times path health took a leaf's uplink out of its spray set, over every leaf.
+    pub path_outs: u64,
+    /// Of those, uplinks to spines without a fault (false exclusions).
+    pub false_outs: u64,
+    /// Per leaf: how long after the first spine fault began it took that spine's uplink out
+    /// of its spray set (`None`: it did not; empty without a fault).
+    pub fault_out_ns: Vec<Option<u64>>,
     /// Virtual time simulated (ns).
     pub simulated_ns: u64,
     /// Frames the switches transmitted.
@@ -600,6 +607,9 @@ pub fn run_reporting(
         path_losses: 0,
         reorder_timeouts: 0,
         detect_p99_ns: None,
+        path_outs: 0,
+        false_outs: 0,
+        fault_out_ns: Vec::new(),
         simulated_ns: now,
         switch_tx_pkts: 0,
         wall_s: 0.0,
@@ -608,6 +618,26 @@ pub fn run_reporting(
     let mut detection: Option<hdrhistogram::Histogram<u64>> = None;
     for (k, (sw, ws)) in fabric.switches.into_iter().enumerate() {
         let exits = ws.into_iter().map(|w| w.finish_at(now)).collect();
+        if k < leaves {
+            let first_fault = t.spine_faults.first();
+            for sp in 0..t.spines {
+                let id = (t.hosts_per_leaf + sp) as u16;
+                let r = sw.path_report(id).unwrap_or_default();
+                out.path_outs += r.outs;
+                if !t.spine_faults.iter().any(|f| f.spine == sp) {
+                    out.false_outs += r.outs;
+                }
+                if let Some(f) = first_fault.filter(|f| f.spine == sp) {
+                    let at = (f.at_ms * 1e6) as u64;
+                    out.fault_out_ns.push(
+                        r.events
+                            .iter()
+                            .find(|(t, out)| *out && *t >= at)
+                            .map(|(t, _)| t - at),
+                    );
+                }
+            }
+        }
         // Complete once the workers finished (their last poll publishes it).
         if let Some(h) = sw.detection_histogram() {
             match detection.as_mut() {

@@ -81,7 +81,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>10} {:>8}",
+        "{:<14} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>10} {:>8} {:>6} {:>11}",
         "scheme",
         "rnic",
         "flows",
@@ -95,7 +95,9 @@ pub fn table(runs: &[SimOutcome]) -> String {
         "retrans",
         "imbal",
         "reord KB",
-        "streams"
+        "streams",
+        "outs",
+        "out us max"
     );
     for r in runs {
         let (all, bins) = slowdowns(r);
@@ -103,7 +105,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
         let imbal = r.uplink_imbalance.iter().sum::<f64>() / r.uplink_imbalance.len().max(1) as f64;
         let _ = writeln!(
             s,
-            "{:<14} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>8} {:>9} {:>7.2} {:>10.1} {:>8}",
+            "{:<14} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>8} {:>9} {:>7.2} {:>10.1} {:>8} {:>6} {:>11}",
             r.scheme.name(),
             crate::rack::demo::receiver_name(r.receiver),
             r.flows.len(),
@@ -117,10 +119,28 @@ pub fn table(runs: &[SimOutcome]) -> String {
             r.retransmitted,
             imbal,
             r.reorder_peak_bytes.iter().copied().max().unwrap_or(0) as f64 / 1000.0,
-            r.reorder_peak_streams.iter().copied().max().unwrap_or(0)
+            r.reorder_peak_streams.iter().copied().max().unwrap_or(0),
+            if r.false_outs > 0 {
+                format!("{}!{}", r.path_outs, r.false_outs)
+            } else {
+                r.path_outs.to_string()
+            },
+            fault_out(r)
         );
     }
     s
+}
+
+/// How long after the first spine fault the last leaf took that spine out of its spray set, in
+/// microseconds (`-`: no fault; `never`: some leaf did not).
+pub fn fault_out(r: &SimOutcome) -> String {
+    if r.fault_out_ns.is_empty() {
+        return "-".into();
+    }
+    match r.fault_out_ns.iter().copied().collect::<Option<Vec<u64>>>() {
+        Some(v) => format!("{:.0}", v.into_iter().max().unwrap_or(0) as f64 / 1e3),
+        None => "never".into(),
+    }
 }
 
 /// Every flow of a run as CSV (`id,src,dst,bytes,start_ns,fct_ns,ideal_ns,slowdown`; an

@@ -54,6 +54,15 @@ pub struct Topology {
     /// Empty (the default): no loss.
     #[serde(default)]
     pub spine_loss: Vec<f64>,
+    /// Spines whose paths fail during a run: from `at_ms` (of simulated time) each of its
+    /// leaf-spine links loses so that a crossing (two links) is lost with probability `loss` (1:
+    /// dead), both ways, until `for_ms` later if given.
+    #[serde(default)]
+    pub spine_faults: Vec<SpineFault>,
+    /// Path health on the leaves (each probes every other leaf over every spine and takes a
+    /// failing spine out of its spray set); on by default.
+    #[serde(default = "yes")]
+    pub health: bool,
     /// Packets each switch port's egress queue holds.
     pub buffer_packets: usize,
     /// ECN marking thresholds of every switch port, KB (1000 bytes), and Pmax.
@@ -62,6 +71,68 @@ pub struct Topology {
     pub ecn_kmax_kb: f64,
     /// See `ecn_kmin_kb`.
     pub ecn_pmax: f64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A spine's paths failing mid-run (see [`Topology::spine_faults`]).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SpineFault {
+    /// The spine (0-based).
+    pub spine: u32,
+    /// When, ms of simulated time.
+    pub at_ms: f64,
+    /// Loss of a crossing of its path (1: dead).
+    pub loss: f64,
+    /// Repaired this long after (`None`: never).
+    #[serde(default)]
+    pub for_ms: Option<f64>,
+}
+
+impl SpineFault {
+    /// `SPINE:AT_MS:LOSS[:FOR_MS]`, as `--spine-fault` takes it.
+    ///
+    /// # Errors
+    /// A malformed value.
+    pub fn parse(s: &str) -> Result<SpineFault, String> {
+        let v: Vec<&str> = s.split(':').collect();
+        let num = |i: usize| -> Result<f64, String> {
+            v.get(i)
+                .and_then(|x| x.parse::<f64>().ok())
+                .ok_or_else(|| format!("spine fault '{s}': SPINE:AT_MS:LOSS[:FOR_MS]"))
+        };
+        if !(3..=4).contains(&v.len()) {
+            return Err(format!("spine fault '{s}': SPINE:AT_MS:LOSS[:FOR_MS]"));
+        }
+        Ok(SpineFault {
+            spine: num(0)? as u32,
+            at_ms: num(1)?,
+            loss: num(2)?,
+            for_ms: if v.len() == 4 { Some(num(3)?) } else { None },
+        })
+    }
+
+    /// Each of the spine's links' loss schedule (a crossing loses `loss`; repaired, a link
+    /// loses `base` again).
+    pub fn link_schedule(&self, base: f64) -> Vec<sprayswitch::port::fault::LossStep> {
+        use sprayswitch::port::fault::LossStep;
+        let per_link = 1.0 - (1.0 - self.loss).max(0.0).sqrt();
+        let at = (self.at_ms * 1e6) as u64;
+        let mut v = vec![LossStep {
+            at_ns: at,
+            drop_rate: per_link,
+        }];
+        if let Some(d) = self.for_ms {
+            v.push(LossStep {
+                at_ns: at + (d * 1e6) as u64,
+                drop_rate: base,
+            });
+        }
+        v
+    }
 }
 
 /// The embedded default topology's text.
@@ -74,6 +145,16 @@ impl Topology {
     /// A TOML error, or a field out of range (named).
     pub fn parse(text: &str) -> anyhow::Result<Topology> {
         let t: Topology = toml::from_str(text).context("topology")?;
+        t.check()?;
+        Ok(t)
+    }
+
+    /// Checks the fields' ranges (what [`Topology::parse`] does after reading).
+    ///
+    /// # Errors
+    /// The first field out of range, named.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let t = self;
         anyhow::ensure!(
             (2..=200).contains(&t.leaves),
             "leaves {}: use 2 to 200",
@@ -126,13 +207,30 @@ impl Topology {
         if let Some(l) = t.spine_loss.iter().find(|l| !(0.0..1.0).contains(*l)) {
             anyhow::bail!("spine_loss: {l}: from 0 to below 1");
         }
+        for f in &t.spine_faults {
+            anyhow::ensure!(
+                f.spine < t.spines,
+                "spine_faults: spine {} of {}",
+                f.spine,
+                t.spines
+            );
+            anyhow::ensure!(
+                (0.0..=1.0).contains(&f.loss),
+                "spine_faults: loss {}: from 0 to 1",
+                f.loss
+            );
+            anyhow::ensure!(
+                f.at_ms >= 0.0 && f.for_ms.is_none_or(|d| d >= 0.0),
+                "spine_faults: times are ms from 0"
+            );
+        }
         anyhow::ensure!(
             t.ecn_kmin_kb >= 0.0
                 && t.ecn_kmax_kb >= t.ecn_kmin_kb
                 && (0.0..=1.0).contains(&t.ecn_pmax),
             "ecn: kmin <= kmax, pmax from 0 to 1"
         );
-        Ok(t)
+        Ok(())
     }
 
     /// The embedded default.
@@ -311,9 +409,18 @@ fn leaf_config(t: &Topology, r: u32, scheme: Scheme) -> String {
         members.push(format!("\"u{sp}\""));
     }
     s += &format!(
-        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\npath_stamps = true\n[[route]]\nprefix = \"10.0.0.0/8\"\ngroup = \"fabric\"\n",
+        "[[uplink_group]]\nname = \"fabric\"\nports = [{}]\nloss_detection = \"path_order\"\npath_stamps = true\n",
         members.join(", ")
     );
+    if t.health {
+        // Every other leaf, by its first address (10.<leaf>.1.1, which it probes from).
+        let peers: Vec<String> = (1..=t.leaves)
+            .filter(|q| *q != r)
+            .map(|q| format!("\"10.{q}.1.1\""))
+            .collect();
+        s += &format!("health = {{ peers = [{}] }}\n", peers.join(", "));
+    }
+    s += "[[route]]\nprefix = \"10.0.0.0/8\"\ngroup = \"fabric\"\n";
     s
 }
 
@@ -347,11 +454,23 @@ fn lossy(
     capacity: usize,
     seed: u64,
 ) -> Box<dyn Port> {
+    scheduled(p, delay_ns, drop_rate, Vec::new(), capacity, seed)
+}
+
+fn scheduled(
+    p: mem::MemPort,
+    delay_ns: u64,
+    drop_rate: f64,
+    drop_schedule: Vec<sprayswitch::port::fault::LossStep>,
+    capacity: usize,
+    seed: u64,
+) -> Box<dyn Port> {
     Box::new(FaultInjector::new(
         p,
         FaultConfig {
             delay_ns,
             drop_rate,
+            drop_schedule,
             queue_limit: capacity,
             seed,
             ..FaultConfig::default()
@@ -403,9 +522,16 @@ impl Fabric {
             for sp in 0..t.spines {
                 let (leaf_end, spine_end) = mem::link(&format!("u{sp}"), &format!("l{r}"), cap);
                 let (d, l) = (t.spine_delay_ns(sp), t.spine_link_loss(sp));
-                ports.push(lossy(leaf_end, d, l, cap, next_seed()));
+                let mut sched: Vec<_> = t
+                    .spine_faults
+                    .iter()
+                    .filter(|f| f.spine == sp)
+                    .flat_map(|f| f.link_schedule(l))
+                    .collect();
+                sched.sort_by_key(|s| s.at_ns);
+                ports.push(scheduled(leaf_end, d, l, sched.clone(), cap, next_seed()));
                 spine_ports[sp as usize][(r - 1) as usize] =
-                    Some(lossy(spine_end, d, l, cap, next_seed()));
+                    Some(scheduled(spine_end, d, l, sched, cap, next_seed()));
             }
             leaf_ports.push(ports);
         }
