@@ -186,6 +186,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
 
     let spec = RackPairSpec {
         reorder: Some(shared_cpu_reorder()),
+        health_interval_us: Some(sprayswitch_tools::rack::topo::REAL_TIME_PROBE_US),
         ..RackPairSpec::default()
     };
     let RackPair {

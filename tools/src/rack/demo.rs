@@ -506,7 +506,7 @@ pub fn run(
             (true, Some(_)) => {
                 Some(sprayswitch::engine::HealthSpec::new(Vec::new()).interval_ns / 1000)
             }
-            (true, None) => RackPairSpec::default().health_interval_us,
+            (true, None) => Some(crate::rack::topo::REAL_TIME_PROBE_US),
         },
         ..RackPairSpec::default()
     };

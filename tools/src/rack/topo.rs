@@ -101,12 +101,11 @@ pub struct RackPairSpec {
     /// default; virtual-time runs at 100 Gbit/s use 0).
     pub flush_ns: Option<u64>,
     /// Path health on the fabric group (each ToR probes the other over every path and takes
-    /// failing paths out of its spray set), with this probe interval in microseconds; `None`:
-    /// off. The default, 1 ms, suits a rack in real time on shared cores: its paths are
-    /// emulated by the ToRs' own threads, which deliver a path's packets late by as much as
-    /// they wake late (milliseconds on a loaded machine), and a probe that late would look
-    /// lost at the embedded configuration's 50 us. On a clock of its own ([`DrivenRackPair`])
-    /// nothing is late: runs there use the switch's default.
+    /// failing paths out of its spray set), with this probe interval in microseconds; `None`
+    /// (the default): off, so that what a test counts on the paths is its own traffic. In real
+    /// time on shared cores use [`REAL_TIME_PROBE_US`]: the paths are emulated by the ToRs'
+    /// own threads, which deliver a path's packets late by as much as they wake late. On a
+    /// clock of its own ([`DrivenRackPair`]) nothing is late: the switch's default suits.
     pub health_interval_us: Option<u64>,
 }
 
@@ -135,10 +134,15 @@ impl Default for RackPairSpec {
             ecn: None,
             tx_queue_limit: None,
             flush_ns: None,
-            health_interval_us: Some(1000),
+            health_interval_us: None,
         }
     }
 }
+
+/// The probe interval of path health in a rack pair running in real time on shared cores
+/// (microseconds): its emulated paths deliver late by milliseconds when the threads that drive
+/// them wake late, and a probe that late would look lost at the switch's default 50 us.
+pub const REAL_TIME_PROBE_US: u64 = 1000;
 
 /// A host's NIC: the far end of a ToR downlink.
 pub struct Host {
@@ -698,7 +702,12 @@ mod tests {
 
     #[test]
     fn the_default_shape_is_the_embedded_default_configuration() {
-        let spec = RackPairSpec::default();
+        // With path health, as the embedded configuration has it (its interval is set when
+        // the rack pair is built).
+        let spec = RackPairSpec {
+            health_interval_us: Some(REAL_TIME_PROBE_US),
+            ..RackPairSpec::default()
+        };
         let generated = Config::parse(&tor_config(&spec, 1), "generated").unwrap();
         let mut embedded = Config::default_config();
         embedded.switch.seed = spec.seed + 1;
