@@ -3,19 +3,24 @@
 //!
 //! ```text
 //!  enqueue ─► waiting (FIFO) ─► [paused: per priority, while PAUSE/PFC stops it]
-//!                           ─► mark CE? (depth = queued bytes + what the caller holds for
-//!                              the port elsewhere) ─► ready (tokens taken) ─► tx_burst
+//!                           ─► mark CE? (depth = queued bytes) ─► ready (tokens taken)
+//!                           ─► tx_burst
 //! ```
 //!
 //! - **Rate.** A port with a rate sends through a token bucket ([`shaper`]); packets the bucket
 //!   cannot take yet wait, in order.
 //! - **ECN.** An ECN-capable packet leaving the queue for the port is marked CE with the
 //!   probability the depth gives ([`ecn::EcnProfile`]); the depth counts, in bytes, everything
-//!   queued here plus what the caller says it holds for the port elsewhere (the reorder stage,
-//!   towards a host). Marking on dequeue, as the HPCC/ConWeave switch model and most RoCE
-//!   switch ASICs do, tells the sender about the queue as it is now rather than as it was a
-//!   queueing delay ago (marking on enqueue let DCQCN senders over-react for as long as the
-//!   queue took to drain). The depths packets find entering are recorded in a histogram.
+//!   queued here. Marking on dequeue, as the HPCC/ConWeave switch model and most RoCE switch
+//!   ASICs do, tells the sender about the queue as it is now rather than as it was a queueing
+//!   delay ago (marking on enqueue let DCQCN senders over-react for as long as the queue took
+//!   to drain). The depths packets find entering are recorded in a histogram, with what the
+//!   caller says it holds for the port elsewhere (the reorder stage, towards a host). That is
+//!   not marked on: packets held behind a gap are no queue of the port's (they go into it when
+//!   the gap fills, and are marked there then), and marking on them slowed exactly the
+//!   retransmission that would release them (in the fabric simulator with a dead spine, every
+//!   flow to one host stalled at DCQCN's lowest rate behind 500 KB waiting for a
+//!   retransmission).
 //! - **Pause.** A PAUSE frame from the peer stops every priority for its quanta, a PFC frame the
 //!   priorities it names ([`crate::wire::ecn::priority`] classifies a packet); packets of a
 //!   paused priority wait in their own queue and go first, in order, once it ends. Quanta are
@@ -26,9 +31,10 @@
 //!   worker sets none (a port that pushes back keeps what it was handed there, marked when
 //!   handed over), so a pause puts what is beyond one burst back to wait. A packet is marked
 //!   on the depth of its own priority: another priority's paused packets do not count.
-//! - **Network control.** The switch's own probes skip what waits for the rate or a pause
-//!   ([`EgressQueue::enqueue_control`]), as a strict priority queue for network control would
-//!   send them: a path's health is judged by them, not by the queue in front of them.
+//! - **Network control.** Packets of priority 6 and 7 (CS6, CS7: routing protocols, the path
+//!   probes of [`crate::health`], the switch's own or in transit) skip what waits for the rate
+//!   or a pause, as a switch's strict priority queue for network control sends them: a path's
+//!   health is judged by its probes, not by the data queue in front of them.
 //! - **Bound.** The queue holds at most `limit` packets in all; beyond that an arriving packet
 //!   is dropped (the caller counts it).
 //!
@@ -43,7 +49,7 @@ use std::collections::VecDeque;
 
 use crate::port::Pkt;
 use crate::rng::Rng;
-use crate::wire::ecn::{mark_ce, priority, Mark};
+use crate::wire::ecn::{is_network_control, mark_ce, priority, Mark};
 use crate::wire::pause::{quanta_ns, PauseFrame};
 pub use depth::{depth_histogram, DepthCounts};
 pub use ecn::EcnProfile;
@@ -218,15 +224,19 @@ impl EgressQueue {
     }
 
     /// Queues `pkt` (`held_elsewhere`: bytes the caller holds for this port outside this
-    /// queue, counted in the depth). False when the queue already holds its limit: the packet
-    /// is dropped and the caller counts it.
+    /// queue, recorded with the depth in the histogram but not marked on: see the module's
+    /// "ECN"). False when the queue already holds its limit: the packet is dropped and the
+    /// caller counts it.
     #[inline]
     pub fn enqueue(&mut self, mut pkt: Pkt, now: u64, held_elsewhere: u64) -> bool {
         if self.len() >= self.limit {
             return false;
         }
-        let depth = self.bytes() + held_elsewhere;
-        self.depths.record(depth);
+        if is_network_control(pkt.data()) {
+            return self.enqueue_control(pkt);
+        }
+        let depth = self.bytes();
+        self.depths.record(depth + held_elsewhere);
         let len = pkt.len();
         let straight = self.ready.len() < self.burst
             && self.waiting.is_empty()
@@ -249,7 +259,7 @@ impl EgressQueue {
         true
     }
 
-    /// Queues a packet of the switch's own network control (path probes) ahead of what waits
+    /// Queues a packet of network control (path probes, priority 6 or 7) ahead of what waits
     /// for the rate or a pause: it goes with the port's next burst, as a switch's strict
     /// priority queue for network control sends it (its rate is a few packets per
     /// millisecond, which the rate's tokens do not count). False when the queue already holds
@@ -276,9 +286,8 @@ impl EgressQueue {
     }
 
     /// Moves what the rate and the pauses allow at `now` from waiting to ready, in order per
-    /// priority, marking each on the depth it leaves behind (`held_elsewhere` as for
-    /// [`EgressQueue::enqueue`]).
-    pub fn service(&mut self, now: u64, held_elsewhere: u64) {
+    /// priority, marking each on the depth it leaves behind.
+    pub fn service(&mut self, now: u64) {
         if self.waiting.is_empty() && self.paused_pkts == 0 {
             return;
         }
@@ -302,7 +311,7 @@ impl EgressQueue {
                         self.paused_bytes -= len as u64;
                         self.paused_bytes_of[p] -= len as u64;
                         self.paused_pkts -= 1;
-                        let depth = self.depth_of(p, held_elsewhere);
+                        let depth = self.depth_of(p);
                         self.mark(&mut pkt, depth);
                         self.ready_bytes += len as u64;
                         self.ready.push(pkt);
@@ -333,8 +342,8 @@ impl EgressQueue {
             if let Some(mut pkt) = self.waiting.pop_front() {
                 self.waiting_bytes -= len as u64;
                 let depth = match prio {
-                    Some(p) => self.depth_of(p, held_elsewhere),
-                    None => self.bytes() + held_elsewhere,
+                    Some(p) => self.depth_of(p),
+                    None => self.bytes(),
                 };
                 self.mark(&mut pkt, depth);
                 self.ready_bytes += len as u64;
@@ -344,11 +353,10 @@ impl EgressQueue {
     }
 
     /// The depth a packet of priority `p` leaves behind: what is queued, less what other
-    /// priorities' pauses hold (a paused class does not congest the others), plus
-    /// `held_elsewhere`.
+    /// priorities' pauses hold (a paused class does not congest the others).
     #[inline]
-    fn depth_of(&self, p: usize, held_elsewhere: u64) -> u64 {
-        self.ready_bytes + self.waiting_bytes + self.paused_bytes_of[p] + held_elsewhere
+    fn depth_of(&self, p: usize) -> u64 {
+        self.ready_bytes + self.waiting_bytes + self.paused_bytes_of[p]
     }
 
     /// The port took packets from the front of `ready`. Returns the bytes that went.

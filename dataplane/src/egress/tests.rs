@@ -88,7 +88,7 @@ fn a_shaped_queue_sends_its_rate_in_order() {
     let mut out = Vec::new();
     let mut now = 0;
     while out.len() < 1000 {
-        q.service(now, 0);
+        q.service(now);
         assert!(q.ready.len() <= 32);
         out.append(&mut q.ready);
         q.sent();
@@ -122,9 +122,8 @@ fn marking_follows_the_configured_curve_within_two_percent() {
         let n = 100_000;
         let mut marked = 0u64;
         for i in 0..n {
-            assert!(q.enqueue(frame(ECT0, 64, i, i % 2 == 0), 0, depth));
-            let p = q.ready.pop().unwrap();
-            q.sent();
+            let mut p = frame(ECT0, 64, i, i % 2 == 0);
+            q.mark(&mut p, depth);
             if codepoint(p.data()) == Some(Codepoint::Ce) {
                 marked += 1;
             }
@@ -151,6 +150,8 @@ fn only_ect_packets_are_marked_and_marks_keep_the_icrc_and_checksum() {
         }),
     };
     let mut q = EgressQueue::new(cfg, 64, 1);
+    // A packet not ECN-capable stays queued: every packet after it finds a depth above 0.
+    assert!(q.enqueue(frame(26 << 2, 200, 0, false), 0, 0));
     for (tos, v6, want) in [
         (ECT0, false, Codepoint::Ce),
         ((26 << 2) | 1, true, Codepoint::Ce),
@@ -158,7 +159,7 @@ fn only_ect_packets_are_marked_and_marks_keep_the_icrc_and_checksum() {
         (26 << 2, true, Codepoint::NotEct),
         ((26 << 2) | 3, false, Codepoint::Ce),
     ] {
-        assert!(q.enqueue(frame(tos, 200, 1, v6), 0, 10));
+        assert!(q.enqueue(frame(tos, 200, 1, v6), 0, 0));
         let p = q.ready.pop().unwrap();
         q.sent();
         assert_eq!(codepoint(p.data()), Some(want), "tos {tos:#x} v6 {v6}");
@@ -189,12 +190,12 @@ fn a_pause_stops_every_priority_for_its_quanta_and_zero_resumes() {
     for i in 0..4 {
         assert!(q.enqueue(frame(i << 5, 100, u32::from(i), false), 2_000, 0));
     }
-    q.service(3_000, 0);
+    q.service(3_000);
     assert!(q.ready.is_empty());
     assert_eq!(q.next_event_ns(3_000), Some(6_120));
-    q.service(6_119, 0);
+    q.service(6_119);
     assert!(q.ready.is_empty());
-    q.service(6_120, 0);
+    q.service(6_120);
     assert_eq!(q.ready.len(), 4);
     assert_eq!(q.counts.paused_ns, 5_120);
     // A second pause cut short by quanta 0 counts only the time it lasted.
@@ -221,16 +222,16 @@ fn pfc_stops_only_the_priorities_it_names_and_keeps_their_order() {
         let dscp = if i % 2 == 0 { 26 } else { 0 };
         assert!(q.enqueue(frame(dscp << 2, 100, i, false), 100, 0));
     }
-    q.service(200, 0);
+    q.service(200);
     let got: Vec<u32> = q.ready.drain(..).map(|p| psn_of(&p)).collect();
     assert_eq!(got, vec![1, 3, 5, 7, 9], "priority 0 passes");
     q.sent();
     // More priority-3 packets arrive while the first ones wait: they queue behind them.
     assert!(q.enqueue(frame(26 << 2, 100, 10, false), 5_000, 0));
-    q.service(5_000, 0);
+    q.service(5_000);
     assert!(q.ready.is_empty());
     assert_eq!(q.len(), 6);
-    q.service(10_240, 0);
+    q.service(10_240);
     let got: Vec<u32> = q.ready.drain(..).map(|p| psn_of(&p)).collect();
     assert_eq!(got, vec![0, 2, 4, 6, 8, 10]);
     assert_eq!(q.counts.pfc_frames, 1);
@@ -245,12 +246,33 @@ fn a_paused_queue_holds_up_to_its_bound_and_refuses_the_rest() {
         if !q.enqueue(frame(ECT0, 100, i, false), 10, 0) {
             refused += 1;
         }
-        q.service(10, 0);
+        q.service(10);
     }
     assert_eq!((q.len(), refused), (16, 4));
     let psns: Vec<u32> = q.drain_all().map(|p| psn_of(&p)).collect();
     assert_eq!(psns, (0..16).collect::<Vec<_>>());
     assert_eq!(q.bytes(), 0);
+}
+
+/// What the caller holds elsewhere (the reorder stage, behind a gap) is no queue of the port's:
+/// marked on, it slowed the very retransmission that would release it (the fabric simulator
+/// with a dead spine: every flow to one host held at DCQCN's lowest rate behind 500 KB that
+/// waited for a retransmission). It is recorded with the depth, not marked on.
+#[test]
+fn what_is_held_elsewhere_is_recorded_with_the_depth_but_not_marked_on() {
+    let cfg = EgressConfig {
+        rate_bps: None,
+        burst_bytes: None,
+        ecn: Some(EcnProfile {
+            kmin_bytes: 1_000,
+            kmax_bytes: 2_000,
+            pmax: 1.0,
+        }),
+    };
+    let mut q = EgressQueue::new(cfg, 16, 1);
+    assert!(q.enqueue(frame(ECT0, 100, 0, false), 0, 1_000_000));
+    assert_eq!(q.counts.ecn_marked, 0);
+    assert!(q.depths.histogram().max() >= 1_000_000 * 15 / 16);
 }
 
 #[test]
@@ -275,13 +297,13 @@ fn a_pause_takes_back_what_a_port_that_pushed_back_was_handed_beyond_one_burst()
     q.handle_pause(&PauseFrame::Pause { quanta: 1000 }, 10);
     assert_eq!(q.ready.len(), PAUSE_SLACK_PKTS, "one burst still goes");
     assert_eq!(q.len(), 100);
-    q.service(20, 0);
+    q.service(20);
     assert_eq!(
         q.ready.len(),
         PAUSE_SLACK_PKTS,
         "the rest waits for the pause"
     );
-    q.service(10 + 5_120, 0);
+    q.service(10 + 5_120);
     let psns: Vec<u32> = q.ready.iter().map(psn_of).collect();
     assert_eq!(psns, (0..100).collect::<Vec<_>>(), "in order");
     assert_eq!(

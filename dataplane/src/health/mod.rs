@@ -338,7 +338,8 @@ pub struct ProbeFrame {
 enum Fault {
     Dead(IpAddr),
     Lossy {
-        peer: IpAddr,
+        /// `None`: towards every peer together.
+        peer: Option<IpAddr>,
         loss: f64,
         window: usize,
         best: f64,
@@ -354,12 +355,18 @@ impl std::fmt::Display for Fault {
                 loss,
                 window,
                 best,
-            } => write!(
-                f,
-                "lossy towards {peer}: {:.1}% of the last {window} probes lost (best other member {:.1}%)",
-                loss * 100.0,
-                best * 100.0
-            ),
+            } => {
+                match peer {
+                    Some(p) => write!(f, "lossy towards {p}")?,
+                    None => write!(f, "lossy towards every peer")?,
+                }
+                write!(
+                    f,
+                    ": {:.1}% of the last {window} probes lost (best other member {:.1}%)",
+                    loss * 100.0,
+                    best * 100.0
+                )
+            }
         }
     }
 }
@@ -737,13 +744,88 @@ impl PathMonitor {
                     let loss = l.ratio();
                     if loss >= out && loss - best >= out / 2.0 && worse_than(l, best) {
                         return Some(Fault::Lossy {
-                            peer: s.peer,
+                            peer: Some(s.peer),
                             loss,
                             window,
                             best,
                         });
                     }
                 }
+            }
+        }
+        if m.sessions.len() > 1 {
+            return self.pooled_fault(m, spec, group, board);
+        }
+        None
+    }
+
+    /// The member's loss towards all its peers together, against the other members' alike: a
+    /// fault of the member itself (its own link, or its spine) shows in every session, and
+    /// pooled over the last `window / peers` probes of each it is found as many times sooner
+    /// as there are peers. (A fault towards one peer alone is diluted here;
+    /// [`PathMonitor::fault`] finds it session by session.)
+    fn pooled_fault(
+        &self,
+        m: &Member,
+        spec: &HealthSpec,
+        group: &crate::engine::UplinkGroup,
+        board: &HealthBoard,
+    ) -> Option<Fault> {
+        let windows = [
+            (FAST_WINDOW, spec.fast_loss_out),
+            (SLOW_WINDOW, spec.loss_out),
+        ];
+        let windows = if m.state == PathState::Out {
+            &windows[..1]
+        } else {
+            &windows[..]
+        };
+        for &(window, out) in windows {
+            // The best other member's loss over all peers (the mean of its sessions', a silent
+            // one losing everything); none with figures for every peer: no judgement.
+            let best = group
+                .ports
+                .iter()
+                .filter(|&&o| o != m.port)
+                .filter_map(|&o| {
+                    let cells: Option<Vec<f64>> = (0..m.sessions.len())
+                        .map(|k| {
+                            board.get(o, k).and_then(|c| {
+                                if c.silent {
+                                    Some(1.0)
+                                } else if window == FAST_WINDOW {
+                                    c.fast
+                                } else {
+                                    c.slow
+                                }
+                            })
+                        })
+                        .collect();
+                    cells.map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64)
+                })
+                .reduce(f64::min)?;
+            // As many probes as one session's window, from every session alike: the same
+            // evidence in a fraction of the time.
+            let each = (window / m.sessions.len()).max(8);
+            let pooled = m
+                .sessions
+                .iter()
+                .filter_map(|s| s.loss_after(each, m.since))
+                .fold(WindowLoss { sent: 0, lost: 0 }, |a, l| WindowLoss {
+                    sent: a.sent + l.sent,
+                    lost: a.lost + l.lost,
+                });
+            if pooled.sent == 0 {
+                continue;
+            }
+            let loss = pooled.ratio();
+            if loss >= out && loss - best >= out / 2.0 && worse_than(pooled, best) {
+                return Some(Fault::Lossy {
+                    peer: None,
+                    loss,
+                    window: pooled.sent as usize,
+                    best,
+                });
             }
         }
         None

@@ -179,6 +179,19 @@ pub fn priority(frame: &[u8]) -> u8 {
     }
 }
 
+/// Whether a frame travels as network control, priority 6 or 7 (CS6, CS7, or such a VLAN
+/// PCP), which a switch queues ahead of data: a few byte compares, for the egress queue's
+/// per-packet decision (untagged IPv4 and IPv6, or a VLAN tag's PCP; anything else is not).
+#[inline]
+pub fn is_network_control(frame: &[u8]) -> bool {
+    match (frame.get(12), frame.get(13), frame.get(14), frame.get(15)) {
+        (Some(0x08), Some(0x00), _, Some(tos)) => tos >> 5 >= 6,
+        (Some(0x86), Some(0xDD), Some(b14), _) => (b14 & 0x0F) >> 1 >= 6,
+        (Some(0x81), Some(0x00), Some(tci), _) => tci >> 5 >= 6,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +306,48 @@ mod tests {
         assert_eq!(priority(&ipv6_frame(46 << 2)), 5);
         assert_eq!(priority(&[0u8; 20]), 0);
         assert_eq!(priority(&[]), 0);
+    }
+
+    #[test]
+    fn network_control_is_priority_6_and_7_as_priority_reads_it() {
+        let probe = {
+            let mut b = [0u8; 128];
+            let a = crate::wire::probe::ProbeAddrs {
+                src_mac: [2, 0, 0, 0, 0, 1],
+                dst_mac: [2, 0, 0, 0, 0, 2],
+                src: "10.0.0.1".parse().unwrap(),
+                dst: "10.0.0.2".parse().unwrap(),
+            };
+            let n = crate::wire::probe::emit_frame(&mut b, &a, &Default::default()).unwrap();
+            b[..n].to_vec()
+        };
+        assert!(is_network_control(&probe));
+        assert_eq!(priority(&probe), 6);
+        // Every TOS byte over IPv4 and traffic class over IPv6, tagged or not: the fast check
+        // agrees with the classifier.
+        for v6 in [false, true] {
+            for tc in 0..=255u8 {
+                let mut f = vec![0u8; 64];
+                if v6 {
+                    f[12..14].copy_from_slice(&[0x86, 0xDD]);
+                    f[14] = 0x60 | (tc >> 4);
+                    f[15] = tc << 4;
+                } else {
+                    f[12..14].copy_from_slice(&[0x08, 0x00]);
+                    f[14] = 0x45;
+                    f[15] = tc;
+                }
+                assert_eq!(
+                    is_network_control(&f),
+                    priority(&f) >= 6,
+                    "tc {tc:#x} v6 {v6}"
+                );
+            }
+        }
+        let mut tagged = vec![0u8; 64];
+        tagged[12..14].copy_from_slice(&[0x81, 0x00]);
+        tagged[14] = 7 << 5;
+        assert!(is_network_control(&tagged));
+        assert!(!is_network_control(&[0u8; 10]));
     }
 }

@@ -75,7 +75,8 @@ impl Worker {
     }
 
     /// Queues `pkt` on this worker's port `ports[i]`: its egress queue holds it to the port's
-    /// rate and marks it on the depth (with what the reorder stage holds for the port).
+    /// rate and marks it on its depth (recording the depth with what the reorder stage holds
+    /// for the port).
     #[inline]
     pub(super) fn enqueue_at(&mut self, i: usize, pkt: Pkt, now: u64) {
         let Some(op) = self.ports.get_mut(i) else {
@@ -113,7 +114,7 @@ impl Worker {
         op.held = self.reorder.held_bytes_for(op.id);
         if !op.q.is_empty() {
             let before = op.q.ready.len();
-            op.q.service(now, op.held);
+            op.q.service(now);
             if self.tapping {
                 for p in &op.q.ready[before..] {
                     self.sh.taps.tap(op.id, p, now);
