@@ -258,6 +258,8 @@ impl Switch {
             .map(|_| Mutex::new(crate::health::PathReport::default()))
             .collect();
         let health = Arc::new(crate::health::HealthBoard::new(ports.len()));
+        let pools: Arc<[Arc<dyn crate::port::RxPool>]> =
+            crate::worker::rx_pools(ports.iter().map(|p| &**p)).into();
         let stop = Arc::new(AtomicBool::new(false));
         let tables = Arc::new(tables);
         let wakes: Arc<[Wake]> = (0..workers).map(|_| Wake::new()).collect();
@@ -311,6 +313,7 @@ impl Switch {
                 queue_depths: queue_depths.clone(),
                 health: health.clone(),
                 path_reports: path_reports.clone(),
+                rx_pools: pools.clone(),
             };
             let worker = Worker::new(
                 sh,

@@ -447,19 +447,24 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     // Pinned out: it carries nothing but its probes, and says so; back to auto: traffic again.
     ctl_json(&sock, &["set", "path", "u2", "out"]);
     std::thread::sleep(Duration::from_millis(100));
-    let probes_of = |name: &str| -> u64 {
-        ctl_json(&sock, &["show", "ports"])
+    // What the port sent and the probes among them, from one answer.
+    let sent_and_probes = |name: &str| -> (u64, u64) {
+        let ports = ctl_json(&sock, &["show", "ports"]);
+        let p = ports
             .as_array()
             .unwrap()
             .iter()
             .find(|u| u["name"] == name)
-            .unwrap()["probes_tx"]
-            .as_u64()
             .unwrap()
+            .clone();
+        (
+            p["tx_pkts"].as_u64().unwrap(),
+            p["probes_tx"].as_u64().unwrap(),
+        )
     };
-    let (tx0, probes0) = (tx_of("u2"), probes_of("u2"));
+    let (tx0, probes0) = sent_and_probes("u2");
     std::thread::sleep(Duration::from_millis(300));
-    let (tx1, probes1) = (tx_of("u2"), probes_of("u2"));
+    let (tx1, probes1) = sent_and_probes("u2");
     assert!(probes1 > probes0, "a pinned-out path is still probed");
     assert_eq!(
         tx1 - tx0,
@@ -487,7 +492,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
     assert!(!ok && err.contains("'in', 'out' or 'auto'"), "{err}");
     ctl_json(&sock, &["set", "path", "u2", "auto"]);
     std::thread::sleep(Duration::from_millis(300));
-    let (tx2, probes2) = (tx_of("u2"), probes_of("u2"));
+    let (tx2, probes2) = sent_and_probes("u2");
     assert!(tx2 - tx1 > probes2 - probes1, "back in the spray set");
 
     // Reload: a bad file changes nothing and says why.

@@ -231,17 +231,19 @@ fn marked_frames_of_real_stacks_keep_their_icrc_and_header_checksum() {
         }),
     };
     let mut q = EgressQueue::new(every, 16, 1);
+    // A frame that stays queued: every frame after it finds a depth above Kmax (0), so every
+    // ECN-capable one is marked.
+    assert!(q.enqueue(Pkt::from_slice(&[0u8; 64]), 0, 0));
     let mut marked: Vec<Vec<u8>> = Vec::new();
     for name in ["rxe-rc-ops.pcap", "rxe-reorder-nak-ipv6.pcap"] {
         for f in read_capture(&data(name)) {
-            // 1 byte held elsewhere: above Kmax, so every ECN-capable frame is marked.
-            assert!(q.enqueue(Pkt::from_slice(&f), 0, 1));
+            assert!(q.enqueue(Pkt::from_slice(&f), 0, 0));
             let p = q.ready.pop().unwrap();
             q.sent();
             assert_eq!(p.data(), &f[..], "not ECN-capable: untouched");
             let Some(e) = ect0(&f) else { continue };
             assert_eq!(codepoint(&e), Some(Codepoint::Ect0));
-            assert!(q.enqueue(Pkt::from_slice(&e), 0, 1));
+            assert!(q.enqueue(Pkt::from_slice(&e), 0, 0));
             let p = q.ready.pop().unwrap();
             q.sent();
             assert_eq!(codepoint(p.data()), Some(Codepoint::Ce));

@@ -351,6 +351,63 @@ fn af_xdp_port_takes_ring_sizes_and_busy_polling_and_says_how_each_queue_is_boun
     );
 }
 
+/// The host sends 20 datagrams; the port receives them and they are kept (as the reorder
+/// stage keeps packets behind a gap): the port's receive pool shows them taken, and has them
+/// back once they are dropped. What the worker watches to keep a port receiving.
+fn held_packets_pin_the_receive_pool(p: &Pair, port: &mut dyn Port) {
+    wait_link_up(port);
+    let pool = port.rx_pool().expect("a real port has a receive pool");
+    assert!(pool.capacity() > 0);
+    let before = pool.free();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            p.host.enter();
+            let sock = UdpSocket::bind("10.77.0.1:0").unwrap();
+            for i in 0..20u8 {
+                sock.send_to(&[i; 64], "10.77.0.2:9999").unwrap();
+            }
+        });
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut held, mut rx) = (Vec::new(), Vec::new());
+    while held.len() < 20 {
+        assert!(Instant::now() < deadline, "got {}", held.len());
+        port.rx_burst(now_ns(), &mut rx, 32);
+        held.extend(rx.drain(..).filter(|f| is_udp_to(f.data(), 9999)));
+        port.poll(now_ns());
+    }
+    let pinned = before.saturating_sub(pool.free());
+    assert!(pinned >= 20, "{pinned} buffers taken for 20 held packets");
+    drop(held);
+    // (An AF_XDP port hands freed frames to its fill ring on its next poll.)
+    assert!(
+        pool.free() + 20 >= before,
+        "{} free again of {before}",
+        pool.free()
+    );
+}
+
+#[test]
+fn held_packets_pin_each_backends_receive_pool() {
+    if !available("held_packets_pin_each_backends_receive_pool") {
+        return;
+    }
+    let p = pair();
+    let mut port =
+        p.sw.run(|| AfPacketPort::open("b0", "b0").unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(port.rx_pool().unwrap().capacity(), 4096);
+    held_packets_pin_the_receive_pool(&p, &mut port);
+    drop(port);
+    let (_umem, mut port) = p.sw.run(|| {
+        let mut umem = XdpUmem::new(8192, 2048).unwrap();
+        let port = umem
+            .open("b0", &XdpOptions::new("b0"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        (umem, port)
+    });
+    held_packets_pin_the_receive_pool(&p, &mut port);
+}
+
 #[test]
 fn af_packet_port_receives_and_transmits() {
     if !available("af_packet_port_receives_and_transmits") {
@@ -565,6 +622,13 @@ mod dpdk {
             held.extend(rx.drain(..).filter(|f| super::is_udp_to(f.data(), 9999)));
         }
         assert!(port.pool_in_use() >= idle + 20);
+        // The pool as the worker watches it says the same.
+        let pool = port.rx_pool().expect("the port's mempool");
+        assert_eq!(pool.free(), port.pool_available() as usize);
+        assert_eq!(
+            pool.capacity(),
+            (port.pool_available() + port.pool_in_use()) as usize
+        );
         drop(held);
         assert_eq!(port.pool_in_use(), idle);
     }

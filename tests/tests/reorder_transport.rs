@@ -294,6 +294,40 @@ fn with_loss_on_a_path_every_transfer_completes() {
     );
 }
 
+/// Packets held behind a loss keep the receive buffers of the uplinks they came in on. With a
+/// pool per uplink far smaller than what the QPs hold behind their gaps (128 frames, as an
+/// AF_PACKET port has 4096) and a hold timeout too long to rescue anything in time (1 s), the
+/// stage gives up its oldest gaps when a pool runs low, before the port stops receiving: the
+/// retransmissions that fill the gaps keep coming in, and every transfer completes within the
+/// run (without it the ports stop, and the transfers wait for the timeout, or for ever).
+#[test]
+fn a_receive_pool_smaller_than_what_losses_hold_never_stops_a_port() {
+    let conns: Vec<Connection> = (0..16)
+        .map(|i| {
+            conn(
+                i,
+                Device::RXE,
+                1024,
+                vec![Step::Post(vec![Verb::Write { len: 65_536 }; 8])],
+            )
+        })
+        .collect();
+    let mut spec = fabric(true, 0.02, 1);
+    spec.uplink_pool_frames = Some(128);
+    spec.reorder = spec.reorder.map(|c| ReorderConfig {
+        hold_timeout_ns: 1_000_000_000,
+        ..c
+    });
+    let r = run(&spec, &conns, 1_000, 150_000_000, 2_000_000).unwrap();
+    for (i, c) in r.connections.iter().enumerate() {
+        assert!(c.finished && !c.error, "connection {i}: {c:?}");
+        assert_eq!(c.completed, c.posted, "connection {i}");
+    }
+    let b = &r.tor_b.reorder;
+    assert!(b.pool_give_ups > 0, "the pools ran low: {b:?}");
+    assert_eq!(b.timeouts, 0, "no gap waited for its timeout");
+}
+
 // ------------------------------------------------------------------ the property
 
 fn verb() -> impl Strategy<Value = Verb> {

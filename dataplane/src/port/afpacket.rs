@@ -416,6 +416,10 @@ impl Port for AfPacketPort {
     fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
         out.push(self.fd.as_raw_fd());
     }
+
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn super::RxPool>> {
+        Some(self.area.clone())
+    }
 }
 
 #[cfg(test)]

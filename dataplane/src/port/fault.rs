@@ -424,6 +424,10 @@ impl<P: Port> Port for FaultInjector<P> {
         self.inner.wait_fds(out)
     }
 
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn super::RxPool>> {
+        self.inner.rx_pool()
+    }
+
     fn flush(&mut self) {
         self.inner.flush()
     }

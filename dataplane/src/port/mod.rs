@@ -20,6 +20,7 @@ pub mod dpdk;
 pub mod fault;
 pub mod mem;
 pub mod pcap;
+pub mod pooled;
 #[cfg(target_os = "linux")]
 pub mod sys;
 pub mod tap;
@@ -262,6 +263,27 @@ pub enum LinkState {
     Down,
 }
 
+/// A pool of receive buffers: what a port receives into, and what a packet keeps for as long
+/// as it lives (an AF_PACKET or AF_XDP frame area, a DPDK mempool). A packet the reorder stage
+/// holds keeps its buffer, so holding can empty the pool and stop the port from receiving,
+/// the retransmissions that would fill the gaps included: the worker watches each pool's fill
+/// and has the stage give up its oldest gaps before that.
+pub trait RxPool: Send + Sync + std::fmt::Debug {
+    /// Buffers in all.
+    fn capacity(&self) -> usize;
+    /// Buffers free now (an estimate read without a lock).
+    fn free(&self) -> usize;
+}
+
+impl RxPool for area::FrameArea {
+    fn capacity(&self) -> usize {
+        self.frames() as usize
+    }
+    fn free(&self) -> usize {
+        self.free_frames()
+    }
+}
+
 /// A network port driven in bursts by exactly one worker.
 pub trait Port: Send {
     /// The port's name.
@@ -318,6 +340,12 @@ pub trait Port: Send {
     /// waking on a timer (see `worker::IdleWaiter`). Ports without one (in-memory, pcap) add
     /// nothing: their worker sleeps for the idle policy's interval.
     fn wait_fds(&self, _out: &mut Vec<std::os::fd::RawFd>) {}
+
+    /// The pool the packets it receives keep their buffers in (`None`: each packet owns its
+    /// own heap buffer).
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn RxPool>> {
+        None
+    }
 }
 
 impl<P: Port + ?Sized> Port for Box<P> {
@@ -356,6 +384,9 @@ impl<P: Port + ?Sized> Port for Box<P> {
     }
     fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
         (**self).wait_fds(out)
+    }
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn RxPool>> {
+        (**self).rx_pool()
     }
 }
 

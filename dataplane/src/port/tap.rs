@@ -112,6 +112,10 @@ impl<P: Port> Port for PcapTap<P> {
         self.inner.wait_fds(out)
     }
 
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn super::RxPool>> {
+        self.inner.rx_pool()
+    }
+
     fn dropped(&self) -> u64 {
         self.inner.dropped()
     }

@@ -501,6 +501,46 @@ impl<T> ReorderCore<T> {
     pub(super) fn timeout(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         self.streams[stream as usize].stats.timeouts += 1;
         self.totals.timeouts += 1;
+        self.give_up(stream, now, out);
+    }
+
+    /// Gives up the receive buffers held behind the oldest gaps until at least `packets` are
+    /// released (or nothing is held): a receive pool runs low, and a port whose pool is empty
+    /// receives nothing, the retransmissions that would fill those gaps included. Each gap
+    /// goes as a hold timeout would let it go (what is held released in PSN order), oldest
+    /// first; counted in `pool_give_ups`. Spraying spreads every stream's packets over every
+    /// uplink, so each stream that holds behind a gap pins buffers of every uplink's pool:
+    /// which one runs low does not change which gaps are the oldest. Returns what was released.
+    pub fn relieve(&mut self, packets: usize, now: u64, out: &mut Vec<T>) -> usize {
+        let before = out.len();
+        while out.len() - before < packets {
+            let oldest = self
+                .active
+                .iter()
+                .copied()
+                .filter(|&i| self.streams[i as usize].held > 0)
+                .min_by_key(|&i| self.streams[i as usize].gap_since);
+            let Some(stream) = oldest else { break };
+            if matches!(self.streams[stream as usize].phase, Phase::Learning { .. }) {
+                self.finish_learning(stream, now, out);
+                if self.streams[stream as usize].held == 0 {
+                    continue;
+                }
+            }
+            let held = self.streams[stream as usize].held;
+            self.totals.pool_give_ups += 1;
+            self.give_up(stream, now, out);
+            if self.streams[stream as usize].held >= held {
+                // Nothing could go (cannot happen: a give-up releases what is held); never
+                // spin on it.
+                break;
+            }
+        }
+        out.len() - before
+    }
+
+    /// Gives up on the gap of `stream` (its hold timed out, or its buffers are needed).
+    fn give_up(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
         match self.streams[stream as usize].key {
             StreamKey::Request { .. } => {
                 // Give up on the gap: release everything held, in order. The RNIC sees the gap

@@ -74,6 +74,12 @@ pub trait DownlinkStage: Send {
     /// Packets held right now.
     fn held(&self) -> usize;
 
+    /// Gives up the oldest gaps until at least `packets` held packets are released (a receive
+    /// pool runs low); returns how many went.
+    fn relieve(&mut self, _packets: usize, _now: u64, _out: &mut Vec<(PortId, Pkt)>) -> usize {
+        0
+    }
+
     /// Bytes held right now for downlink `port` (they count towards its queue's depth).
     fn held_bytes_for(&self, _port: PortId) -> u64 {
         0

@@ -281,6 +281,12 @@ impl DownlinkStage for ReorderStage {
         }
     }
 
+    fn relieve(&mut self, packets: usize, now: u64, out: &mut Vec<(PortId, Pkt)>) -> usize {
+        let n = self.core.relieve(packets, now, &mut self.released);
+        self.emit(out);
+        n
+    }
+
     fn held(&self) -> usize {
         self.core.held()
     }

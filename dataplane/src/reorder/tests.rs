@@ -2712,3 +2712,42 @@ fn a_read_retried_behind_what_is_held_keeps_the_ring_in_psn_order() {
     assert_eq!(out.len(), 64);
     assert_eq!(c.held(), 0);
 }
+
+/// A receive pool running low has the stage give up its oldest gaps, in the order their gaps
+/// opened, as a hold timeout would (what each holds released in PSN order), until enough is
+/// released; counted apart from timeouts.
+#[test]
+fn relieving_a_pool_gives_up_the_oldest_gaps_first() {
+    let mut h = H::new(ReorderConfig {
+        hold_timeout_ns: 1_000_000_000,
+        ..cfg()
+    });
+    // Three streams, each missing its first PSN after 0: gaps opened at 10, 20 and 30 ns.
+    for (qpn, t) in [(2, 20), (1, 10), (3, 30)] {
+        h.ins(qpn, 0, qpn * 100, t);
+        for p in 2..6 {
+            assert_eq!(h.ins(qpn, p, qpn * 100 + p, t), Insert::Held);
+        }
+    }
+    h.take();
+    // Five packets wanted: the two oldest gaps go (4 each).
+    assert_eq!(h.core.relieve(5, 100, &mut h.out), 8);
+    assert_eq!(h.take(), vec![102, 103, 104, 105, 202, 203, 204, 205]);
+    assert_eq!(h.core.totals.pool_give_ups, 2);
+    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(
+        h.core.expected(&key(1)),
+        Some(Psn::new(6)),
+        "as a timeout leaves it"
+    );
+    assert_eq!(h.core.held(), 4);
+    // The late packet that fills stream 1's old gap passes as late.
+    assert_eq!(h.ins(1, 1, 101, 200), Insert::Late);
+    assert_eq!(h.core.relieve(100, 300, &mut h.out), 4);
+    assert_eq!(h.core.held(), 0);
+    assert_eq!(
+        h.core.relieve(1, 400, &mut h.out),
+        0,
+        "nothing held: nothing to give"
+    );
+}

@@ -21,6 +21,7 @@ counter_table! {
     duplicates: Counter, Packets, Switch, "sprayswitch_reorder_duplicate_packets_total", "Copies of held packets, discarded.";
     overflows: Counter, Count, Switch, "sprayswitch_reorder_overflows_total", "Window overflows: held packets released skipping a gap to make room.";
     timeouts: Counter, Count, Switch, "sprayswitch_reorder_hold_timeouts_total", "Gaps declared lost after the hold timeout.";
+    pool_give_ups: Counter, Count, Switch, "sprayswitch_reorder_pool_give_ups_total", "Gaps given up before their hold timeout because a receive pool ran low (what was held behind them released in PSN order, as a timeout does), so that the port kept receiving.";
     path_losses: Counter, Count, Switch, "sprayswitch_reorder_path_order_losses_total", "Gaps declared lost by path order: every fabric path the stream uses delivered a PSN above the gap.";
     stamp_losses: Counter, Count, Switch, "sprayswitch_reorder_stamp_losses_total", "Path-order losses where a path's proof was a later path stamp of the stream's source (another QP's packet, an ACK) rather than the stream's own PSN (counted in path_order_losses too).";
     stamp_disorder: Counter, Count, Switch, "sprayswitch_reorder_stamp_disorder_total", "Source hosts whose path stamps went backwards on a path (two stamp counters behind one address, a path that reorders, a source ToR that restarted): their stamps are not used for a second.";

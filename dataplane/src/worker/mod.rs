@@ -129,7 +129,32 @@ pub struct WorkerShared {
     pub health: Arc<crate::health::HealthBoard>,
     /// Per port: where its owner publishes its path health.
     pub path_reports: Arc<[std::sync::Mutex<crate::health::PathReport>]>,
+    /// The receive pools of every port of the switch (once each): what this worker's reorder
+    /// stage holds may pin buffers of any of them, its hand-offs included.
+    pub rx_pools: Arc<[Arc<dyn crate::port::RxPool>]>,
 }
+
+/// The receive pools of `ports`, once each (ports that share one, an AF_XDP UMEM, list it
+/// once).
+pub fn rx_pools<'a>(
+    ports: impl IntoIterator<Item = &'a dyn Port>,
+) -> Vec<Arc<dyn crate::port::RxPool>> {
+    let mut pools: Vec<Arc<dyn crate::port::RxPool>> = Vec::new();
+    for p in ports {
+        if let Some(pool) = p.rx_pool() {
+            if !pools
+                .iter()
+                .any(|q| std::ptr::addr_eq(Arc::as_ptr(q), Arc::as_ptr(&pool)))
+            {
+                pools.push(pool);
+            }
+        }
+    }
+    pools
+}
+
+/// How often a worker whose reorder stage holds packets looks at the receive pools.
+const POOL_CHECK_NS: u64 = 10_000;
 
 /// What a worker returns when it stops: its ports (so that captures can be flushed and
 /// in-memory ends inspected) and the packets it still held.
@@ -178,6 +203,8 @@ pub struct Worker {
     /// The fabric paths that no longer block path-order decisions, as read at the start of
     /// this iteration.
     paths_down: u64,
+    /// When the receive pools were last looked at.
+    last_pool_check: u64,
 }
 
 impl Worker {
@@ -251,6 +278,7 @@ impl Worker {
             monitor,
             probe_frames: Vec::with_capacity(64),
             paths_down: 0,
+            last_pool_check: 0,
         }
     }
 
@@ -294,6 +322,7 @@ impl Worker {
             path_reports: (0..n)
                 .map(|_| std::sync::Mutex::new(crate::health::PathReport::default()))
                 .collect(),
+            rx_pools: rx_pools(ports.iter().map(|p| &**p)).into(),
         };
         let ports = ports
             .into_iter()
@@ -540,6 +569,10 @@ impl Worker {
         self.reorder
             .set_paths(self.paths.len(), self.paths_down, now, &mut self.released);
         self.reorder.poll(now, &mut self.released);
+        if self.reorder.held() > 0 && now.saturating_sub(self.last_pool_check) >= POOL_CHECK_NS {
+            self.last_pool_check = now;
+            self.relieve_pools(now);
+        }
         let work = !self.released.is_empty();
         if work {
             let mut rel = std::mem::take(&mut self.released);
@@ -552,6 +585,26 @@ impl Worker {
         c.reorder_held.set(self.reorder.held() as u64);
         c.publish_reorder(&self.reorder.totals());
         work
+    }
+
+    /// A receive pool that runs low (under an eighth free) has the reorder stage give up its
+    /// oldest gaps until a quarter of the pool could be free again: a port whose pool is empty
+    /// receives nothing, the retransmissions that would fill the gaps included, and the hold
+    /// timeouts that would free it come only later. (The pool's own rings, and what other
+    /// workers hold, count against it too: it is read as it is.)
+    fn relieve_pools(&mut self, now: u64) {
+        for i in 0..self.sh.rx_pools.len() {
+            let pool = &self.sh.rx_pools[i];
+            let (cap, free) = (pool.capacity(), pool.free());
+            if free >= cap / 8 {
+                continue;
+            }
+            let deficit = (cap / 4).saturating_sub(free).max(1);
+            self.reorder.relieve(deficit, now, &mut self.released);
+            if self.reorder.held() == 0 {
+                break;
+            }
+        }
     }
 
     /// Step 5: port state and backlog for the spray policy and the control thread; the egress

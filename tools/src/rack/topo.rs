@@ -18,6 +18,7 @@ use anyhow::Context;
 use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, LossStep};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
+use sprayswitch::port::pooled::PooledPort;
 use sprayswitch::port::Port;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::switch::{Stopped, Switch};
@@ -100,6 +101,10 @@ pub struct RackPairSpec {
     /// Longest a packet waits in a transmit buffer before a flush (`None`: the configuration's
     /// default; virtual-time runs at 100 Gbit/s use 0).
     pub flush_ns: Option<u64>,
+    /// Give each ToR uplink a receive pool of this many frames (as an AF_PACKET port has), so
+    /// that what the reorder stage holds pins receive buffers as on a real port; `None`: heap
+    /// packets, no pool.
+    pub uplink_pool_frames: Option<u32>,
     /// Path health on the fabric group (each ToR probes the other over every path and takes
     /// failing paths out of its spray set), with this probe interval in microseconds; `None`
     /// (the default): off, so that what a test counts on the paths is its own traffic. In real
@@ -135,6 +140,7 @@ impl Default for RackPairSpec {
             tx_queue_limit: None,
             flush_ns: None,
             health_interval_us: None,
+            uplink_pool_frames: None,
         }
     }
 }
@@ -213,8 +219,23 @@ impl FabricLinks {
             let fa = FaultInjector::new(a, cfg(spec.seed * 1000 + p as u64 * 2));
             let fb = FaultInjector::new(b, cfg(spec.seed * 1000 + p as u64 * 2 + 1));
             f.stats.push((fa.stats(), fb.stats()));
-            f.ends[0].push(Box::new(fa));
-            f.ends[1].push(Box::new(fb));
+            match spec.uplink_pool_frames {
+                Some(frames) => {
+                    // Frames that fit the MTU, as the AF_PACKET backend sizes them.
+                    let size = (u32::from(spec.mtu) + 18).next_power_of_two().max(2048);
+                    let pool = |port| -> Box<dyn Port> {
+                        Box::new(
+                            PooledPort::new(port, frames, size).expect("a small anonymous mapping"),
+                        )
+                    };
+                    f.ends[0].push(pool(fa));
+                    f.ends[1].push(pool(fb));
+                }
+                None => {
+                    f.ends[0].push(Box::new(fa));
+                    f.ends[1].push(Box::new(fb));
+                }
+            }
         }
         f
     }

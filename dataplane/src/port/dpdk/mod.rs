@@ -800,6 +800,37 @@ impl Port for DpdkPort {
             invalid: self.stats.ierrors,
         }
     }
+
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn super::RxPool>> {
+        Some(std::sync::Arc::new(MbufPool {
+            pool: self.pool,
+            capacity: self.pool_available() + self.pool_in_use(),
+        }))
+    }
+}
+
+/// A port's mempool as an [`super::RxPool`].
+#[derive(Debug)]
+struct MbufPool {
+    pool: NonNull<c_void>,
+    capacity: u32,
+}
+
+// SAFETY: the pool is created once per port and never freed while the process runs
+// (`rte_mempool_avail_count` is safe from any thread: it reads the ring and every lcore's
+// cache without writing).
+unsafe impl Send for MbufPool {}
+// SAFETY: as for `Send`: only read through `ss_pool_avail`.
+unsafe impl Sync for MbufPool {}
+
+impl super::RxPool for MbufPool {
+    fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+    fn free(&self) -> usize {
+        // SAFETY: the pool is valid for the process (see `Send`).
+        unsafe { ffi::ss_pool_avail(self.pool.as_ptr()) as usize }
+    }
 }
 
 impl Drop for DpdkPort {

@@ -831,4 +831,10 @@ impl Port for XdpPort {
     fn wait_fds(&self, out: &mut Vec<std::os::fd::RawFd>) {
         out.extend(self.queues.iter().map(|q| q.fd.as_raw_fd()));
     }
+
+    fn rx_pool(&self) -> Option<std::sync::Arc<dyn super::RxPool>> {
+        // The worker's UMEM, shared by its AF_XDP ports: a frame on its free list is one the
+        // fill rings can be given.
+        Some(self.area.clone())
+    }
 }
