@@ -128,10 +128,13 @@ impl Session {
             at: now,
         };
         match self.reports.back() {
-            // Reports rise with the peer's count; one that does not is older news (a probe of
-            // the peer's that a faster path would have overtaken: not on a FIFO path, but
-            // never trusted).
-            Some(b) if r.top < b.top || r.count < b.count => return,
+            // Reports rise with the peer's count. One whose top goes back is older news (a
+            // probe of the peer's that a faster path would have overtaken: not on a FIFO path,
+            // but never trusted); one whose count goes back while its top goes on is a peer
+            // that started counting again (it restarted and drew the same session): its counts
+            // start a new series.
+            Some(b) if r.top < b.top => return,
+            Some(b) if r.count < b.count => self.reports.clear(),
             Some(b) if (b.top, b.count) == (r.top, r.count) => return,
             _ => {}
         }
@@ -258,6 +261,11 @@ mod tests {
         s.heard(&peer_probe(5, 3, 9, 9, 9), 3);
         assert_eq!(s.mark_since(2).map(|r| r.top), Some(10));
         assert!(s.mark_since(3).is_none(), "it came before");
+        // The peer counts again from 1 with the same session (restarted, same draw): a new
+        // series, not 90% loss.
+        s.heard(&peer_probe(5, 4, 9, 1, 100), 4);
+        s.heard(&peer_probe(5, 5, 9, 50, 149), 5);
+        assert_eq!(s.loss(2).map(|l| (l.sent, l.lost)), Some((49, 0)));
         // The peer restarts: its counts of our probes start again, and so do ours of its.
         s.heard(&peer_probe(6, 1, 9, 0, 0), 4);
         assert_eq!(s.next_probe(false, 0).rx_count, 1);

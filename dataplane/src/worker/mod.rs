@@ -251,7 +251,10 @@ impl Worker {
         let mut engine = Engine::new(&tables, seed);
         engine.set_worker(sh.id);
         let owned: Vec<PortId> = ports.iter().map(|p| p.id).collect();
-        let mut monitor = crate::health::PathMonitor::new(seed);
+        // Session numbers differ at every start (a restarted switch is a new peer to the
+        // others, as BFD's discriminators are drawn anew); nothing else depends on the draw.
+        let mut monitor =
+            crate::health::PathMonitor::new(seed ^ crate::time::wall_ns(crate::time::now_ns()));
         monitor.configure(&tables, &owned, &sh.health, &sh.status, 0);
         Worker {
             engine,
@@ -771,6 +774,22 @@ impl Worker {
     /// ends the same way.
     pub fn finish_at(self, now: u64) -> WorkerExit {
         self.finish_by(Some(now))
+    }
+
+    /// Stops at once, as a crashed or killed switch process does: its ports are handed back
+    /// as they are (what they hold stays there: a port's receive ring, a link in flight), and
+    /// what the worker itself held (reorder rings, transmit queues, hand-offs) is lost,
+    /// counted in `unsent`.
+    pub fn crash(mut self) -> WorkerExit {
+        let unsent = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
+            + self.waiting
+            + self.reorder.held()
+            + self.parked.len();
+        let ports = self.ports.drain(..).map(|op| (op.id, op.port)).collect();
+        WorkerExit {
+            ports,
+            unsent: unsent as u64,
+        }
     }
 
     fn finish_by(mut self, at: Option<u64>) -> WorkerExit {

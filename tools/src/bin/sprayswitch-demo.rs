@@ -49,6 +49,24 @@ struct Cli {
     /// Turn path health off (failing paths stay in the spray set).
     #[arg(long)]
     no_health: bool,
+    /// ToR B restarts this many ms into each scenario (its process crashes and starts again
+    /// with nothing of its state), down for --tor-down-ms; with --virtual-time.
+    #[arg(long)]
+    restart_tor_b_at_ms: Option<f64>,
+    /// How long a restarting ToR B is down, ms.
+    #[arg(long, default_value_t = 50.0)]
+    tor_down_ms: f64,
+    /// Host b1 stops answering this many ms into each scenario (its NIC drops what reaches
+    /// it) for --host-silent-ms.
+    #[arg(long)]
+    host_silent_at_ms: Option<f64>,
+    /// How long host b1 does not answer, ms.
+    #[arg(long, default_value_t = 100.0)]
+    host_silent_ms: f64,
+    /// Each ToR uplink receives into a pool of this many frames, as an AF_PACKET port does
+    /// (4096 there): what the reorder stage holds pins them.
+    #[arg(long)]
+    uplink_pool_frames: Option<u32>,
     /// The loss of the one lossy scenario added to the loss-free table (colliding-QP
     /// workload), per path.
     #[arg(long, value_delimiter = ',', default_value = "0,0.01,0,0")]
@@ -133,7 +151,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let times = [Some(cli.fault_at_ms), cli.fault_for_ms];
+    if cli
+        .uplink_pool_frames
+        .is_some_and(|n| !(16..=1 << 20).contains(&n))
+    {
+        eprintln!("sprayswitch-demo: --uplink-pool-frames: 16 to 1048576");
+        return ExitCode::FAILURE;
+    }
+    let times = [
+        Some(cli.fault_at_ms),
+        cli.fault_for_ms,
+        cli.restart_tor_b_at_ms,
+        Some(cli.tor_down_ms),
+        cli.host_silent_at_ms,
+        Some(cli.host_silent_ms),
+    ];
     let flaps = cli.flap_ms.iter().flatten().copied();
     if times
         .into_iter()
@@ -168,6 +200,9 @@ fn main() -> ExitCode {
             flap_ms: cli.flap_ms.as_ref().map(|v| (v[0], v[1])),
         },
         health: !cli.no_health,
+        restart_b_ms: cli.restart_tor_b_at_ms.map(|at| (at, cli.tor_down_ms)),
+        silent_host_ms: cli.host_silent_at_ms.map(|at| (at, cli.host_silent_ms)),
+        uplink_pool_frames: cli.uplink_pool_frames,
     };
     println!(
         "fabric: 4 paths x {} Mbit/s, one-way delays {:?} us; 2 hosts per rack; RDMA WRITEs; {}",

@@ -89,6 +89,13 @@ pub struct DemoOpts {
     pub fault: FaultTiming,
     /// Path health on the ToRs' fabric group (probes, failing paths out of the spray set).
     pub health: bool,
+    /// ToR B restarts: (when, how long it is down), ms from the start (virtual time only).
+    pub restart_b_ms: Option<(f64, f64)>,
+    /// Host b1 stops answering: (when, for how long), ms from the start; meanwhile its NIC
+    /// drops whatever reaches it.
+    pub silent_host_ms: Option<(f64, f64)>,
+    /// Each ToR uplink receives into a pool of this many frames (as an AF_PACKET port does).
+    pub uplink_pool_frames: Option<u32>,
 }
 
 /// When the paths' loss applies, counted from the start of a scenario (its RDMA CM handshake
@@ -151,6 +158,9 @@ impl Default for DemoOpts {
             stamp_per_host: false,
             fault: FaultTiming::default(),
             health: true,
+            restart_b_ms: None,
+            silent_host_ms: None,
+            uplink_pool_frames: None,
         }
     }
 }
@@ -209,6 +219,10 @@ pub struct Outcome {
     pub path_out_ms: Option<f64>,
     /// Times path health took a path without loss out, at either ToR (false exclusions).
     pub healthy_outs: u64,
+    /// Packets the two ToRs dropped (queues full, no route: anything but the fabric's loss).
+    pub switch_drops: u64,
+    /// Gaps the ToRs gave up early because a receive pool ran low.
+    pub pool_give_ups: u64,
 }
 
 impl Outcome {
@@ -508,14 +522,26 @@ pub fn run(
             }
             (true, None) => Some(crate::rack::topo::REAL_TIME_PROBE_US),
         },
+        uplink_pool_frames: opts.uplink_pool_frames,
         ..RackPairSpec::default()
     };
     let mut clock = Clock::new(opts.virtual_step_ns);
     let mut rp = if opts.virtual_step_ns.is_some() {
         Rig::Virtual(DrivenRackPair::start(&spec)?)
     } else {
+        anyhow::ensure!(
+            opts.restart_b_ms.is_none(),
+            "a ToR restart needs --virtual-time"
+        );
         Rig::Real(RackPair::start(&spec)?)
     };
+    if let (Some((at, down)), Rig::Virtual(v)) = (opts.restart_b_ms, &mut rp) {
+        v.restart_b_at(base + (at * 1e6) as u64, (down * 1e6) as u64);
+    }
+    let silent = opts.silent_host_ms.map(|(at, d)| {
+        let from = base + (at * 1e6) as u64;
+        from..from + (d * 1e6) as u64
+    });
     let pmtu = Pmtu::DEFAULT;
     let mut qps: Vec<Qp> = Vec::new();
     let mut starts = Vec::new();
@@ -590,6 +616,10 @@ pub fn run(
             }
             hosts_b[host].port.rx_burst(now, &mut rx, 512);
             work += rx.len();
+            if host == 0 && silent.as_ref().is_some_and(|s| s.contains(&clock.now())) {
+                // The host does not answer: its NIC drops what comes.
+                rx.clear();
+            }
             for p in rx.drain(..) {
                 let qpn = u32::from_be_bytes([0, p.data()[47], p.data()[48], p.data()[49]]);
                 if let Some(q) = qps.iter_mut().find(|q| q.qpn_b == qpn) {
@@ -635,14 +665,22 @@ pub fn run(
         .sum();
     // The workers publish their histograms every 100 ms of their clock: wait for the last one
     // (in virtual time, one more step that much later, with nothing left to do).
-    let (tor_b, detection) = match &mut rp {
+    let (tor_a, tor_b, detection) = match &mut rp {
         Rig::Real(r) => {
             std::thread::sleep(Duration::from_millis(150));
-            (r.tor_b.stats(), r.tor_b.detection_histogram())
+            (
+                r.tor_a.stats(),
+                r.tor_b.stats(),
+                r.tor_b.detection_histogram(),
+            )
         }
         Rig::Virtual(v) => {
             v.step(clock.now() + 150_000_000);
-            (v.tor_b.stats(), v.tor_b.detection_histogram())
+            (
+                v.tor_a.stats(),
+                v.tor_b.stats(),
+                v.tor_b.detection_histogram(),
+            )
         }
     };
     let detect_p99_us = detection
@@ -686,6 +724,8 @@ pub fn run(
         path_loss: opts.path_loss.clone(),
         path_out_ms,
         healthy_outs,
+        switch_drops: tor_a.drops_total() + tor_b.drops_total(),
+        pool_give_ups: tor_a.reorder.pool_give_ups + tor_b.reorder.pool_give_ups,
     })
 }
 
@@ -735,7 +775,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6} {:>7} {:>4}",
+        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6} {:>7} {:>4} {:>6} {:>5}",
         "scenario",
         "fabric",
         "rnic",
@@ -753,7 +793,9 @@ pub fn table(rows: &[Outcome]) -> String {
         "path skew",
         "done",
         "out ms",
-        "fex"
+        "fex",
+        "drops",
+        "gvup"
     );
     for r in rows {
         let det = r
@@ -761,7 +803,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}% {:>7} {:>4}",
+            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}% {:>7} {:>4} {:>6} {:>5}",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -780,7 +822,9 @@ pub fn table(rows: &[Outcome]) -> String {
             100.0 * r.completed as f64 / r.posted.max(1) as f64,
             r.path_out_ms
                 .map_or("-".to_string(), |ms| format!("{ms:.2}")),
-            r.healthy_outs
+            r.healthy_outs,
+            r.switch_drops,
+            r.pool_give_ups
         );
     }
     s

@@ -657,15 +657,63 @@ pub struct DrivenRackPair {
     pub path_stats: Vec<(Arc<FaultStats>, Arc<FaultStats>)>,
     /// Per path: carrier control.
     pub path_links: Vec<LinkControl>,
+    /// ToR B's configuration, to start it again after a restart.
+    tor_b_config: sprayswitch_control::config::Validated,
+    /// A restart of ToR B under way: it comes back at this time.
+    tor_b_down_until: Option<u64>,
+    /// ToR B's ports while it is down.
+    tor_b_ports: Vec<Box<dyn Port>>,
+    /// A restart of ToR B planned: (when, how long down).
+    tor_b_restart: Option<(u64, u64)>,
 }
 
 impl DrivenRackPair {
+    /// Restarts ToR B at `at_ns` (its process crashes: everything it held is lost) and starts
+    /// it again, with its configuration and ports but none of its state, `down_ns` later;
+    /// meanwhile nothing it receives is handled.
+    pub fn restart_b_at(&mut self, at_ns: u64, down_ns: u64) {
+        self.tor_b_restart = Some((at_ns, down_ns));
+    }
+
+    /// Whether ToR B is down (between the crash and the start of a restart).
+    pub fn b_down(&self) -> bool {
+        self.tor_b_down_until.is_some()
+    }
+
+    /// Crashes or starts ToR B as its planned restart says, at `now`.
+    fn restart_b(&mut self, now: u64) -> anyhow::Result<()> {
+        if let Some((at, down)) = self.tor_b_restart {
+            if now >= at {
+                self.tor_b_restart = None;
+                let exits: Vec<_> = std::mem::take(&mut self.workers[1])
+                    .into_iter()
+                    .map(sprayswitch::worker::Worker::crash)
+                    .collect();
+                let mut by_id: Vec<(u16, Box<dyn Port>)> =
+                    exits.into_iter().flat_map(|e| e.ports).collect();
+                by_id.sort_by_key(|(id, _)| *id);
+                self.tor_b_ports = by_id.into_iter().map(|(_, p)| p).collect();
+                self.tor_b_down_until = Some(now + down);
+            }
+        }
+        if let Some(until) = self.tor_b_down_until {
+            if now >= until {
+                self.tor_b_down_until = None;
+                let ports = std::mem::take(&mut self.tor_b_ports);
+                let (sw, ws) = self.tor_b_config.clone().start_driven(ports)?;
+                self.tor_b = sw;
+                self.workers[1] = ws;
+            }
+        }
+        Ok(())
+    }
     /// Builds the rack pair of `spec` with driven workers.
     ///
     /// # Errors
     /// When a generated configuration does not validate or a switch does not start.
     pub fn start(spec: &RackPairSpec) -> anyhow::Result<DrivenRackPair> {
         let built = Built::new(spec)?;
+        let tor_b_config = built.tors.get(1).context("two ToRs")?.0.clone();
         let mut tors = Vec::new();
         for (v, ports) in built.tors {
             tors.push(v.start_driven(ports)?);
@@ -681,11 +729,22 @@ impl DrivenRackPair {
             hosts_b,
             path_stats: built.path_stats,
             path_links: built.path_links,
+            tor_b_config,
+            tor_b_down_until: None,
+            tor_b_ports: Vec::new(),
+            tor_b_restart: None,
         })
     }
 
     /// One loop iteration of every worker of both ToRs at `now`; true when any found work.
+    ///
+    /// # Panics
+    /// When ToR B cannot start again after a restart (its configuration started once).
     pub fn step(&mut self, now: u64) -> bool {
+        if self.tor_b_restart.is_some() || self.tor_b_down_until.is_some() {
+            self.restart_b(now)
+                .expect("ToR B starts again as it started");
+        }
         let mut work = false;
         for ws in &mut self.workers {
             for w in ws.iter_mut() {
