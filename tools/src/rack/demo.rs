@@ -313,8 +313,8 @@ type Start = (usize, u32, u32, Psn, Endpoint, Endpoint);
 /// RDMA CM application does: the ToRs learn each QP pair and its starting PSNs from it.
 /// The rack pair a scenario runs on: in real time, or on the scenario's clock.
 enum Rig {
-    Real(RackPair),
-    Virtual(DrivenRackPair),
+    Real(Box<RackPair>),
+    Virtual(Box<DrivenRackPair>),
 }
 
 impl Rig {
@@ -527,13 +527,13 @@ pub fn run(
     };
     let mut clock = Clock::new(opts.virtual_step_ns);
     let mut rp = if opts.virtual_step_ns.is_some() {
-        Rig::Virtual(DrivenRackPair::start(&spec)?)
+        Rig::Virtual(Box::new(DrivenRackPair::start(&spec)?))
     } else {
         anyhow::ensure!(
             opts.restart_b_ms.is_none(),
             "a ToR restart needs --virtual-time"
         );
-        Rig::Real(RackPair::start(&spec)?)
+        Rig::Real(Box::new(RackPair::start(&spec)?))
     };
     if let (Some((at, down)), Rig::Virtual(v)) = (opts.restart_b_ms, &mut rp) {
         v.restart_b_at(base + (at * 1e6) as u64, (down * 1e6) as u64);
