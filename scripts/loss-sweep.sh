@@ -6,7 +6,8 @@
 # For each seed, each hold timeout and each workload, spray+reorder runs on the demo's own
 # clock (--virtual-time: the same figure on every run and machine) once loss-free and once with
 # LOSS; the script prints one line per run and then, per workload, receiver and hold timeout,
-# the mean, median and minimum goodput and the mean of the lossy/loss-free ratios.
+# the mean, median and minimum goodput and the mean of the lossy/loss-free ratios, and the false
+# exclusions of path health over all runs.
 #
 # Usage: scripts/loss-sweep.sh
 # Environment (defaults in brackets):
@@ -29,8 +30,9 @@ fi
 
 # One table row of the demo: "<workload>[, loss ...] spray+reorder <rnic> <goodput> Mb <of cap>
 # <p50> <p99> <NAKs> <retrans> <RTOs> <sent/ne> <lost po/to> <det p99> <seen skew> <path skew>
-# <done>", det p99 and seen skew "-" or "<n> us", path skew "<n> us". Prints "workload rnic
-# goodput RTOs det seen path" (in us, "-" when none) for each spray+reorder row.
+# <done> <out ms> <fex> <drops> <gvup>", det p99 and seen skew "-" or "<n> us", path skew "<n>
+# us". Prints "workload rnic goodput RTOs det seen path fex" (in us, "-" when none; fex: paths
+# without loss that path health took out) for each spray+reorder row.
 rows() {
     awk '{
         for (i = 1; i <= NF; i++) if ($i == "spray+reorder") {
@@ -39,7 +41,7 @@ rows() {
             det = $j; if (det != "-") j++
             j++; seen = $j; if (seen != "-") j++
             j++; path = $j
-            print w, $(i + 1), $(i + 2), $(i + 9), det, seen, path
+            print w, $(i + 1), $(i + 2), $(i + 9), det, seen, path, $(NF - 2)
         }
     }'
 }
@@ -51,22 +53,24 @@ demo() { # seed hold loss
 }
 
 results=$(mktemp)
-trap 'rm -f "$results"' EXIT
-printf '%-6s %-6s %-14s %-5s %10s %10s %5s %9s %9s %9s\n' \
-    seed hold workload rnic loss-free lossy RTOs 'det p99' 'seen skew' 'path skew'
+trap 'rm -f "$results" "$results.fex"' EXIT
+printf '%-6s %-6s %-14s %-5s %10s %10s %5s %9s %9s %9s %4s\n' \
+    seed hold workload rnic loss-free lossy RTOs 'det p99' 'seen skew' 'path skew' fex
 for hold in $HOLDS_US; do
     for seed in $SEEDS; do
         # The two runs print their rows in the same order (workload, then receiver).
         paste -d ' ' <(demo "$seed" "$hold" "") <(demo "$seed" "$hold" "$LOSS") |
-            while read -r w r free _ _ _ _ _ _ lossy rtos det seen path; do
-                printf '%-6s %-6s %-14s %-5s %10s %10s %5s %9s %9s %9s\n' \
-                    "$seed" "$hold" "$w" "$r" "$free" "$lossy" "$rtos" "$det" "$seen" "$path"
+            while read -r w r free _ _ _ _ fex0 _ _ lossy rtos det seen path fex; do
+                printf '%-6s %-6s %-14s %-5s %10s %10s %5s %9s %9s %9s %4s\n' \
+                    "$seed" "$hold" "$w" "$r" "$free" "$lossy" "$rtos" "$det" "$seen" "$path" \
+                    "$((fex0 + fex))"
                 # Detection within the skew plus 50 us (or nothing to detect): the largest the
                 # switch saw, and the fabric's own.
                 met=$(awk -v d="$det" -v s="$seen" -v p="$path" 'BEGIN {
                     print (d == "-" || (s != "-" && d <= s + 50)) ? 1 : 0,
                           (d == "-" || d <= p + 50) ? 1 : 0 }')
                 echo "$hold $w $r $free $lossy $rtos $met" >>"$results"
+                echo "$((fex0 + fex))" >>"$results.fex"
             done
     done
 done
@@ -92,3 +96,6 @@ sort -k1,1nr -k2,2 -k3,3 -k5,5n "$results" | awk '
         tsum += $6; met += $7; pmet += $8
     }
     END { flush() }'
+echo
+echo "false exclusions (paths without loss that path health took out, both runs of every seed):" \
+    "$(awk '{ s += $1 } END { print s + 0 }' "$results.fex")"

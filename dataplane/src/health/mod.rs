@@ -15,19 +15,26 @@
 //! knows what arrived late or never, not which path the source put it on.
 //!
 //! **When a member goes out**, for some peer:
-//! - *dead*: nothing heard from the peer over it for `detect_intervals` intervals (5: within
-//!   0.6 ms by default), while the peer is heard with little loss over another member (five
-//!   probes in a row lost on a path losing 1% happens once in 10^10 intervals; three, as BFD
-//!   takes, once in 10^6: every two minutes at 100 us);
+//! - *dead*: nothing heard from the peer over it for `detect_intervals` intervals (5: 0.25 ms
+//!   at the default 50 us; five probes in a row lost on a path losing 1% happens once in 10^10
+//!   intervals, three, as BFD takes, once in 10^6: every minute), while the peer went on probing
+//!   over another member, with little loss, for that long after the last probe of it that came
+//!   (the probes carry their send time: a peer that stopped probing, or probes that are merely
+//!   late, are not a dead path; silence is counted only up to when the port was last drained,
+//!   so a worker that fell behind on it does not take its own backlog for death);
 //! - *lossy, fast*: at least `fast_loss_out` (15%) of its last 64 probes lost: a path losing
-//!   30% is out within about 4 ms (ten losses), one losing 1% stays in (the chance of ten losses
-//!   in 64 at 1% is about 10^-9 per window);
-//! - *lossy, slow*: at least `loss_out` (3%) of its last 1024 probes lost (0.1 s).
+//!   30% is out within 2.5 ms at the median and 5 ms at the 99th percentile (ten losses), one
+//!   losing 1% stays in (the chance of ten losses in 64 at 1% is about 10^-9 per window);
+//! - *lossy, slow*: at least `loss_out` (3%) of its last 1024 probes lost (50 ms);
+//! - and the same over all peers at once: a member's own fault (its link, its spine) shows in
+//!   every session, and its sessions' last `64 / peers` probes together are found as many times
+//!   sooner (a spine losing 30% in the fabric simulator's 4-leaf fabric: 0.9 ms).
 //!
-//! In each case only when it is that much worse than the best other member towards the same
-//! peer (by half the threshold): when every member loses alike (congestion spread by the
-//! spraying itself, or the peer gone) taking members out helps nobody. The sprayer never takes
-//! the last members out: when every live member is out, it uses them all.
+//! In each case only when it is that much worse than the best other member (by half the
+//! threshold, and beyond what chance gives a member losing like the best one: a Chernoff bound
+//! at 10^-6 per window): when every member loses alike (congestion spread by the spraying
+//! itself, or the peer gone) taking members out helps nobody. The sprayer never takes the last
+//! members out: when every live member is out, it uses them all.
 //!
 //! **Why 3%.** A loss costs the hosts more than the lost packet: the requester resends, a
 //! Go-Back-N RNIC everything after it, and sometimes waits for its retransmission timer. The
@@ -46,7 +53,10 @@
 //!
 //! **What it is not.** Per member, not per destination: a member that fails towards one peer
 //! is out for every destination of its group. Probes need a sprayswitch at the other end (the
-//! peer must list this switch among its peers).
+//! peer must list this switch among its peers), and the fabric must queue network control (DSCP
+//! CS6) ahead of data, as datacenter switches do for routing protocols and BFD: a probe queued
+//! behind a deep data queue looks lost. Its cost: a probe of 74 bytes per member, peer and
+//! interval each way (at 50 us, 20,000 per second per session).
 //!
 //! The monitor is per worker, over the uplinks the worker owns: it sends their probes, takes
 //! the peers' probes that arrive on them, and publishes each member's state through the status
