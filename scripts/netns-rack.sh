@@ -22,6 +22,9 @@
 #   POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
 #   HOST_RATE_MBPS [""]: the ToRs pace what they send to each host at this rate (unpaced if empty)
+#   RX_BUFFERS [""]: receive buffers of every ToR port beyond its rings (the switch's rx_buffers;
+#     with BACKEND=dpdk the pools' mbufs beyond rings and caches, at least 1024); RING_SIZE [""]:
+#     the ToRs' AF_XDP ring size (fill ring twice it). Empty: the switch's defaults
 #   MTU [1500] (every link; up to 9000; AF_XDP uses multi-buffer above 3822 bytes per frame)
 #   IDLE [backoff]: idle policy of the switches and the fabric: backoff (spin, yield, then wait
 #     for packets), wait (wait for packets at once: event-driven) or spin; IDLE_US [50] is the
@@ -63,6 +66,8 @@ BIN=${BIN:-target/release}
 CORES=${CORES:-}
 RATE_MBPS=${RATE_MBPS:-}
 HOST_RATE_MBPS=${HOST_RATE_MBPS:-}
+RX_BUFFERS=${RX_BUFFERS:-}
+RING_SIZE=${RING_SIZE:-}
 MTU=${MTU:-1500}
 HOST_KIND=${HOST_KIND:-veth}
 TAP_QLEN=${TAP_QLEN:-1000}
@@ -194,6 +199,8 @@ up_one() {
   done
   [ "$REORDER" = 1 ] || args+=(--no-reorder)
   [ -n "$HOST_RATE_MBPS" ] && args+=(--host-rate-mbps "$HOST_RATE_MBPS")
+  [ -n "$RX_BUFFERS" ] && args+=(--rx-buffers "$RX_BUFFERS")
+  [ -n "$RING_SIZE" ] && args+=(--ring-size "$RING_SIZE")
   RUST_LOG=${RUST_LOG:-info} ip netns exec "$P-rack" "${prefix[@]}" "$BIN/sprayrackd" --hosts "$HOSTS" \
     --backend "$BACKEND" --policy "$POLICY" --hold-us "$HOLD_US" --learn-us "$LEARN_US" \
     --mtu "$MTU" --idle "$IDLE" --idle-us "$IDLE_US" --socket-dir "$STATE" "${args[@]}" \
@@ -237,6 +244,8 @@ up() {
   reorder_flag=()
   [ "$REORDER" = 1 ] || reorder_flag=(--no-reorder)
   [ -n "$HOST_RATE_MBPS" ] && reorder_flag+=(--host-rate-mbps "$HOST_RATE_MBPS")
+  [ -n "$RX_BUFFERS" ] && reorder_flag+=(--rx-buffers "$RX_BUFFERS")
+  [ -n "$RING_SIZE" ] && reorder_flag+=(--ring-size "$RING_SIZE")
   for r in a b; do
     core=()
     if [ ${#cores[@]} -ge 2 ]; then

@@ -12,7 +12,7 @@
 #   - libdpdk-dev and pkg-config (DPDK 22.11: the `dpdk` port backend's build and its tests on
 #     net_af_packet vdevs, as root)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, the DPDK
-# backend's tests (as root), the release reorder stress test, Soft-RoCE guests through the
+# backend's tests (as root), the release reorder stress test and fault scenarios, Soft-RoCE guests through the
 # switches (as root), fuzz smoke run.
 #
 # Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
@@ -88,6 +88,10 @@ fi
 
 step "reorder stress: 4 workers, 10 million packets (release build)"
 cargo test --release -p sprayswitch-tests --test reorder_stress
+
+step "faults: dead, lossy and flapping paths, a ToR restart, a silent host, a dead spine (release build)"
+# Virtual time: the same figures on every run; optimised, the scenarios take seconds, not minutes.
+cargo test --release -p sprayswitch-tests --test faults
 
 step "fabric simulator against the real-time rack: the demo's scenarios (release build)"
 # The real-time rack reaches the demo's rates only when optimised: in a debug build the test

@@ -143,22 +143,26 @@ fn open_real(
             } else {
                 4096
             };
-            // Each candidate's fill rings (one per queue) and transmit ring full and a
-            // receive ring's worth in the switch, plus 4096 (as `XdpUmem::frames_for`, port by
-            // port and queue by queue).
+            // Each candidate's fill rings (one per queue) and transmit ring full, a receive
+            // ring's worth in the switch, and its `rx_buffers` for what the switch keeps: the
+            // worker looks at how much of this is free to know when its reorder stage must give
+            // up gaps (`Worker::relieve_pools`).
             let frames = mine
                 .iter()
                 .map(|&i| match &v.backends[i] {
                     Backend::Real {
                         rings: (ring, fill),
                         queues,
+                        rx_buffers,
                         ..
-                    } => u64::from(*queues) * u64::from(*fill) + 2 * u64::from(*ring),
+                    } => {
+                        u64::from(*queues) * u64::from(*fill)
+                            + 2 * u64::from(*ring)
+                            + u64::from(*rx_buffers)
+                    }
                     _ => 0,
                 })
                 .sum::<u64>()
-                .saturating_add(4096)
-                .next_power_of_two()
                 .min(1 << 24) as u32;
             Some(XdpUmem::new(frames, frame).with_context(|| {
                 format!(
@@ -178,6 +182,7 @@ fn open_real(
                 xdp_mode,
                 rings,
                 busy_poll_us,
+                rx_buffers,
             } = &v.backends[i]
             else {
                 continue;
@@ -215,8 +220,8 @@ fn open_real(
                     Box::new(p)
                 }
                 RealKind::AfPacket => {
-                    report[i] = format!("af_packet on {interface}");
-                    Box::new(AfPacketPort::open(name, interface)?)
+                    report[i] = format!("af_packet on {interface}, {rx_buffers} buffers");
+                    Box::new(AfPacketPort::open_with(name, interface, *rx_buffers)?)
                 }
                 RealKind::Auto => match xdp(&mut umem) {
                     Ok(p) => {
@@ -225,8 +230,10 @@ fn open_real(
                     }
                     Err(e) => {
                         log::warn!("{e}; falling back to AF_PACKET");
-                        report[i] = format!("af_packet on {interface} (AF_XDP refused: {e})");
-                        Box::new(AfPacketPort::open(name, interface)?)
+                        report[i] = format!(
+                            "af_packet on {interface}, {rx_buffers} buffers (AF_XDP refused: {e})"
+                        );
+                        Box::new(AfPacketPort::open_with(name, interface, *rx_buffers)?)
                     }
                 },
             };
@@ -250,7 +257,12 @@ fn open_dpdk(
     };
     init_eal(&run.eal_args)?;
     for (i, b) in v.backends.iter().enumerate() {
-        let Backend::Dpdk { device, queues } = b else {
+        let Backend::Dpdk {
+            device,
+            queues,
+            ring,
+        } = b
+        else {
             continue;
         };
         let info = &v.tables.ports[i];
@@ -259,11 +271,12 @@ fn open_dpdk(
             queues: *queues,
             mtu: info.mtu,
             mbufs: run.mbufs,
+            ring: *ring,
         };
         let p = DpdkPort::open(&info.name, &o)?;
         let m = p.mac();
         report[i] = format!(
-            "dpdk {} ({}) queues {queues}, device mac \
+            "dpdk {} ({}) queues {queues}, rings {ring}, device mac \
              {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
             p.device(),
             p.driver(),

@@ -274,8 +274,20 @@ struct Transfer {
     at_host: (u64, u64),
 }
 
-/// WRITEs from a1 to b1 over `qps` QPs; `mid` runs once, halfway through.
+/// WRITEs from a1 to b1 over `qps` QPs, 32 packets outstanding on each; `mid` runs once,
+/// halfway through.
 fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transfer {
+    roce_transfer_with(rack, qps, messages, 32, mid)
+}
+
+/// [`roce_transfer`] with `window` packets outstanding per QP.
+fn roce_transfer_with(
+    rack: &Rack,
+    qps: u32,
+    messages: u32,
+    window: u32,
+    mid: &dyn Fn(),
+) -> Transfer {
     let cap = std::env::temp_dir().join(format!("ssw-rack-{}-{}.pcap", rack.name, qps));
     let mut tcpdump = ChildGuard(
         Command::new("ip")
@@ -338,8 +350,8 @@ fn roce_transfer(rack: &Rack, qps: u32, messages: u32, mid: &dyn Fn()) -> Transf
             sport,
         };
         let start = Psn::new(0x10_0000 * (q + 1));
-        // Window 32 packets; retransmission timeout 67 ms (perftest's default).
-        let mut req = Requester::new(ea, start, pmtu, 32, 67_000_000);
+        // Retransmission timeout 67 ms (perftest's default).
+        let mut req = Requester::new(ea, start, pmtu, window, 67_000_000);
         let mut resp = Responder::new(eb, start, pmtu, 8);
         resp.set_mode(ReceiverMode::Gbn);
         for _ in 0..messages {
@@ -491,6 +503,49 @@ fn a_fabric_path_going_down_mid_transfer_stalls_no_qp() {
     };
     let t = roce_transfer(&rack, 4, 100, &down);
     assert_eq!(t.completed, t.posted, "every QP finished its WRITEs");
+}
+
+/// Packets a ToR holds behind a loss keep the receive buffers of the uplinks they came in on.
+/// With every ToR port's pool far smaller than what the QPs hold behind their gaps (64 buffers
+/// beyond AF_XDP rings of 64, against 16 QPs of 256 packets in flight over a path losing 2%)
+/// and a hold timeout too long to rescue anything (2 s), ToR B gives up its oldest gaps when a
+/// pool runs low: the ports keep receiving the retransmissions that fill the gaps, and every
+/// WRITE completes without a gap waiting for its timeout. On each backend of its own.
+#[test]
+fn small_receive_pools_never_stop_a_tors_ports() {
+    if !available("small_receive_pools_never_stop_a_tors_ports") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for (tag, backend, opened) in [
+        ("pp", "af_packet", "af_packet on u0, 64 buffers"),
+        ("px", "af_xdp", "on u0, queues 1 (copy), rings 64/128 fill"),
+    ] {
+        let rack = Rack::up(
+            tag,
+            &[
+                ("BACKEND", backend),
+                ("LOSS", "0 0.02 0 0"),
+                ("HOLD_US", "2000000"),
+                ("RX_BUFFERS", "64"),
+                ("RING_SIZE", "64"),
+            ],
+        );
+        assert!(rack.log("tor-b").contains(opened), "{}", rack.log("tor-b"));
+        ping(&rack, "a1", "10.2.1.2", 2);
+        let t = roce_transfer_with(&rack, 16, 40, 256, &|| {});
+        assert_eq!(t.completed, t.posted, "{backend}: every WRITE completes");
+        let b = &tor_counters(&rack, "tor-b")["data"]["reorder"];
+        assert!(
+            b["pool_give_ups"].as_u64().unwrap() > 0,
+            "{backend}: the pools ran low: {b}"
+        );
+        assert_eq!(
+            b["timeouts"].as_u64(),
+            Some(0),
+            "{backend}: no gap waited for its timeout: {b}"
+        );
+    }
 }
 
 #[test]

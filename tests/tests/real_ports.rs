@@ -559,6 +559,7 @@ mod dpdk {
             queues: 1,
             mtu: 1500,
             mbufs: 4096,
+            ring: sprayswitch::port::dpdk::RING,
         }
     }
 
@@ -765,7 +766,7 @@ mod dpdk {
                 e.contains("2048 mbufs are too few for 1 receive queue(s)"),
                 "{e}"
             );
-            assert!(e.contains("mbufs = 3648 or more"), "{e}");
+            assert!(e.contains("mbufs = 2880 or more"), "{e}");
             // A failed open removed the vdev it probed, and a closed port does too: the same
             // devargs open again.
             let mut o = on("b0");

@@ -102,14 +102,19 @@ fn describe(v: &Validated) {
                 xdp_mode,
                 rings,
                 busy_poll_us,
+                rx_buffers,
             } => format!(
                 "{kind:?} on {interface} (queues {queues}, xdp mode {xdp_mode:?}, rings {}/{} \
-                 fill, busy poll {})",
+                 fill, busy poll {}, {rx_buffers} receive buffers)",
                 rings.0,
                 rings.1,
                 busy_poll_us.map_or("off".into(), |u| format!("{u} us"))
             ),
-            Backend::Dpdk { device, queues } => format!("dpdk {device} (queues {queues})"),
+            Backend::Dpdk {
+                device,
+                queues,
+                ring,
+            } => format!("dpdk {device} (queues {queues}, rings {ring})"),
             Backend::Pcap { input, output, .. } => format!(
                 "pcap in={} out={}",
                 input

@@ -199,6 +199,7 @@ pub struct PortSection {
     /// AF_XDP: `auto` (native, falling back to skb), `native` or `skb`.
     pub xdp_mode: Option<Choice<XdpModeChoice>>,
     /// AF_XDP: entries of the receive, transmit and completion rings (power of two, 64 to
+    /// 32768); DPDK: descriptors of each receive and transmit queue (power of two, 64 to
     /// 32768); default 1024.
     pub ring_size: Option<u32>,
     /// AF_XDP: entries of the fill ring (power of two, at least `ring_size`); default twice
@@ -207,6 +208,10 @@ pub struct PortSection {
     /// AF_XDP: busy polling for this many microseconds per receive (`SO_BUSY_POLL` with
     /// `SO_PREFER_BUSY_POLL`, Linux 5.11+); default off.
     pub busy_poll_us: Option<u32>,
+    /// AF_PACKET and AF_XDP: receive buffers beyond the rings, what the switch can keep of the
+    /// port's packets at once (egress queues, reorder rings); default 4096. AF_XDP ports of a
+    /// worker share one UMEM holding all of theirs. DPDK: `[dpdk] mbufs`.
+    pub rx_buffers: Option<u32>,
     /// `downlink` or `uplink`.
     pub role: Choice<Role>,
     /// The port's MAC.
@@ -399,6 +404,8 @@ pub enum Backend {
         device: String,
         /// Queue pairs.
         queues: u32,
+        /// Receive and transmit descriptors per queue.
+        ring: u16,
     },
     /// A Linux interface through AF_XDP or AF_PACKET.
     Real {
@@ -414,6 +421,9 @@ pub enum Backend {
         rings: (u32, u32),
         /// AF_XDP busy polling, microseconds.
         busy_poll_us: Option<u32>,
+        /// Receive buffers beyond the rings (AF_PACKET: its pool; AF_XDP: its share of the
+        /// worker's UMEM).
+        rx_buffers: u32,
     },
 }
 

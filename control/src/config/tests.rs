@@ -34,6 +34,7 @@ fn real_backends_are_described() {
             xdp_mode: XdpModeChoice::Skb,
             rings: (1024, 2048),
             busy_poll_us: None,
+            rx_buffers: 4096,
         }
     );
     assert_eq!(
@@ -45,6 +46,7 @@ fn real_backends_are_described() {
             xdp_mode: XdpModeChoice::Auto,
             rings: (1024, 2048),
             busy_poll_us: None,
+            rx_buffers: 4096,
         }
     );
     let dup = text.replace(
@@ -58,7 +60,7 @@ fn real_backends_are_described() {
     // AF_XDP rings and busy polling: set, checked, and refused where they do not apply.
     let rings = text.replace(
         "xdp_mode = \"skb\"\n",
-        "xdp_mode = \"skb\"\nring_size = 512\nfill_ring_size = 4096\nbusy_poll_us = 20\n",
+        "xdp_mode = \"skb\"\nring_size = 512\nfill_ring_size = 4096\nbusy_poll_us = 20\nrx_buffers = 256\n",
     );
     let v = Config::parse(&rings, "t").unwrap().validate().unwrap();
     assert!(
@@ -67,6 +69,7 @@ fn real_backends_are_described() {
             Backend::Real {
                 rings: (512, 4096),
                 busy_poll_us: Some(20),
+                rx_buffers: 256,
                 ..
             }
         ),
@@ -91,6 +94,12 @@ fn real_backends_are_described() {
             "busy_poll_us = 0",
             "port[6].busy_poll_us",
             "1 to 1000",
+        ),
+        (
+            "rx_buffers = 256",
+            "rx_buffers = 16",
+            "port[6].rx_buffers",
+            "64 to 1048576",
         ),
         (
             "backend = \"af_xdp\"",
@@ -118,14 +127,16 @@ fn dpdk_ports_name_their_device_and_eal_its_arguments() {
         v.backends[6],
         Backend::Dpdk {
             device: "0000:3b:00.0".into(),
-            queues: 4
+            queues: 4,
+            ring: 1024
         }
     );
     assert_eq!(
         v.backends[7],
         Backend::Dpdk {
             device: "net_af_packet0,iface=eth0".into(),
-            queues: 1
+            queues: 1,
+            ring: 1024
         }
     );
     assert_eq!(
@@ -136,6 +147,13 @@ fn dpdk_ports_name_their_device_and_eal_its_arguments() {
         })
     );
     assert_eq!(Config::default_config().validate().unwrap().dpdk, None);
+    let small = text.replacen("queues = 4", "queues = 4\nring_size = 256", 1);
+    let v = Config::parse(&small, "t").unwrap().validate().unwrap();
+    assert!(
+        matches!(v.backends[6], Backend::Dpdk { ring: 256, .. }),
+        "{:?}",
+        v.backends[6]
+    );
     let bad = |from: &str, to: &str| {
         let t = text.replacen(from, to, 1);
         assert_ne!(t, text, "{from}");
@@ -166,6 +184,21 @@ fn dpdk_ports_name_their_device_and_eal_its_arguments() {
             bad("\neal_args", "\nmbufs = 100\neal_args"),
             "dpdk.mbufs",
             "use 1024 to",
+        ),
+        (
+            bad("queues = 4", "queues = 4\nring_size = 100"),
+            "port[6].ring_size",
+            "a power of two",
+        ),
+        (
+            bad("queues = 4", "queues = 4\nfill_ring_size = 2048"),
+            "port[6].fill_ring_size",
+            "not an interface, an XDP mode, a fill ring",
+        ),
+        (
+            bad("queues = 4", "queues = 4\nrx_buffers = 512"),
+            "port[6].rx_buffers",
+            "[dpdk] mbufs",
         ),
         (
             bad("backend = \"dpdk\"", "backend = \"af_xdp\""),

@@ -113,6 +113,10 @@ impl DpdkSection {
     }
 }
 
+/// Receive buffers of an AF_PACKET or AF_XDP port beyond its rings when `rx_buffers` is not
+/// given (AF_PACKET's own pool; AF_XDP: its share of the worker's UMEM).
+const DEFAULT_RX_BUFFERS: u32 = 4096;
+
 /// Mbufs per DPDK port pool when `[dpdk] mbufs` is not given: its receive and transmit rings
 /// (1024 descriptors each), plus what the switch holds (egress queues and reorder rings keep
 /// received packets in their mbufs).
@@ -384,12 +388,29 @@ impl PortSection {
             return err(f("device"), "device needs backend = \"dpdk\"");
         }
         let interface = self.interface.is_some().then_some("interface");
+        if self.rx_buffers.is_some() && !kind.is_real() {
+            return err(
+                f("rx_buffers"),
+                if kind == BackendKind::Dpdk {
+                    "DPDK ports receive into their pools of [dpdk] mbufs"
+                } else {
+                    "rx_buffers needs a real backend (af_packet, af_xdp or auto)"
+                },
+            );
+        }
         if kind == BackendKind::Dpdk {
-            if let Some(field) = interface.or(self.xdp_field()) {
+            let xdp_only = [
+                ("xdp_mode", self.xdp_mode.is_some()),
+                ("fill_ring_size", self.fill_ring_size.is_some()),
+                ("busy_poll_us", self.busy_poll_us.is_some()),
+            ]
+            .into_iter()
+            .find_map(|(name, set)| set.then_some(name));
+            if let Some(field) = interface.or(xdp_only) {
                 return err(
                     f(field),
-                    "a DPDK port names its device (device = ...), not an interface, an XDP mode \
-                     or AF_XDP rings",
+                    "a DPDK port names its device (device = ...), not an interface, an XDP mode, \
+                     a fill ring or busy polling",
                 );
             }
         } else if !kind.is_real() {
@@ -423,6 +444,18 @@ impl PortSection {
         ]
         .into_iter()
         .find_map(|(name, set)| set.then_some(name))
+    }
+
+    /// The ring size of an AF_XDP or DPDK port (default 1024).
+    fn ring_size(&self, f: &impl Fn(&str) -> String) -> Result<u32, ConfigError> {
+        let ring = self.ring_size.unwrap_or(1024);
+        if !ring.is_power_of_two() || !(64..=32768).contains(&ring) {
+            return err(
+                f("ring_size"),
+                format!("{ring}: a power of two from 64 to 32768"),
+            );
+        }
+        Ok(ring)
     }
 
     /// The queues of an AF_XDP or DPDK port (default 1).
@@ -461,7 +494,12 @@ impl PortSection {
             );
         }
         let queues = self.queue_count(f)?;
-        Ok(Backend::Dpdk { device, queues })
+        let ring = self.ring_size(f)?;
+        Ok(Backend::Dpdk {
+            device,
+            queues,
+            ring: ring as u16,
+        })
     }
 
     /// An AF_XDP or AF_PACKET port: its interface, queues and XDP hook.
@@ -501,13 +539,7 @@ impl PortSection {
                  (backend 'af_xdp' or 'auto')",
             );
         }
-        let ring = self.ring_size.unwrap_or(1024);
-        if !ring.is_power_of_two() || !(64..=32768).contains(&ring) {
-            return err(
-                f("ring_size"),
-                format!("{ring}: a power of two from 64 to 32768"),
-            );
-        }
+        let ring = self.ring_size(f)?;
         let fill = self.fill_ring_size.unwrap_or(2 * ring);
         if !fill.is_power_of_two() || fill < ring || fill > 65536 {
             return err(
@@ -523,6 +555,10 @@ impl PortSection {
                 return err(f("busy_poll_us"), format!("{us}: use 1 to 1000"));
             }
         }
+        let rx_buffers = self.rx_buffers.unwrap_or(DEFAULT_RX_BUFFERS);
+        if !(64..=1 << 20).contains(&rx_buffers) {
+            return err(f("rx_buffers"), format!("{rx_buffers}: use 64 to 1048576"));
+        }
         Ok(Backend::Real {
             kind: match kind {
                 BackendKind::AfXdp => RealKind::AfXdp,
@@ -534,6 +570,7 @@ impl PortSection {
             xdp_mode,
             rings: (ring, fill),
             busy_poll_us: self.busy_poll_us,
+            rx_buffers,
         })
     }
 }

@@ -203,11 +203,25 @@ struct PacketMreq {
 }
 
 impl AfPacketPort {
-    /// Opens port `name` on interface `ifname`, with a buffer pool sized for `mtu`.
+    /// Buffers of a port's receive pool unless told otherwise: what the switch can keep of its
+    /// packets at once (in egress queues and reorder rings) before it stops taking frames from
+    /// the kernel's ring.
+    pub const DEFAULT_BUFFERS: u32 = 4096;
+
+    /// Opens port `name` on interface `ifname`, with a buffer pool of
+    /// [`AfPacketPort::DEFAULT_BUFFERS`] frames sized for its MTU.
     ///
     /// # Errors
     /// A [`SetupError`] naming the port, the step and what to do.
     pub fn open(name: &str, ifname: &str) -> Result<AfPacketPort, SetupError> {
+        AfPacketPort::open_with(name, ifname, AfPacketPort::DEFAULT_BUFFERS)
+    }
+
+    /// Opens port `name` on interface `ifname`, receiving into a pool of `buffers` frames.
+    ///
+    /// # Errors
+    /// A [`SetupError`] naming the port, the step and what to do.
+    pub fn open_with(name: &str, ifname: &str, buffers: u32) -> Result<AfPacketPort, SetupError> {
         let err =
             |what: &str, e: io::Error, hint: Option<&str>| SetupError::new(name, what, e, hint);
         let ifindex = sys::ifindex(ifname).map_err(|e| {
@@ -222,8 +236,8 @@ impl AfPacketPort {
             sys::ifmtu(ctl.as_raw_fd(), ifname).map_err(|e| err("reading the MTU", e, None))?;
         // Ethernet header and a VLAN tag on top of the MTU, rounded to a power of two.
         let frame = (mtu + 18).next_power_of_two().max(2048);
-        let area =
-            FrameArea::new(4096, frame).map_err(|e| err("allocating the buffer pool", e, None))?;
+        let area = FrameArea::new(buffers, frame)
+            .map_err(|e| err("allocating the buffer pool", e, None))?;
         // Protocol 0 receives nothing until bind names the interface, so no other interface's
         // frames slip in between socket() and bind().
         // SAFETY: plain socket(2); the result is checked and owned below.

@@ -44,7 +44,7 @@ struct Cli {
     fault_for_ms: Option<f64>,
     /// ... or comes and goes: lossy for ON ms, clean for OFF ms, again and again (a flapping
     /// path), e.g. 5,45.
-    #[arg(long, value_delimiter = ',', num_args = 2)]
+    #[arg(long, value_delimiter = ',')]
     flap_ms: Option<Vec<f64>>,
     /// Turn path health off (failing paths stay in the spray set).
     #[arg(long)]
@@ -178,6 +178,14 @@ fn main() -> ExitCode {
     }
     if cli.path_loss.as_ref().is_some_and(|l| l.len() != 4) || cli.lossy_scenario.len() != 4 {
         eprintln!("sprayswitch-demo: give one loss probability per path (4)");
+        return ExitCode::FAILURE;
+    }
+    if cli
+        .flap_ms
+        .as_ref()
+        .is_some_and(|f| f.len() != 2 || f[0] == 0.0)
+    {
+        eprintln!("sprayswitch-demo: --flap-ms ON,OFF: two durations, ON above 0");
         return ExitCode::FAILURE;
     }
     if cli.hold_timeout_us == 0 {

@@ -284,6 +284,11 @@ pub struct TorText {
     pub learn_us: u64,
     /// Rate the ToR paces what it sends to each host at, Mbit/s (`None`: unpaced).
     pub host_rate_mbps: Option<u32>,
+    /// Receive buffers of every real port beyond its rings (`rx_buffers`; DPDK: the pool's
+    /// mbufs beyond its rings and caches); `None`: the switch's default.
+    pub rx_buffers: Option<u32>,
+    /// AF_XDP ring size of every port (`ring_size`, the fill ring twice it); `None`: default.
+    pub ring_size: Option<u32>,
 }
 
 /// The ToR settings `sprayrack` and `sprayrackd` take on their command lines.
@@ -315,6 +320,15 @@ pub struct TorArgs {
     /// default: unpaced).
     #[arg(long)]
     pub host_rate_mbps: Option<u32>,
+    /// Receive buffers of every port beyond its rings: what the ToR can keep of a port's
+    /// packets before it stops receiving (`rx_buffers`; with DPDK the pool's mbufs beyond its
+    /// rings and caches). Default: the switch's (4096; DPDK: what the rack's pools hold).
+    #[arg(long)]
+    pub rx_buffers: Option<u32>,
+    /// AF_XDP ring size of every port (`ring_size`; the fill ring twice it). Default: the
+    /// switch's (1024).
+    #[arg(long)]
+    pub ring_size: Option<u32>,
 }
 
 impl TorArgs {
@@ -341,6 +355,8 @@ impl TorArgs {
             hold_us: self.hold_us,
             learn_us: self.learn_us,
             host_rate_mbps: self.host_rate_mbps,
+            rx_buffers: self.rx_buffers,
+            ring_size: self.ring_size,
         }
     }
 }
@@ -369,6 +385,29 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
     }
     if t.mtu != 1500 {
         text = text.replace("\nrole = ", &format!("\nmtu = {}\nrole = ", t.mtu));
+    }
+    // Pool and ring sizes on the real ports (a `mem` port has neither; DPDK's pool is sized
+    // in its `[dpdk]` section).
+    for (backend, role) in [(&t.host_backend, "downlink"), (&t.uplink_backend, "uplink")] {
+        if !["af_xdp", "af_packet", "auto"].contains(&backend.as_str()) {
+            continue;
+        }
+        let mut extra = String::new();
+        if let Some(n) = t.rx_buffers {
+            extra += &format!("rx_buffers = {n}\n");
+        }
+        if let Some(n) = t.ring_size.filter(|_| backend != "af_packet") {
+            extra += &format!("ring_size = {n}\n");
+        }
+        let at = format!("\nrole = \"{role}\"\n");
+        text = text.replace(&at, &format!("{at}{extra}"));
+    }
+    if let Some(n) = t.ring_size {
+        // DPDK ports: descriptors per queue.
+        text = text.replace("\ndevice = ", &format!("\nring_size = {n}\ndevice = "));
+    }
+    if let Some(n) = t.rx_buffers {
+        text = dpdk_rx_buffers(&text, n, t.ring_size.unwrap_or(1024));
     }
     let mut switch = format!(
         "[switch]\nidle = \"{}\"\nidle_sleep_us = {}\n",
@@ -488,6 +527,24 @@ fn dpdk_section(ports: usize, mtu: u16) -> String {
         "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"{mb}\", \"--no-shconf\", \"--no-pci\", \
          \"--no-telemetry\", \"-l\", \"0\"]\nmbufs = {mbufs}\n"
     )
+}
+
+/// `text` with its `[dpdk]` pools holding `rx_buffers` mbufs beyond what one queue's rings
+/// of `ring` descriptors, the pool caches and a burst take (the switch refuses fewer than
+/// four bursts beyond them, and pools under 1024).
+fn dpdk_rx_buffers(text: &str, rx_buffers: u32, ring: u32) -> String {
+    // Receive and transmit rings, two of the shim's pool caches of 256, a burst of 64.
+    let mbufs = (2 * ring + 2 * 256 + 64 + rx_buffers.max(256)).max(1024);
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.starts_with("mbufs = ") {
+            out += &format!("mbufs = {mbufs}\n");
+        } else {
+            out += line;
+            out += "\n";
+        }
+    }
+    out
 }
 
 /// A rack pair built but not started: both ToRs' validated configurations with their ports,

@@ -107,8 +107,7 @@ pub enum DpdkError {
     #[error(
         "port {port}: {mbufs} mbufs are too few for {queues} receive queue(s) of {ring} \
          descriptors, a transmit ring, the pool caches and what the switch holds: give [dpdk] \
-         mbufs = {need} or more",
-        ring = RING
+         mbufs = {need} or more"
     )]
     TooFewMbufs {
         /// Port name.
@@ -117,6 +116,8 @@ pub enum DpdkError {
         mbufs: u32,
         /// Queues asked for.
         queues: u32,
+        /// Descriptors per ring.
+        ring: u16,
         /// The least that works.
         need: u32,
     },
@@ -326,7 +327,7 @@ impl Drop for Mbuf {
     }
 }
 
-/// Receive and transmit descriptors per queue.
+/// Receive and transmit descriptors per queue unless [`DpdkOptions::ring`] says otherwise.
 pub const RING: u16 = 1024;
 
 const BURST: usize = 64;
@@ -344,6 +345,9 @@ pub struct DpdkOptions {
     /// Mbufs in the port's pool: at least its rings' descriptors, plus what the switch holds
     /// of what it receives (egress queues, reorder rings).
     pub mbufs: u32,
+    /// Receive and transmit descriptors per queue (a power of two; the driver may round it
+    /// to what it takes); [`RING`] by default.
+    pub ring: u16,
 }
 
 /// A DPDK ethdev as a [`Port`].
@@ -454,17 +458,19 @@ impl DpdkPort {
         }
         // Every receive ring fills with mbufs when the port starts; the transmit ring, each
         // EAL thread's pool cache and a burst in flight take more. What is left is what the
-        // switch can hold of what it receives.
+        // switch can hold of what it receives: at least four bursts (a worker whose reorder
+        // stage holds a pool's last eighth gives up gaps to free it).
         // SAFETY: plain getters.
         let cache = unsafe { ffi::ss_pool_cache() };
-        let rings = (o.queues + 1) * u32::from(RING) + 2 * cache + BURST as u32;
-        if o.mbufs < rings + 1024 {
+        let rings = (o.queues + 1) * u32::from(o.ring) + 2 * cache + BURST as u32;
+        if o.mbufs < rings + 4 * BURST as u32 {
             release(None);
             return Err(DpdkError::TooFewMbufs {
                 port: name.into(),
                 mbufs: o.mbufs,
                 queues: o.queues,
-                need: rings + 1024,
+                ring: o.ring,
+                need: rings + 4 * BURST as u32,
             });
         }
         // The largest MTU the device takes, by ethdev's own rule (configuring more fails with
@@ -522,7 +528,7 @@ impl DpdkPort {
             ffi::ss_port_start(
                 id,
                 o.queues as u16,
-                RING,
+                o.ring,
                 pool.as_ptr(),
                 o.mtu,
                 &mut step,
