@@ -12,10 +12,9 @@
 //! `scripts/test.sh` runs this binary with `--release`.
 
 use sprayswitch_tools::rack::demo::{self, DemoOpts, FaultTiming, Mode, Outcome};
-use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, SpineFault, Topology};
+use sprayswitch_tools::sim::topo::{Scheme, SpineFault, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{run, QpParams, SimOpts};
-use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
+use sprayswitch_tools::sim::{run, SimOpts};
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 const RECEIVERS: [ReceiverMode; 2] = [ReceiverMode::Gbn, ReceiverMode::Sr];
@@ -148,18 +147,7 @@ fn a_dead_spine_leaves_every_leafs_spray_set() {
     let opts = |health: bool| {
         let mut topology = t.clone();
         topology.health = health;
-        SimOpts {
-            dcqcn: Some(DcqcnConfig::conweave(t.host_bps())),
-            topology,
-            scheme: Scheme::SprayReorder,
-            receiver: ReceiverMode::Gbn,
-            step_ns: 100,
-            drain_ns: 20_000_000,
-            long_lived: false,
-            progress: false,
-            qp: QpParams::default(),
-            leaf: LeafReorder::towards(ReceiverMode::Gbn),
-        }
+        SimOpts::new(topology, Scheme::SprayReorder, ReceiverMode::Gbn)
     };
     let r = run(&opts(true), &flows).unwrap();
     let unfinished = r.flows.iter().filter(|f| f.fct_ns.is_none()).count();

@@ -5,10 +5,9 @@
 //! retransmission.
 
 use sprayswitch_tools::sim::report::slowdowns;
-use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, Topology};
+use sprayswitch_tools::sim::topo::{Scheme, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Flow, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, QpParams, SimOpts, SimOutcome};
-use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
+use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, SimOpts, SimOutcome};
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
 fn small() -> Topology {
@@ -20,19 +19,7 @@ fn small() -> Topology {
 }
 
 fn opts(scheme: Scheme) -> SimOpts {
-    let t = small();
-    SimOpts {
-        dcqcn: Some(DcqcnConfig::conweave(t.host_bps())),
-        topology: t,
-        scheme,
-        receiver: ReceiverMode::Gbn,
-        step_ns: 100,
-        drain_ns: 20_000_000,
-        long_lived: false,
-        progress: false,
-        qp: QpParams::default(),
-        leaf: LeafReorder::towards(ReceiverMode::Gbn),
-    }
+    SimOpts::new(small(), scheme, ReceiverMode::Gbn)
 }
 
 fn run_one(scheme: Scheme, flows: &[Flow]) -> SimOutcome {

@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use sprayswitch_tools::sim::topo::{LeafReorder, Scheme, SpineFault, Topology};
+use sprayswitch_tools::sim::topo::{Scheme, SpineFault, Topology};
 use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{replay, report, run_all, Progress, QpParams, SimOpts};
+use sprayswitch_tools::sim::{replay, report, run_all, Progress, SimOpts};
 use sprayswitch_tools::traffic::dcqcn::DcqcnConfig;
 use sprayswitch_tools::traffic::rnic::ReceiverMode;
 
@@ -229,16 +229,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     for r in &receivers {
         for s in &schemes {
             opts.push(SimOpts {
-                topology: topology.clone(),
-                scheme: *s,
-                receiver: *r,
                 dcqcn,
                 step_ns: cli.step_ns,
                 drain_ns: (cli.drain_ms * 1e6) as u64,
                 long_lived: cli.long_lived,
-                progress: false,
-                qp: QpParams::default(),
-                leaf: LeafReorder::towards(*r),
+                ..SimOpts::new(topology.clone(), *s, *r)
             });
         }
     }

@@ -63,6 +63,26 @@ pub struct SimOpts {
     pub leaf: LeafReorder,
 }
 
+impl SimOpts {
+    /// `scheme` on `topology` towards `receiver` RNICs as `sprayswitch-sim` runs it by
+    /// default: DCQCN's ConWeave profile at the hosts' rate, steps of 100 ns, 20 ms to drain,
+    /// a QP per flow, default QP settings, the leaves' reorder settings for `receiver`.
+    pub fn new(topology: Topology, scheme: Scheme, receiver: ReceiverMode) -> SimOpts {
+        SimOpts {
+            dcqcn: Some(DcqcnConfig::conweave(topology.host_bps())),
+            topology,
+            scheme,
+            receiver,
+            step_ns: 100,
+            drain_ns: 20_000_000,
+            long_lived: false,
+            progress: false,
+            qp: QpParams::default(),
+            leaf: LeafReorder::towards(receiver),
+        }
+    }
+}
+
 /// How the hosts' QPs are set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpParams {
