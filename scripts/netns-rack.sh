@@ -22,9 +22,11 @@
 #   POLICY [round_robin]  REORDER [1]
 #   HOLD_US [5000]  LEARN_US [5000]  BIN [target/release]  RATE_MBPS [""] (per fabric path)
 #   HOST_RATE_MBPS [""]: the ToRs pace what they send to each host at this rate (unpaced if empty)
-#   RX_BUFFERS [""]: receive buffers of every ToR port beyond its rings (the switch's rx_buffers;
-#     with BACKEND=dpdk the pools' mbufs beyond rings and caches, at least 1024); RING_SIZE [""]:
-#     the ToRs' AF_XDP ring size (fill ring twice it). Empty: the switch's defaults
+#   RX_BUFFERS [""]: receive buffers of every real ToR port beyond its rings (the switch's
+#     rx_buffers; with BACKEND=dpdk each pool's mbufs beyond its rings, caches and a burst, at
+#     least 1024); RING_SIZE [""]: the ToRs' AF_XDP ring size (fill ring twice it) or DPDK
+#     descriptors per queue. Empty: the switch's defaults. With SHAPE=one only the host ports
+#     are real
 #   MTU [1500] (every link; up to 9000; AF_XDP uses multi-buffer above 3822 bytes per frame)
 #   IDLE [backoff]: idle policy of the switches and the fabric: backoff (spin, yield, then wait
 #     for packets), wait (wait for packets at once: event-driven) or spin; IDLE_US [50] is the

@@ -163,6 +163,8 @@ fn open_real(
                     _ => 0,
                 })
                 .sum::<u64>()
+                // Whole pages of 64 KiB (kernels before 5.9 refuse a UMEM of part pages).
+                .next_multiple_of(32)
                 .min(1 << 24) as u32;
             Some(XdpUmem::new(frames, frame).with_context(|| {
                 format!(

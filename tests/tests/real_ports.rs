@@ -766,7 +766,7 @@ mod dpdk {
                 e.contains("2048 mbufs are too few for 1 receive queue(s)"),
                 "{e}"
             );
-            assert!(e.contains("mbufs = 2880 or more"), "{e}");
+            assert!(e.contains("mbufs = 3648 or more"), "{e}");
             // A failed open removed the vdev it probed, and a closed port does too: the same
             // devargs open again.
             let mut o = on("b0");

@@ -93,6 +93,22 @@ impl DpdkSection {
                 format!("{mbufs}: use 1024 to 4194304 (every queue's rings must fill)"),
             );
         }
+        // Each port's pool fills its receive rings and a transmit ring and keeps 1024 for what
+        // the switch holds (the port checks it exactly, with DPDK's pool caches, when it opens).
+        for b in backends {
+            if let Backend::Dpdk { queues, ring, .. } = b {
+                let need = (u64::from(*queues) + 1) * u64::from(*ring) + 1024;
+                if u64::from(mbufs) < need {
+                    return err(
+                        "dpdk.mbufs",
+                        format!(
+                            "{mbufs}: a port of {queues} queue(s) with rings of {ring} needs more \
+                             than {need}"
+                        ),
+                    );
+                }
+            }
+        }
         if let Some(a) = self.eal_args.iter().find(|a| a.contains('\0')) {
             return err("dpdk.eal_args", format!("{a:?} holds a NUL byte"));
         }
@@ -419,7 +435,8 @@ impl PortSection {
                 return err(
                     f(field),
                     "interface, queues, xdp_mode, ring_size, fill_ring_size and busy_poll_us need \
-                     a real backend (af_xdp or auto; af_packet takes only interface)",
+                     a real backend (af_xdp or auto; af_packet takes only interface and \
+                     rx_buffers; dpdk queues and ring_size)",
                 );
             }
         }

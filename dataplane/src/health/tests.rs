@@ -168,7 +168,7 @@ fn clean_paths_stay_in_and_probes_flow_both_ways() {
 }
 
 #[test]
-fn a_dead_path_is_out_within_three_intervals_and_only_it() {
+fn a_dead_path_is_out_within_twelve_intervals_and_only_it() {
     let mut r = Run::new();
     let fail = 50_000_000;
     let dead = move |now: u64| {
@@ -188,7 +188,8 @@ fn a_dead_path_is_out_within_three_intervals_and_only_it() {
         }
     });
     let took = out_at.expect("the dead path never left") - fail;
-    // Five silent intervals, then the next judgement.
+    // Five silent intervals after the last probe heard (50 us each), then the next judgement:
+    // 0.3 ms in the demo; 12 intervals allow for the probes' phase against the failure.
     assert!(took <= 600_000, "out after {took} ns");
     assert!(!r.b.sprayed(1), "the other side takes it out too");
     assert!(r.a.report(1, r.now).reason.starts_with("dead"));

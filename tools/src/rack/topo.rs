@@ -287,7 +287,8 @@ pub struct TorText {
     /// Receive buffers of every real port beyond its rings (`rx_buffers`; DPDK: the pool's
     /// mbufs beyond its rings and caches); `None`: the switch's default.
     pub rx_buffers: Option<u32>,
-    /// AF_XDP ring size of every port (`ring_size`, the fill ring twice it); `None`: default.
+    /// AF_XDP ring size of every real port (`ring_size`, the fill ring twice it), or DPDK
+    /// descriptors per queue; `None`: default.
     pub ring_size: Option<u32>,
 }
 
@@ -322,11 +323,12 @@ pub struct TorArgs {
     pub host_rate_mbps: Option<u32>,
     /// Receive buffers of every port beyond its rings: what the ToR can keep of a port's
     /// packets before it stops receiving (`rx_buffers`; with DPDK the pool's mbufs beyond its
-    /// rings and caches). Default: the switch's (4096; DPDK: what the rack's pools hold).
+    /// rings, caches and a burst, at least 1024). Default: the switch's (4096; DPDK: pools of
+    /// 8192, 4096 above MTU 1500).
     #[arg(long)]
     pub rx_buffers: Option<u32>,
-    /// AF_XDP ring size of every port (`ring_size`; the fill ring twice it). Default: the
-    /// switch's (1024).
+    /// AF_XDP ring size of every port (`ring_size`; the fill ring twice it), or DPDK
+    /// descriptors per queue. Default: the switch's (1024).
     #[arg(long)]
     pub ring_size: Option<u32>,
 }
@@ -406,8 +408,11 @@ pub fn tor_config_text(spec: &RackPairSpec, rack: u8, t: &TorText) -> anyhow::Re
         // DPDK ports: descriptors per queue.
         text = text.replace("\ndevice = ", &format!("\nring_size = {n}\ndevice = "));
     }
-    if let Some(n) = t.rx_buffers {
-        text = dpdk_rx_buffers(&text, n, t.ring_size.unwrap_or(1024));
+    if let Some(at) = text.find("[dpdk]\n") {
+        // The pools (and EAL's memory for them) as the rings and rx_buffers ask.
+        let ports = text.matches("\nbackend = \"dpdk\"").count();
+        text.truncate(at);
+        text += &dpdk_section(ports, t.mtu, t.ring_size.unwrap_or(1024), t.rx_buffers);
     }
     let mut switch = format!(
         "[switch]\nidle = \"{}\"\nidle_sleep_us = {}\n",
@@ -501,7 +506,7 @@ fn tor_config_ports(
     .map(|(_, n)| *n)
     .sum::<usize>();
     if dpdk_ports > 0 {
-        s += &dpdk_section(dpdk_ports, mtu);
+        s += &dpdk_section(dpdk_ports, mtu, 1024, None);
     }
     s
 }
@@ -512,12 +517,19 @@ fn dpdk_device(port: &str, iface: &str) -> String {
     format!("device = \"net_af_packet_{port},iface={iface}\"\n")
 }
 
-/// The `[dpdk]` section of a ToR with `ports` DPDK ports of `mtu`: EAL without hugepages,
-/// PCI or shared files (`--no-shconf`; `--in-memory` would say the same, but EAL refuses it
-/// beside `--no-huge`) (two ToRs run side by side, each in its own namespace), its memory sized
-/// for the ports' mbuf pools.
-fn dpdk_section(ports: usize, mtu: u16) -> String {
-    let mbufs: u64 = if mtu > 1500 { 4096 } else { 8192 };
+/// The `[dpdk]` section of a ToR with `ports` DPDK ports of `mtu` and rings of `ring`
+/// descriptors: EAL without hugepages, PCI or shared files (`--no-shconf`; `--in-memory` would
+/// say the same, but EAL refuses it beside `--no-huge`) (two ToRs run side by side, each in its
+/// own namespace), its memory sized for the ports' mbuf pools. Each pool holds `rx_buffers`
+/// mbufs (at least the switch's 1024) beyond a queue's rings, two pool caches and a burst, or
+/// by default 8192 in all (4096 above MTU 1500) when that is more.
+fn dpdk_section(ports: usize, mtu: u16, ring: u32, rx_buffers: Option<u32>) -> String {
+    // Receive and transmit rings, two of the shim's pool caches of 256, a burst of 64.
+    let fixed = u64::from(2 * ring + 2 * 256 + 64);
+    let mbufs = match rx_buffers {
+        Some(n) => fixed + u64::from(n.max(1024)),
+        None => (fixed + 1024).max(if mtu > 1500 { 4096 } else { 8192 }),
+    };
     // Each mbuf: its data room (frame and DPDK's 128-byte headroom), the mbuf header and the
     // pool's own; twice that for EAL's heap to fit the pools beside everything else, and
     // 128 MB of slack (6 ports at MTU 1500: about 370 MB, taken as touched).
@@ -527,24 +539,6 @@ fn dpdk_section(ports: usize, mtu: u16) -> String {
         "[dpdk]\neal_args = [\"--no-huge\", \"-m\", \"{mb}\", \"--no-shconf\", \"--no-pci\", \
          \"--no-telemetry\", \"-l\", \"0\"]\nmbufs = {mbufs}\n"
     )
-}
-
-/// `text` with its `[dpdk]` pools holding `rx_buffers` mbufs beyond what one queue's rings
-/// of `ring` descriptors, the pool caches and a burst take (the switch refuses fewer than
-/// four bursts beyond them, and pools under 1024).
-fn dpdk_rx_buffers(text: &str, rx_buffers: u32, ring: u32) -> String {
-    // Receive and transmit rings, two of the shim's pool caches of 256, a burst of 64.
-    let mbufs = (2 * ring + 2 * 256 + 64 + rx_buffers.max(256)).max(1024);
-    let mut out = String::new();
-    for line in text.lines() {
-        if line.starts_with("mbufs = ") {
-            out += &format!("mbufs = {mbufs}\n");
-        } else {
-            out += line;
-            out += "\n";
-        }
-    }
-    out
 }
 
 /// A rack pair built but not started: both ToRs' validated configurations with their ports,

@@ -70,7 +70,7 @@ extern "C" {
     pub(super) fn ss_port_start(
         port: u16,
         queues: u16,
-        ring: u16,
+        ring: *mut u16,
         mp: *mut c_void,
         mtu: u16,
         step: *mut c_int,

@@ -332,6 +332,11 @@ pub const RING: u16 = 1024;
 
 const BURST: usize = 64;
 
+/// Mbufs of a pool beyond its rings, two pool caches and a burst in flight: what the switch
+/// can hold at the least (pool caches grow to one and a half times their size, and each worker
+/// that frees into the pool has one: the margin keeps a few of them from emptying it).
+const SPARE: u32 = 1024;
+
 /// How to open a DPDK port.
 #[derive(Debug, Clone)]
 pub struct DpdkOptions {
@@ -345,8 +350,8 @@ pub struct DpdkOptions {
     /// Mbufs in the port's pool: at least its rings' descriptors, plus what the switch holds
     /// of what it receives (egress queues, reorder rings).
     pub mbufs: u32,
-    /// Receive and transmit descriptors per queue (a power of two; the driver may round it
-    /// to what it takes); [`RING`] by default.
+    /// Receive and transmit descriptors per queue; [`RING`] by default. The device fits it to
+    /// its limits (`rte_eth_dev_adjust_nb_rx_tx_desc`), and the port logs what it took.
     pub ring: u16,
 }
 
@@ -458,19 +463,18 @@ impl DpdkPort {
         }
         // Every receive ring fills with mbufs when the port starts; the transmit ring, each
         // EAL thread's pool cache and a burst in flight take more. What is left is what the
-        // switch can hold of what it receives: at least four bursts (a worker whose reorder
-        // stage holds a pool's last eighth gives up gaps to free it).
+        // switch can hold of what it receives: at least SPARE.
         // SAFETY: plain getters.
         let cache = unsafe { ffi::ss_pool_cache() };
-        let rings = (o.queues + 1) * u32::from(o.ring) + 2 * cache + BURST as u32;
-        if o.mbufs < rings + 4 * BURST as u32 {
+        let need = (o.queues + 1) * u32::from(o.ring) + 2 * cache + BURST as u32 + SPARE;
+        if o.mbufs < need {
             release(None);
             return Err(DpdkError::TooFewMbufs {
                 port: name.into(),
                 mbufs: o.mbufs,
                 queues: o.queues,
                 ring: o.ring,
-                need: rings + 4 * BURST as u32,
+                need,
             });
         }
         // The largest MTU the device takes, by ethdev's own rule (configuring more fails with
@@ -523,12 +527,13 @@ impl DpdkPort {
             });
         };
         let (mut step, mut promisc): (c_int, c_int) = (0, 0);
-        // SAFETY: a valid port id and pool; `step` and `promisc` are out-pointers.
+        let mut ring = o.ring;
+        // SAFETY: a valid port id and pool; `ring`, `step` and `promisc` are in/out-pointers.
         let rc = unsafe {
             ffi::ss_port_start(
                 id,
                 o.queues as u16,
-                o.ring,
+                &mut ring,
                 pool.as_ptr(),
                 o.mtu,
                 &mut step,
@@ -540,11 +545,34 @@ impl DpdkPort {
             let what = match step {
                 0 => "rte_eth_dev_info_get",
                 1 => "rte_eth_dev_configure",
+                2 => "rte_eth_dev_adjust_nb_rx_tx_desc",
                 3 => "rte_eth_rx_queue_setup",
                 4 => "rte_eth_tx_queue_setup",
                 _ => "rte_eth_dev_start",
             };
             return Err(setup(what, rc));
+        }
+        if ring != o.ring {
+            let need = (o.queues + 1) * u32::from(ring) + 2 * cache + BURST as u32 + SPARE;
+            if o.mbufs < need {
+                // SAFETY: the port was started here; the pool has no mbuf outside it once the
+                // port is closed.
+                unsafe {
+                    ffi::ss_port_close(id, 1, probed);
+                    ffi::ss_pool_free(pool.as_ptr());
+                }
+                return Err(DpdkError::TooFewMbufs {
+                    port: name.into(),
+                    mbufs: o.mbufs,
+                    queues: o.queues,
+                    ring,
+                    need,
+                });
+            }
+            log::info!(
+                "port {name}: {dev} takes rings of {ring} descriptors ({} asked for)",
+                o.ring
+            );
         }
         if promisc != 0 {
             // An untrusted VF, say: frames for MACs other than the device's are not seen.

@@ -128,7 +128,9 @@ uint32_t ss_pool_in_use(const struct rte_mempool *mp) { return rte_mempool_in_us
  * the port. On failure returns a positive errno and sets *step to the call that failed (0 device
  * info, 1 configure, 3 rx queue, 4 tx queue, 5 start). *promisc is what enabling promiscuous
  * mode returned (0: on). */
-int ss_port_start(uint16_t port, uint16_t queues, uint16_t ring, struct rte_mempool *mp,
+/* `*ring`: the descriptors asked for per queue; on return, the most the device took for either
+ * direction (rte_eth_dev_adjust_nb_rx_tx_desc fits them to its limits and alignment). */
+int ss_port_start(uint16_t port, uint16_t queues, uint16_t *ring, struct rte_mempool *mp,
                   uint16_t mtu, int *step, int *promisc) {
   struct rte_eth_conf conf;
   memset(&conf, 0, sizeof(conf));
@@ -147,13 +149,18 @@ int ss_port_start(uint16_t port, uint16_t queues, uint16_t ring, struct rte_memp
   *step = 1;
   if ((rc = rte_eth_dev_configure(port, queues, queues, &conf)) != 0)
     return -rc;
+  uint16_t rx = *ring, tx = *ring;
+  *step = 2;
+  if ((rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx, &tx)) != 0)
+    return -rc;
+  *ring = rx > tx ? rx : tx;
   int socket = rte_eth_dev_socket_id(port);
   for (uint16_t q = 0; q < queues; q++) {
     *step = 3;
-    if ((rc = rte_eth_rx_queue_setup(port, q, ring, socket, NULL, mp)) != 0)
+    if ((rc = rte_eth_rx_queue_setup(port, q, rx, socket, NULL, mp)) != 0)
       return -rc;
     *step = 4;
-    if ((rc = rte_eth_tx_queue_setup(port, q, ring, socket, NULL)) != 0)
+    if ((rc = rte_eth_tx_queue_setup(port, q, tx, socket, NULL)) != 0)
       return -rc;
   }
   *step = 5;

@@ -102,11 +102,12 @@ impl XdpUmem {
     }
 
     /// Frames for `ports` single-queue ports with rings of `ring_size` and fill rings of
-    /// `fill_size`: each port's fill and transmit rings full, plus a receive ring's worth each
-    /// and 4096 for the packets inside the switch (a port of several queues has a fill ring per
-    /// queue: count it once per queue).
+    /// `fill_size`, as the switch sizes a worker's UMEM: each port's fill and transmit rings
+    /// full, a receive ring's worth in the switch and 4096 more for the packets it keeps (a
+    /// port's default `rx_buffers`; a port of several queues has a fill ring per queue: count
+    /// it once per queue), in whole 64 KiB pages.
     pub fn frames_for(ports: usize, ring_size: u32, fill_size: u32) -> u32 {
-        (ports as u32 * (fill_size + 2 * ring_size) + 4096).next_power_of_two()
+        (ports as u32 * (fill_size + 2 * ring_size + 4096)).next_multiple_of(32)
     }
 
     /// The frame area.
