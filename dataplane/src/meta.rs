@@ -80,6 +80,54 @@ pub struct RoceMeta {
     pub stamp: PathStamp,
 }
 
+impl RoceMeta {
+    /// What the engine hands over for a packet of QP `qp` with PSN `psn` that means `kind`:
+    /// one PSN, no payload size or length known, over no path whose order counts, unstamped
+    /// (the rest is set by struct update where known).
+    pub fn new(qp: QpRef, psn: Psn, kind: MetaKind) -> RoceMeta {
+        RoceMeta {
+            local: qp.local,
+            remote: qp.remote,
+            sport: qp.sport,
+            qpn: qp.qpn,
+            psn,
+            span: 1,
+            full_payload: 0,
+            len: 0,
+            kind,
+            path: NO_PATH,
+            stamp: PathStamp::NONE,
+        }
+    }
+
+    /// The QP it names.
+    #[inline]
+    pub fn qp(&self) -> QpRef {
+        QpRef {
+            local: self.local,
+            remote: self.remote,
+            sport: self.sport,
+            qpn: self.qpn,
+        }
+    }
+}
+
+/// A QP as one packet names it: the local host, the remote host, the UDP source port (the
+/// same in both directions of a QP pair), and the QPN the packet is addressed to (BTH
+/// DestQP: the local QP of a packet towards a local host, the remote one of a local host's
+/// own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QpRef {
+    /// The local host's address (`ip_key`).
+    pub local: u128,
+    /// The remote host's address.
+    pub remote: u128,
+    /// UDP source port.
+    pub sport: u16,
+    /// BTH DestQP.
+    pub qpn: u32,
+}
+
 /// A path stamp ([`crate::engine::stamp`]) and the priority its packet travelled in: a path is
 /// FIFO within a priority only (a PAUSE or PFC frame stops one priority while the others
 /// pass), so stamps are compared within one.

@@ -7,6 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use sprayswitch::engine::PortId;
+use sprayswitch::meta::{MetaKind, QpRef, RoceMeta};
 use sprayswitch::port::Pkt;
 use sprayswitch::reorder::{Insert, ReorderConfig, ReorderCore, StreamKey};
 use sprayswitch::rng::Rng;
@@ -46,6 +47,25 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// What the engine hands over with a request of stream `key` (from no sender the pairing
+/// hears of) spanning `span` PSNs from `psn`, `len` bytes.
+fn request(key: StreamKey, psn: Psn, span: u32, len: u32) -> RoceMeta {
+    let StreamKey::Request { local, qpn } = key else {
+        panic!("a request stream's key");
+    };
+    let qp = QpRef {
+        local,
+        remote: 0,
+        sport: 0,
+        qpn,
+    };
+    RoceMeta {
+        span,
+        len,
+        ..RoceMeta::new(qp, psn, MetaKind::Request { read_len: None })
+    }
+}
+
 fn live() -> isize {
     LIVE.with(Cell::get)
 }
@@ -68,11 +88,9 @@ fn a_million_qps_and_random_psn_jumps_stay_within_the_caps() {
     let mut now = 0u64;
     // Warm up the established stream, then measure.
     for _ in 0..1000 {
-        core.insert_request(
-            good,
-            Psn::new(good_next),
-            1,
-            100,
+        core.handle_packet(
+            0,
+            &request(good, Psn::new(good_next), 1, 100),
             u64::from(good_next),
             now,
             &mut out,
@@ -95,11 +113,9 @@ fn a_million_qps_and_random_psn_jumps_stay_within_the_caps() {
             local: 2 + (i % 3) as u128,
             qpn,
         };
-        let r = core.insert_request(
-            key,
-            Psn::new(rng.next_u64() as u32),
-            1,
-            1000,
+        let r = core.handle_packet(
+            0,
+            &request(key, Psn::new(rng.next_u64() as u32), 1, 1000),
             1 << 40 | i,
             now,
             &mut out,
@@ -112,8 +128,20 @@ fn a_million_qps_and_random_psn_jumps_stay_within_the_caps() {
             } else {
                 (good_next, good_next + 1)
             };
-            core.insert_request(good, Psn::new(a), 1, 100, u64::from(a), now, &mut out);
-            core.insert_request(good, Psn::new(b), 1, 100, u64::from(b), now, &mut out);
+            core.handle_packet(
+                0,
+                &request(good, Psn::new(a), 1, 100),
+                u64::from(a),
+                now,
+                &mut out,
+            );
+            core.handle_packet(
+                0,
+                &request(good, Psn::new(b), 1, 100),
+                u64::from(b),
+                now,
+                &mut out,
+            );
             good_next += 2;
         }
         if i % 64 == 0 {
@@ -124,7 +152,7 @@ fn a_million_qps_and_random_psn_jumps_stay_within_the_caps() {
     }
     core.poll(now + 1_000_000, &mut out);
     good_released.extend(out.drain(..).filter(|x| *x < 1 << 40));
-    let t = core.totals;
+    let t = core.totals();
     eprintln!(
         "flood: {t:?}, heap growth {} bytes, state {} -> {} bytes",
         live() - before,
@@ -167,7 +195,13 @@ fn a_hundred_thousand_streams_fit_in_64_mib() {
             local: u128::from(q % 64),
             qpn: q,
         };
-        core.insert_request(key, Psn::new(q), 1, 64, (0, pkt.clone()), 0, &mut out);
+        core.handle_packet(
+            0,
+            &request(key, Psn::new(q), 1, 64),
+            (0, pkt.clone()),
+            0,
+            &mut out,
+        );
     }
     // Packet buffers excluded: drop what was released before measuring.
     out.clear();
@@ -177,7 +211,7 @@ fn a_hundred_thousand_streams_fit_in_64_mib() {
         used,
         core.state_bytes()
     );
-    assert_eq!(core.totals.streams, 100_000);
+    assert_eq!(core.totals().streams, 100_000);
     assert!(used < 64 << 20, "{used} bytes");
     assert!(core.state_bytes() < 64 << 20);
 }

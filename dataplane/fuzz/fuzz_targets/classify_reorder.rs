@@ -6,10 +6,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use sprayswitch::engine::forward::{host_observation, towards_host};
-use sprayswitch::meta::PathStamp;
-use sprayswitch::reorder::{
-    HostRequest, Insert, MetaKind, ReorderConfig, ReorderCore, ResponseKind, StreamKey,
-};
+use sprayswitch::meta::{PathStamp, RoceMeta};
+use sprayswitch::reorder::{Insert, ReorderConfig, ReorderCore};
 use sprayswitch::wire::{classify, Pmtu};
 
 fuzz_target!(|data: &[u8]| {
@@ -55,87 +53,18 @@ fuzz_target!(|data: &[u8]| {
                     // Lanes too: the input's bit 6 reads the stamp with three lane bits.
                     let stamp = PathStamp::read(seq, op >> 7, ((op >> 6) & 1) * 3);
                     let m = towards_host(r, Pmtu::DEFAULT, frame.len(), (op >> 2) & 3, stamp);
-                    core.see_stamp(m.remote, m.path, m.stamp, now);
+                    let m = RoceMeta {
+                        span: m.span.min(1 << 16),
+                        ..m
+                    };
                     inserted += 1;
                     id += 1;
-                    let res = match m.kind {
-                        MetaKind::Request { read_len } => core.insert_request_read(
-                            StreamKey::Request {
-                                local: m.local,
-                                qpn: m.qpn,
-                            },
-                            m.psn,
-                            m.span.min(1 << 16),
-                            read_len,
-                            Some((m.remote, m.sport)),
-                            m.path,
-                            m.stamp,
-                            m.len,
-                            id,
-                            now,
-                            &mut out,
-                        ),
-                        kind => {
-                            let k = match kind {
-                                MetaKind::Fill { ends } => ResponseKind::Fill {
-                                    ends,
-                                    full_payload: u32::from(m.full_payload),
-                                },
-                                _ => ResponseKind::Ack,
-                            };
-                            core.insert_response_from(
-                                m.local, m.remote, m.sport, m.qpn, k, m.psn, m.path, m.stamp,
-                                m.len, id, now, &mut out,
-                            )
-                        }
-                    };
+                    let res = core.handle_packet(0, &m, id, now, &mut out);
                     if matches!(res, Insert::Duplicate | Insert::Stale) {
                         discarded += 1;
                     }
-                    core.check_stamp_waiting(m.remote, m.path, m.stamp, now, &mut out);
-                    core.learn_pair(m.local, m.remote, m.sport, m.qpn);
                 } else if let Some(m) = host_observation(r, Pmtu::DEFAULT, frame.len()) {
-                    match m.kind {
-                        MetaKind::HostRead { dma_len } => core.observe_read(
-                            m.local,
-                            m.remote,
-                            m.sport,
-                            m.qpn,
-                            m.psn,
-                            HostRequest::Read {
-                                dma_len,
-                                span: m.span,
-                            },
-                            now,
-                            &mut out,
-                        ),
-                        MetaKind::HostSingle => core.observe_read(
-                            m.local,
-                            m.remote,
-                            m.sport,
-                            m.qpn,
-                            m.psn,
-                            HostRequest::Single,
-                            now,
-                            &mut out,
-                        ),
-                        MetaKind::HostPmtu => {
-                            core.observe_host_pmtu(
-                                m.local,
-                                m.remote,
-                                m.sport,
-                                m.qpn,
-                                m.psn,
-                                u32::from(m.full_payload),
-                                now,
-                                &mut out,
-                            );
-                        }
-                        MetaKind::HostNak => core
-                            .observe_nak(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
-                        _ => core
-                            .observe_ack(m.local, m.remote, m.sport, m.qpn, m.psn, now, &mut out),
-                    }
+                    core.handle_host(0, &m, now, &mut out);
                 }
             }
             _ => core.poll(now, &mut out),

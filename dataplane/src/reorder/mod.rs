@@ -6,40 +6,51 @@
 //! releases them later, in order, around a [`ReorderCore`] (the per-stream state machine over
 //! plain items); [`Passthrough`] releases everything at once.
 //!
-//! - [`core`]: the limits, the stream table, timers and eviction;
-//! - [`stream`]: what is kept per stream (its key, phase, expected PSN, held packets);
-//! - [`ring`]: a stream's ring of PSN slots in the shared pool, and its far list;
-//! - [`paths`]: path-order loss detection (what each fabric path delivered of a stream);
+//! The core is built from parts that each own their state, each in its own file:
+//!
+//! - [`config`]: the limits and timers, and the bounds every part shares;
+//! - [`stream`]: what is kept per stream (its key, phase, expected PSN, READ ranges);
+//! - [`table`]: every stream by index, the free list, the streams whose timers run, eviction;
+//! - [`pool`]: where held packets live: rings of PSN slots, far lists, the bytes held;
+//! - [`paths`]: what each fabric path delivered of a stream (path-order loss detection);
 //! - [`sources`]: what each source host's path stamps showed (evidence for all its QPs);
 //! - [`skew`]: how late the paths deliver (the hold timeout in force is never shorter);
-//! - [`request`]: the request direction (packets towards a local responder);
-//! - [`response`]: READ RESPONSEs and the ACKs between them, ordered within the ranges the
-//!   local requester asked for;
+//! - [`evidence`]: the fabric's evidence shared by every stream (paths up, sources, skew);
 //! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
+//! - [`held`]: one stream at work over the pool; [`request`] and [`response`]: the two
+//!   directions' operations on it; [`loss`]: when and how a stream gives up on its gap;
+//! - [`core`]: [`ReorderCore`], the parts joined behind `handle_packet`, `handle_host`,
+//!   `poll` and `poll_timeout`;
 //! - [`totals`]: the counters, declared once;
 //! - [`stage`]: [`ReorderStage`], the core over real packets (what it releases is paced by
 //!   each downlink's egress queue, [`crate::egress`]).
 
+pub mod config;
 pub mod core;
+pub(crate) mod evidence;
+pub(crate) mod held;
+pub(crate) mod loss;
 pub mod pairing;
 pub mod paths;
+pub(crate) mod pool;
 pub mod request;
 pub mod response;
-pub mod ring;
 pub mod skew;
 pub mod sources;
 pub mod stage;
 pub mod stream;
+pub(crate) mod table;
 pub mod totals;
 
-pub use self::core::{ReorderConfig, ReorderCore};
+pub use self::config::ReorderConfig;
+pub use self::core::ReorderCore;
 pub use self::pairing::CmEvent;
-pub use self::response::{HostRequest, ReadRange, ResponseKind};
+pub use self::response::{HostRequest, ResponseKind};
 pub use self::stage::ReorderStage;
-pub use self::stream::{Insert, LossRecovery, PortReorder, StreamKey, StreamStats};
+pub use self::stream::{Insert, LossRecovery, PortReorder, ReadRange, StreamKey, StreamStats};
 pub use self::totals::{ReorderCounters, ReorderTotals};
 
-pub use crate::meta::{MetaKind, RoceMeta};
+pub use crate::meta::{MetaKind, QpRef, RoceMeta};
 
 use crate::ids::PortId;
 use crate::port::Pkt;
@@ -68,8 +79,13 @@ pub trait DownlinkStage: Send {
     ) {
     }
 
-    /// Releases what timers make due at `now`.
+    /// Releases what timers make due at `now` (nothing before [`DownlinkStage::poll_timeout`]).
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>);
+
+    /// No timer is due before this time (`u64::MAX`: none runs).
+    fn poll_timeout(&self) -> u64 {
+        u64::MAX
+    }
 
     /// Packets held right now.
     fn held(&self) -> usize;
@@ -90,6 +106,15 @@ pub trait DownlinkStage: Send {
         ReorderTotals::default()
     }
 
+    /// Appends the hold times and the path-order detection times (ns) since the last call,
+    /// for the owner's histograms.
+    fn take_times(&mut self, _hold: &mut Vec<u64>, _detect: &mut Vec<u64>) {}
+
+    /// Whether it reorders (and so has hold and detection times to show).
+    fn reorders(&self) -> bool {
+        false
+    }
+
     /// Changes the switch-wide gap hold timeout (a stage without timers ignores it).
     fn set_hold_timeout(&mut self, _ns: u64) {}
 
@@ -97,21 +122,6 @@ pub trait DownlinkStage: Send {
     /// streams`.
     fn snapshot(&self, _max: usize) -> Vec<StreamRow> {
         Vec::new()
-    }
-
-    /// The hold-time histogram, as last published.
-    fn hold_histogram(
-        &self,
-    ) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
-        None
-    }
-
-    /// The histogram of path-order detection times (gap opened to declared lost), as last
-    /// published.
-    fn detection_histogram(
-        &self,
-    ) -> Option<std::sync::Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
-        None
     }
 
     /// The fabric paths there are (numbered as [`RoceMeta::path`]) and those down now (a bit

@@ -17,12 +17,9 @@
 //! Every table is bounded by the stream limit; when one is full it starts over (a binding lost
 //! that way is learned again from the next packets).
 
-// The host-observation entry points take the packet's addresses, port, QPN and PSN one by
-// one, as the stage has them.
-#![allow(clippy::too_many_arguments)]
-
-use super::stream::{fold, StreamKey, NOT_NAKED};
+use super::stream::{fold, StreamKey};
 use crate::ids::IntMap;
+use crate::meta::QpRef;
 use crate::wire::cm::CmMessage;
 use crate::wire::Psn;
 
@@ -60,7 +57,7 @@ struct Seen {
 const MAX_SEEN: usize = 4096;
 
 /// Entries `seen` may hold beyond twice the streams tracked before the core prunes those of
-/// streams that are gone ([`super::core::ReorderCore::prune_pairing`]).
+/// streams that are gone ([`Pairing::prune`]).
 pub(super) const SEEN_SLACK: usize = 64;
 
 /// Remembers `qpn` with `sport`; returns (entries a clear dropped, entries added).
@@ -152,17 +149,46 @@ impl Pairing {
         self.seen.entry(HostPair(local, remote)).or_default()
     }
 
-    /// A request from `remote` arrived for the local QP `local_qpn` with UDP source `sport`.
-    pub(super) fn saw_local(&mut self, local: u128, remote: u128, local_qpn: u32, sport: u16) {
-        let (dropped, added) = remember(&mut self.seen_mut(local, remote).locals, local_qpn, sport);
+    /// A request from the remote host arrived for the local QP `qp` names.
+    pub(super) fn saw_local(&mut self, qp: &QpRef) {
+        let (dropped, added) = remember(
+            &mut self.seen_mut(qp.local, qp.remote).locals,
+            qp.qpn,
+            qp.sport,
+        );
         self.entries = self.entries.saturating_sub(dropped) + added;
     }
 
-    /// The local host sent to the remote QP `remote_qpn` with UDP source `sport`.
-    pub(super) fn saw_remote(&mut self, local: u128, remote: u128, remote_qpn: u32, sport: u16) {
-        let (dropped, added) =
-            remember(&mut self.seen_mut(local, remote).remotes, remote_qpn, sport);
+    /// The local host sent to the remote QP `qp` names.
+    pub(super) fn saw_remote(&mut self, qp: &QpRef) {
+        let (dropped, added) = remember(
+            &mut self.seen_mut(qp.local, qp.remote).remotes,
+            qp.qpn,
+            qp.sport,
+        );
         self.entries = self.entries.saturating_sub(dropped) + added;
+    }
+
+    /// Forgets the QPs seen that have no stream (`live` says which do): a local QP is only
+    /// ever chosen for its request stream and a remote one for its response stream, so what
+    /// `seen` keeps stays within the streams tracked instead of growing with every QPN that
+    /// ever passed (up to 4096 per host pair and side, for as many host pairs as streams).
+    pub(super) fn prune(&mut self, live: impl Fn(&StreamKey) -> bool) {
+        let mut entries = 0;
+        self.seen.retain(|&HostPair(local, remote), s| {
+            s.locals
+                .retain(|&qpn, _| live(&StreamKey::Request { local, qpn }));
+            s.remotes.retain(|&remote_qpn, _| {
+                live(&StreamKey::Response {
+                    local,
+                    remote,
+                    remote_qpn,
+                })
+            });
+            entries += s.locals.len() + s.remotes.len();
+            !(s.locals.is_empty() && s.remotes.is_empty())
+        });
+        self.entries = entries;
     }
 
     /// QPs remembered in `seen`.
@@ -250,22 +276,19 @@ impl Pairing {
         self.cm_start.remove(key)
     }
 
-    /// Learns from a CM REQ or REP. Returns, for a REP, the exact pairings it completes:
-    /// (local address, remote address, local QPN, remote QPN, the first PSN the local QP's
-    /// responder will see).
+    /// Learns from a CM REQ or REP. Appends, for a REP, the exact pairings it completes to
+    /// `learned`: (local address, remote address, local QPN, remote QPN, the first PSN the
+    /// local QP's responder will see).
     pub(super) fn observe_cm(
         &mut self,
-        sender: u128,
-        receiver: u128,
-        sender_local: bool,
-        receiver_local: bool,
-        msg: CmMessage,
+        ev: &CmEvent,
         learned: &mut Vec<(u128, u128, u32, u32, Psn)>,
     ) -> CmSeen {
+        let (sender, receiver) = (ev.sender, ev.receiver);
         if self.cm_req.len() >= self.cap {
             self.cm_req.clear();
         }
-        match msg {
+        match ev.msg {
             CmMessage::Req {
                 local_comm_id,
                 qpn,
@@ -292,11 +315,11 @@ impl Pairing {
                     return CmSeen::Other;
                 };
                 insert_bounded(&mut self.cm_answered, self.cap, key, (req_qpn, req_psn));
-                if receiver_local {
+                if ev.receiver_local {
                     // Local requester: its responder sees the replier's PSNs first.
                     learned.push((requester, sender, req_qpn, rep_qpn, rep_psn));
                 }
-                if sender_local {
+                if ev.sender_local {
                     learned.push((sender, requester, rep_qpn, req_qpn, req_psn));
                 }
                 for &(l, r, lq, rq, start) in learned.iter() {
@@ -346,10 +369,6 @@ impl Pick {
     }
 }
 
-/// How far (in PSNs) a host's ACK or NAK may lie behind the switch's expected PSN for the
-/// stream: what is in flight between the switch and the host, with room to spare.
-pub(super) const HOST_PSN_REACH: u32 = 1 << 16;
-
 /// An RDMA CM message seen by the switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CmEvent {
@@ -363,227 +382,4 @@ pub struct CmEvent {
     pub receiver_local: bool,
     /// What it says.
     pub msg: CmMessage,
-}
-
-impl<T> super::core::ReorderCore<T> {
-    /// Records that the local QP `qpn` receives requests from `remote` on UDP source `sport`
-    /// (from a packet towards the local host).
-    pub fn learn_pair(&mut self, local: u128, remote: u128, sport: u16, qpn: u32) {
-        self.pairing.saw_local(local, remote, qpn, sport);
-    }
-
-    /// Forgets the QPs seen that have no stream (evicted, or never created): a local QP is
-    /// only ever chosen for its request stream and a remote one for its response stream, so
-    /// what `seen` keeps stays within the streams tracked instead of growing with every QPN
-    /// that ever passed (up to 4096 per host pair and side, for as many host pairs as
-    /// streams).
-    pub(super) fn prune_pairing(&mut self) {
-        let index = &self.index;
-        let mut entries = 0;
-        self.pairing.seen.retain(|&HostPair(local, remote), s| {
-            s.locals
-                .retain(|&qpn, _| index.contains_key(&StreamKey::Request { local, qpn }));
-            s.remotes.retain(|&remote_qpn, _| {
-                index.contains_key(&StreamKey::Response {
-                    local,
-                    remote,
-                    remote_qpn,
-                })
-            });
-            entries += s.locals.len() + s.remotes.len();
-            !(s.locals.is_empty() && s.remotes.is_empty())
-        });
-        self.pairing.entries = entries;
-    }
-
-    /// Whether a host's ACK or NAK naming `psn` can concern a stream expecting `e`.
-    fn near(&self, e: Psn, psn: Psn) -> bool {
-        let d = e.distance(psn);
-        (-(self.mask as i32)..HOST_PSN_REACH as i32).contains(&d)
-    }
-
-    /// The request stream a local host's ACK or NAK to the remote QP `remote_qpn` concerns:
-    /// by the pairing, else by the UDP source port and the PSN (exactly one local QP fits).
-    fn request_stream_of(
-        &mut self,
-        local: u128,
-        remote: u128,
-        remote_qpn: u32,
-        sport: u16,
-        psn: Psn,
-    ) -> Option<u32> {
-        if let Some(lq) = self.pairing.local_of(local, remote, remote_qpn) {
-            return self.find(&StreamKey::Request { local, qpn: lq });
-        }
-        let mut pick = Pick::default();
-        for (lq, lsport) in self.pairing.locals(local, remote) {
-            if self
-                .pairing
-                .remote_of(local, remote, lq)
-                .is_some_and(|rq| rq != remote_qpn)
-            {
-                continue; // paired with another remote QP
-            }
-            let Some(&stream) = self.index.get(&StreamKey::Request { local, qpn: lq }) else {
-                continue;
-            };
-            let s = &self.streams[stream as usize];
-            let fits = match s.phase {
-                super::stream::Phase::Active => self.near(s.expected, psn),
-                super::stream::Phase::Learning { .. } => true,
-            };
-            if fits {
-                pick.fits(lq, stream, lsport == sport);
-            }
-        }
-        let (lq, stream) = self.chosen(&pick)?;
-        self.pairing.bind_hint(local, remote, lq, remote_qpn);
-        Some(stream)
-    }
-
-    /// The QP a [`Pick`] chose, counted as a hinted pairing; an ambiguous choice is counted
-    /// and gives none.
-    pub(super) fn chosen(&mut self, pick: &Pick) -> Option<(u32, u32)> {
-        match pick.choose() {
-            Ok(Some(p)) => {
-                self.totals.pairs_hinted += 1;
-                Some(p)
-            }
-            Ok(None) => None,
-            Err(()) => {
-                self.totals.pairs_ambiguous += 1;
-                None
-            }
-        }
-    }
-
-    /// The local host NAKed (PSN sequence error, or RNR: `psn` is the PSN it expects next, or
-    /// the one it could not take) on its QP paired with the remote `remote_qpn`: move that
-    /// request stream's expected PSN there, so the retransmission that follows is reordered.
-    /// Held packets below it are released as late.
-    pub fn observe_nak(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-        psn: Psn,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
-            self.totals.host_naks_ignored += 1;
-            return;
-        };
-        // The pairing named the stream (and a PSN fitting it when it was not bound yet): the
-        // host's NAK is the truth about what it expects, however far that is from the switch's
-        // idea (a garbage PSN that moved the stream is undone this way).
-        if self.resync(stream, psn, now, out) {
-            self.streams[stream as usize].stats.resyncs += 1;
-            self.totals.resyncs += 1;
-        }
-        let s = &mut self.streams[stream as usize];
-        s.paths.host_nak(psn);
-        s.host_naked = psn.value();
-    }
-
-    /// The local host's responder sent a READ RESPONSE FIRST or MIDDLE of `pmtu` bytes to the
-    /// remote QP `remote_qpn`: its QP's path MTU, which the READ REQUESTs of its request stream
-    /// span. True when a stream now has that path MTU (else nothing was applied).
-    pub fn observe_host_pmtu(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-        psn: Psn,
-        pmtu: u32,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> bool {
-        self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, psn) else {
-            return false;
-        };
-        self.learn_stream_pmtu(stream, pmtu, now, out);
-        self.streams[stream as usize].pmtu == pmtu
-    }
-
-    /// The local host ACKed through `psn`: a stream still expecting an earlier PSN (after a
-    /// timeout, or while learning) moves to `psn + 1`.
-    pub fn observe_ack(
-        &mut self,
-        local: u128,
-        remote: u128,
-        sport: u16,
-        remote_qpn: u32,
-        psn: Psn,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        self.pairing.saw_remote(local, remote, remote_qpn, sport);
-        let next = psn.add(1);
-        let Some(stream) = self.request_stream_of(local, remote, remote_qpn, sport, next) else {
-            return;
-        };
-        let s = &self.streams[stream as usize];
-        let behind = match s.phase {
-            super::stream::Phase::Learning { .. } => true,
-            super::stream::Phase::Active => {
-                next.is_after(s.expected) && (next.distance(s.expected) as u32) <= self.mask
-            }
-        };
-        if behind && self.resync(stream, next, now, out) {
-            self.totals.ack_advances += 1;
-        }
-    }
-
-    /// Learns from an RDMA CM REQ or REP passing the switch. A REQ is remembered until its
-    /// REP; the REP gives both QPNs and the starting PSN the local host's responder will see
-    /// first. A request stream of a QPN the exchange names starts over at that PSN (the QPN was
-    /// reused by a new connection); what it held is released in order. A REQ resent after its
-    /// REP (same communication ID, QPN and starting PSN) is counted and changes nothing.
-    pub fn observe_cm(&mut self, ev: &CmEvent, now: u64, out: &mut Vec<T>) {
-        let mut learned = Vec::new();
-        let seen = self.pairing.observe_cm(
-            ev.sender,
-            ev.receiver,
-            ev.sender_local,
-            ev.receiver_local,
-            ev.msg,
-            &mut learned,
-        );
-        if seen == CmSeen::Repeated {
-            self.totals.cm_repeated += 1;
-        }
-        for (local, _remote, local_qpn, _remote_qpn, start) in learned {
-            self.totals.cm_learned += 1;
-            let key = StreamKey::Request {
-                local,
-                qpn: local_qpn,
-            };
-            let Some(stream) = self.find(&key) else {
-                continue;
-            };
-            self.pairing.forget_start(&key);
-            if matches!(
-                self.streams[stream as usize].phase,
-                super::stream::Phase::Learning { .. }
-            ) {
-                // Its first packets came before the reply was seen: they fit the new start.
-                self.resync(stream, start, now, out);
-            } else {
-                // The QPN belonged to an earlier connection: start over.
-                self.flush_ring(stream, now, out);
-                let s = &mut self.streams[stream as usize];
-                s.expected = start;
-                s.last_seen = now;
-                s.paths.clear();
-                s.host_naked = NOT_NAKED;
-                self.streams[stream as usize].stats.restarts += 1;
-                self.totals.restarts += 1;
-            }
-        }
-    }
 }

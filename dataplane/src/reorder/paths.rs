@@ -46,6 +46,24 @@ const FAR: u32 = 1 << 22;
 /// above its expected PSN).
 const RECENT: usize = 8;
 
+/// What path-order detection learns from one packet of a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Arrival {
+    /// The fabric path it came on ([`NO_PATH`]: none whose order counts).
+    pub(super) path: u8,
+    /// Its PSN.
+    pub(super) psn: Psn,
+    /// Its path stamp.
+    pub(super) stamp: PathStamp,
+    /// Its sender's stamp source (address or prefix; `None`: not known).
+    pub(super) source: Option<u128>,
+    /// The host resends only what is missing (selective repeat), so a new pass is joined by
+    /// new PSNs too (see [`PathTrack::new_pass`]).
+    pub(super) selective: bool,
+    /// The stream's expected PSN (`None` while it learns where it starts).
+    pub(super) expected: Option<Psn>,
+}
+
 /// What proves a gap lost, if anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Proof {
@@ -104,29 +122,15 @@ struct Track {
 }
 
 impl PathTrack {
-    /// A packet with `psn` and path stamp `stamp` from `source` (`None`: not known) arrived
-    /// on `path`; `expected`: the stream's expected PSN (`None` while it learns where it
-    /// starts). `selective`: the host resends only what is missing (selective repeat), so a
-    /// new pass is joined by new PSNs too (see [`PathTrack::new_pass`]).
-    // The packet's four facts, its source's and the stream's two, on the per-packet path.
-    #[allow(clippy::too_many_arguments)]
+    /// A packet arrived as `a` says.
     #[inline]
-    pub(super) fn see(
-        &mut self,
-        path: u8,
-        psn: Psn,
-        stamp: PathStamp,
-        source: Option<u128>,
-        selective: bool,
-        expected: Option<Psn>,
-        now: u64,
-    ) {
-        if path == NO_PATH || usize::from(path) >= MAX_PATHS {
+    pub(super) fn see(&mut self, a: Arrival, now: u64) {
+        if a.path == NO_PATH || usize::from(a.path) >= MAX_PATHS {
             return;
         }
         let t = self.0.get_or_insert_with(Box::default);
-        if let (Some(a), true) = (source, stamp.seq != 0) {
-            let source = Some((a, stamp.counter()));
+        if let (Some(src), true) = (a.source, a.stamp.seq != 0) {
+            let source = Some((src, a.stamp.counter()));
             if t.source != source {
                 // Another counter (the host's packets now enter another worker of its ToR):
                 // the remembered stamps do not compare with its stamps.
@@ -134,8 +138,8 @@ impl PathTrack {
                 t.source = source;
             }
         }
-        t.selective = selective;
-        t.see(path, psn, stamp.seq, expected, now);
+        t.selective = a.selective;
+        t.see(a.path, a.psn, a.stamp.seq, a.expected, now);
     }
 
     /// The source whose stamps count for this stream (address or prefix, counter).
@@ -519,13 +523,33 @@ mod tests {
     impl PathTrack {
         /// `see` for a Go-Back-N host, without stamps.
         fn saw(&mut self, path: u8, psn: Psn) {
-            self.see(path, psn, PathStamp::NONE, None, false, None, 0);
+            self.see(
+                Arrival {
+                    path,
+                    psn,
+                    stamp: PathStamp::NONE,
+                    source: None,
+                    selective: false,
+                    expected: None,
+                },
+                0,
+            );
         }
 
         /// `see` of each (path, PSN, stamp) from source 9.
         fn saw_stamped(&mut self, seen: &[(u8, u32, u16)], selective: bool) {
             for &(path, psn, seq) in seen {
-                self.see(path, p(psn), st(seq), Some(9), selective, None, 0);
+                self.see(
+                    Arrival {
+                        path,
+                        psn: p(psn),
+                        stamp: st(seq),
+                        source: Some(9),
+                        selective,
+                        expected: None,
+                    },
+                    0,
+                );
             }
         }
     }
@@ -640,9 +664,39 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(1, p(10), PathStamp::NONE, None, true, None, 0);
-        t.see(0, p(22), PathStamp::NONE, None, true, None, 0);
-        t.see(1, p(23), PathStamp::NONE, None, true, None, 0);
+        t.see(
+            Arrival {
+                path: 1,
+                psn: p(10),
+                stamp: PathStamp::NONE,
+                source: None,
+                selective: true,
+                expected: None,
+            },
+            0,
+        );
+        t.see(
+            Arrival {
+                path: 0,
+                psn: p(22),
+                stamp: PathStamp::NONE,
+                source: None,
+                selective: true,
+                expected: None,
+            },
+            0,
+        );
+        t.see(
+            Arrival {
+                path: 1,
+                psn: p(23),
+                stamp: PathStamp::NONE,
+                source: None,
+                selective: true,
+                expected: None,
+            },
+            0,
+        );
         assert!(t.all_above(p(10), 2, 0));
     }
 
@@ -687,7 +741,17 @@ mod tests {
             (1, 524187, 29),
             (3, 524190, 32),
         ] {
-            t.see(path, p(psn), st(seq), Some(9), false, Some(old), 0);
+            t.see(
+                Arrival {
+                    path,
+                    psn: p(psn),
+                    stamp: st(seq),
+                    source: Some(9),
+                    selective: false,
+                    expected: Some(old),
+                },
+                0,
+            );
         }
         let gap = p(13107077);
         assert_eq!(
@@ -696,7 +760,17 @@ mod tests {
             "the old stamp counts by distance"
         );
         for (path, psn, seq) in [(0, 13107040, 33), (0, 13107078, 41)] {
-            t.see(path, p(psn), st(seq), Some(9), false, Some(gap), 0);
+            t.see(
+                Arrival {
+                    path,
+                    psn: p(psn),
+                    stamp: st(seq),
+                    source: Some(9),
+                    selective: false,
+                    expected: Some(gap),
+                },
+                0,
+            );
         }
         assert_eq!(t.gap_stamp(gap), Some(41), "not the old sequence's stamp 7");
         // Path 3 has delivered nothing of the new sequence since: its newest stamp, 36, was
@@ -717,7 +791,17 @@ mod tests {
         // The host's packets now enter another worker (lane 1): lane 0's stamps do not
         // compare with what the new source's evidence will say.
         let lane1 = PathStamp { lane: 1, ..st(30) };
-        t.see(1, p(6), lane1, Some(9), false, None, 0);
+        t.see(
+            Arrival {
+                path: 1,
+                psn: p(6),
+                stamp: lane1,
+                source: Some(9),
+                selective: false,
+                expected: None,
+            },
+            0,
+        );
         assert_eq!(t.source(), Some((9, lane1.counter())));
         assert_eq!(t.gap_stamp(p(4)), Some(30), "only lane 1's own");
     }
@@ -733,15 +817,27 @@ mod tests {
             class: 3,
             lane: 0,
         };
-        t.see(1, p(11), stamped(11), Some(9), false, Some(p(1)), 0);
+        t.see(
+            Arrival {
+                path: 1,
+                psn: p(11),
+                stamp: stamped(11),
+                source: Some(9),
+                selective: false,
+                expected: Some(p(1)),
+            },
+            0,
+        );
         for psn in 1..=9 {
             t.see(
-                (psn % 3) as u8 + 2,
-                p(psn),
-                stamped(psn),
-                Some(9),
-                false,
-                Some(p(psn)),
+                Arrival {
+                    path: (psn % 3) as u8 + 2,
+                    psn: p(psn),
+                    stamp: stamped(psn),
+                    source: Some(9),
+                    selective: false,
+                    expected: Some(p(psn)),
+                },
                 0,
             );
         }
@@ -751,7 +847,17 @@ mod tests {
         let mut t = PathTrack::default();
         for path in 0..4u8 {
             for psn in (11..=40).filter(|q| q % 4 == u32::from(path)) {
-                t.see(path, p(psn), stamped(psn), Some(9), false, Some(p(10)), 0);
+                t.see(
+                    Arrival {
+                        path,
+                        psn: p(psn),
+                        stamp: stamped(psn),
+                        source: Some(9),
+                        selective: false,
+                        expected: Some(p(10)),
+                    },
+                    0,
+                );
             }
         }
         assert_eq!(t.gap_stamp(p(10)), Some(111));
@@ -759,7 +865,17 @@ mod tests {
         // past every nearest entry: the highest of the pass (40) still proves it, later.
         assert_eq!(t.gap_stamp(p(30)), Some(140));
         // The expected PSN moved to 15 (11-14 released): one of their entries goes, not 16's.
-        t.see(0, p(41), stamped(41), Some(9), false, Some(p(15)), 0);
+        t.see(
+            Arrival {
+                path: 0,
+                psn: p(41),
+                stamp: stamped(41),
+                source: Some(9),
+                selective: false,
+                expected: Some(p(15)),
+            },
+            0,
+        );
         assert_eq!(t.gap_stamp(p(15)), Some(116));
     }
 

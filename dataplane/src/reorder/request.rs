@@ -26,154 +26,69 @@
 //!
 //! **Loss.** A gap open longer than the stream's hold timeout is declared lost: everything held
 //! is released in order so that the RNIC sees the gap and NAKs. The host's NAK then moves the
-//! stream's expected PSN to the NAKed PSN ([`ReorderCore::observe_nak`]), so the retransmission
+//! stream's expected PSN to the NAKed PSN ([`RequestStream::host_nak`]), so the retransmission
 //! is reordered too. A gap the Go-Back-N host has NAKed already keeps the expected PSN when it
 //! is given up (the host takes nothing else, and NAKs no more): the sender's next pass, after
 //! its retransmission timer, is ordered as well.
 
-// The insert paths pass a packet's PSN, span, length and item separately down to the slot
-// that stores them, so that the item is moved exactly once.
-#![allow(clippy::too_many_arguments)]
+use std::ops::{Deref, DerefMut};
 
-use super::core::{NoHold, ReorderCore};
-use super::paths::Proof;
-use super::stream::{Insert, LossRecovery, Phase, Slot, StreamKey, NOT_NAKED};
-use crate::meta::{PathStamp, NO_PATH};
+use super::config::{HOST_PSN_REACH, NEW_SEQUENCE_AHEAD};
+use super::held::Held;
+use super::pool::NoHold;
+use super::stream::{Insert, LossRecovery, Phase, Slot, NOT_NAKED};
 use crate::wire::Psn;
 
-/// PSNs ahead of a stream's expected PSN beyond which a packet starts a new sequence even
-/// without an idle time (a QP re-created without CM at once).
-const NEW_SEQUENCE_AHEAD: u32 = 1 << 22;
+/// A learning window: when it ends, and the lowest and highest PSN held so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Window {
+    pub(super) until: u64,
+    pub(super) min: Psn,
+    pub(super) max: Psn,
+}
 
-impl<T> ReorderCore<T> {
-    /// Inserts a request-direction packet for `key` with PSN `psn` spanning `span` PSNs.
-    pub fn insert_request(
-        &mut self,
-        key: StreamKey,
-        psn: Psn,
-        span: u32,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        self.insert_request_read(
-            key,
-            psn,
-            span,
-            None,
-            None,
-            NO_PATH,
-            PathStamp::NONE,
-            len,
-            item,
-            now,
-            out,
-        )
+/// A request stream at work.
+pub(super) struct RequestStream<'a, T>(pub(super) Held<'a, T>);
+
+impl<'a, T> Deref for RequestStream<'a, T> {
+    type Target = Held<'a, T>;
+    fn deref(&self) -> &Held<'a, T> {
+        &self.0
+    }
+}
+
+impl<T> DerefMut for RequestStream<'_, T> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl<T> RequestStream<'_, T> {
+    /// The learning window, if the stream is learning.
+    fn window(&self) -> Option<Window> {
+        match self.s.phase {
+            Phase::Learning { until, min, max } => Some(Window { until, min, max }),
+            Phase::Active => None,
+        }
     }
 
-    /// Inserts a request-direction packet; a READ REQUEST (`read`: its DMA length) spans what
-    /// the QP's path MTU makes of it once that is known, `span` (the engine's estimate at the
-    /// largest path MTU the port allows, never too long) until then. `peer`: the sender's
-    /// address and UDP source port, which the QP pairing hears of once per stream. `path`: the
-    /// fabric path it arrived on ([`NO_PATH`]: none whose order counts) and `stamp` its path
-    /// stamp, for path-order loss detection: after the insert, a gap that every path
-    /// the stream uses has delivered above is declared lost ([`super::paths`]).
-    pub fn insert_request_read(
-        &mut self,
-        key: StreamKey,
-        psn: Psn,
-        span: u32,
-        read: Option<u32>,
-        peer: Option<(u128, u16)>,
-        path: u8,
-        stamp: PathStamp,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        let Some(stream) = self.stream_for(key, now, true) else {
-            out.push(item);
-            self.totals.passthrough += 1;
-            return Insert::Passthrough;
-        };
-        // The stream keeps its source only from a stamped packet.
-        let source = peer
-            .filter(|_| stamp.seq != 0)
-            .map(|p| self.stamp_source(p.0));
-        let s = &mut self.streams[stream as usize];
-        let selective = s.recovery == LossRecovery::ReleaseRun;
-        let expected = matches!(s.phase, Phase::Active).then_some(s.expected);
-        s.paths
-            .see(path, psn, stamp, source, selective, expected, now);
-        let gap =
-            (s.held > 0 && matches!(s.phase, Phase::Active)).then_some((s.expected, s.gap_since));
-        let restarts = s.stats.restarts;
-        let r = self.insert_request_in(stream, key, psn, span, read, peer, len, item, now, out);
-        let s = &mut self.streams[stream as usize];
-        if s.stats.restarts != restarts {
-            // The stream started a new PSN sequence at this packet and forgot its paths: this
-            // packet is the new sequence's first evidence.
-            s.paths.see(path, psn, stamp, source, selective, None, now);
-        }
-        if r == Insert::Released {
-            self.learn_skew(stream, psn, gap, now);
-        }
-        if matches!(r, Insert::Late | Insert::Released)
-            && self.streams[stream as usize].paths.retransmitted(psn)
-        {
-            // The retransmission of a gap released to a selective-repeat RNIC passed (late, or
-            // in order when the host's NAK moved `e` back to it): a later gap that waited for
-            // it goes now, and the RNIC NAKs that one (if the paths still show it lost: the
-            // packet may have come meanwhile, and the gap now open be another one).
-            let s = &self.streams[stream as usize];
-            if s.held > 0 && self.proof(stream, now).0 != Proof::Missing {
-                self.release_run(stream, now, out);
+    /// Inserts `slot` (its span at least 1): learned, held or released as the table says.
+    pub(super) fn insert(&mut self, slot: Slot<T>) -> Insert {
+        let now = self.now;
+        let idle_for = now.saturating_sub(self.s.last_seen);
+        self.s.last_seen = now;
+        if let Some(w) = self.window() {
+            if now < w.until {
+                return self.learn_hold(slot, w);
             }
-        }
-        if path != NO_PATH {
-            self.check_path_loss(stream, now, out);
-        }
-        r
-    }
-
-    fn insert_request_in(
-        &mut self,
-        stream: u32,
-        key: StreamKey,
-        psn: Psn,
-        span: u32,
-        read: Option<u32>,
-        peer: Option<(u128, u16)>,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        let span = span.max(1);
-        if let (Some((remote, sport)), StreamKey::Request { local, qpn }) = (peer, key) {
-            if !self.streams[stream as usize].peer_seen {
-                self.streams[stream as usize].peer_seen = true;
-                self.learn_pair(local, remote, sport, qpn);
-            }
-        }
-        let idle_for = now.saturating_sub(self.streams[stream as usize].last_seen);
-        self.streams[stream as usize].last_seen = now;
-        if let Phase::Learning { until, min, max } = self.streams[stream as usize].phase {
-            if now < until {
-                return self.learn_hold(
-                    stream, psn, span, read, len, item, now, out, until, min, max,
-                );
-            }
-            if self.streams[stream as usize].held == 0 {
+            if self.s.held == 0 {
                 // Nothing collected (learning disabled, or its window passed empty): this
                 // packet starts the stream.
-                self.start_at(stream, psn);
+                self.start_at(slot.psn);
             } else {
-                self.finish_learning(stream, now, out);
+                self.finish_learning();
             }
-        } else if self.starts_over(stream, psn, idle_for) {
+        } else if self.starts_over(slot.psn, idle_for) {
             // Back from idle far from where it left off: a new PSN sequence (a re-created QP,
             // a requester retransmitting after a long stall); or a stream that never released
             // a packet, started at a CM exchange's PSN, whose first packet is far from it (the
@@ -182,60 +97,56 @@ impl<T> ReorderCore<T> {
             // stream's is; whatever is held is of it (see `starts_over`) and is learned again
             // with it.
             let mut again = Vec::new();
-            while let Some(f) = self.streams[stream as usize].far.front().map(|f| f.psn) {
-                match self.take_held(stream, f, now) {
-                    Some(slot) => again.push(slot),
+            while let Some(f) = self.far_front() {
+                match self.take_held(f) {
+                    Some(sl) => again.push(sl),
                     None => break,
                 }
             }
-            self.restart(stream, now);
+            self.restart();
             if self.cfg.learn_ns > 0 {
                 for sl in again {
-                    let Phase::Learning { until, min, max } = self.streams[stream as usize].phase
-                    else {
+                    match self.window() {
+                        Some(w) => {
+                            self.learn_hold(sl, w);
+                        }
                         // Learning ended early (no room): the rest goes the normal way.
-                        self.insert_active(
-                            stream, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out,
-                        );
-                        continue;
-                    };
-                    self.learn_hold(
-                        stream, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out, until, min,
-                        max,
-                    );
+                        None => {
+                            self.insert_active(sl);
+                        }
+                    }
                 }
-                if let Phase::Learning { until, min, max } = self.streams[stream as usize].phase {
-                    return self.learn_hold(
-                        stream, psn, span, read, len, item, now, out, until, min, max,
-                    );
+                if let Some(w) = self.window() {
+                    return self.learn_hold(slot, w);
                 }
             } else {
-                let first =
-                    again
-                        .iter()
-                        .map(|sl| sl.psn)
-                        .fold(psn, |m, p| if p.is_before(m) { p } else { m });
-                self.start_at(stream, first);
+                let first = again.iter().map(|sl| sl.psn).fold(slot.psn, |m, p| {
+                    if p.is_before(m) {
+                        p
+                    } else {
+                        m
+                    }
+                });
+                self.start_at(first);
                 for sl in again {
-                    self.insert_active(stream, sl.psn, sl.span, sl.read, sl.len, sl.item, now, out);
+                    self.insert_active(sl);
                 }
             }
         }
-        self.insert_active(stream, psn, span, read, len, item, now, out)
+        self.insert_active(slot)
     }
 
     /// Whether a packet with `psn`, after the stream was `idle_for` ns without one, starts a
-    /// new PSN sequence (see [`ReorderCore::insert_request_read`]).
-    pub(super) fn starts_over(&self, stream: u32, psn: Psn, idle_for: u64) -> bool {
-        let s = &self.streams[stream as usize];
+    /// new PSN sequence (see [`RequestStream::insert`]).
+    pub(super) fn starts_over(&self, psn: Psn, idle_for: u64) -> bool {
+        let s = &*self.s;
         let d = psn.distance(s.expected);
         // A requester retransmits from its oldest unacknowledged PSN, which the switch has
         // seen within what a host keeps in flight (`HOST_PSN_REACH`); further behind, the PSN
         // belongs to another sequence.
         // Far ahead takes more: one READ REQUEST may span thousands of PSNs, and what follows
         // it overtakes it; a quarter of the PSN space is beyond any READs in flight.
-        let reach = super::pairing::HOST_PSN_REACH;
-        let far_behind = d < 0 && d.unsigned_abs() > reach;
+        let far_behind = d < 0 && d.unsigned_abs() > HOST_PSN_REACH;
         let far_ahead = d > 0 && d as u32 > NEW_SEQUENCE_AHEAD;
         // What is held must all be as far from the old sequence (the new one's first packets,
         // in the far list); packets of the old sequence held in the ring keep it going. (Only
@@ -244,384 +155,251 @@ impl<T> ReorderCore<T> {
             && s.held as usize == s.far.len()
             && s.far
                 .iter()
-                .all(|f| f.psn.distance(s.expected).unsigned_abs() > reach)
+                .all(|f| f.psn.distance(s.expected).unsigned_abs() > HOST_PSN_REACH)
         {
             return true;
         }
         s.held == 0
             && (idle_for >= self.cfg.learn_ns.max(1) || s.stats.released == 0)
-            && d.unsigned_abs() > self.mask
+            && d.unsigned_abs() > self.mask()
     }
 
     /// Ends learning (or a restart) with `psn` as the first expected PSN.
-    pub(super) fn start_at(&mut self, stream: u32, psn: Psn) {
-        let s = &mut self.streams[stream as usize];
-        s.phase = Phase::Active;
-        s.expected = psn;
+    pub(super) fn start_at(&mut self, psn: Psn) {
+        self.s.phase = Phase::Active;
+        self.s.expected = psn;
         self.totals.learned += 1;
     }
 
     /// Puts an idle stream (holding nothing) back into learning.
-    pub(super) fn restart(&mut self, stream: u32, now: u64) {
-        let s = &mut self.streams[stream as usize];
+    pub(super) fn restart(&mut self) {
+        let until = self.now.saturating_add(self.cfg.learn_ns);
+        let s = &mut *self.s;
         s.stats.restarts += 1;
         s.paths.clear();
         s.host_naked = NOT_NAKED;
         s.phase = Phase::Learning {
-            until: now.saturating_add(self.cfg.learn_ns),
+            until,
             min: s.expected,
             max: s.expected,
         };
         self.totals.restarts += 1;
-        self.mark_active(stream);
     }
 
-    pub(super) fn learn_hold(
-        &mut self,
-        stream: u32,
-        psn: Psn,
-        span: u32,
-        read: Option<u32>,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-        until: u64,
-        min: Psn,
-        max: Psn,
-    ) -> Insert {
-        let first = self.streams[stream as usize].held == 0;
-        let new_min = if first || psn.is_before(min) {
+    /// Holds `slot` while the stream learns where it starts.
+    fn learn_hold(&mut self, slot: Slot<T>, w: Window) -> Insert {
+        let psn = slot.psn;
+        let first = self.s.held == 0;
+        let min = if first || psn.is_before(w.min) {
             psn
         } else {
-            min
+            w.min
         };
-        let new_max = if first || psn.is_after(max) { psn } else { max };
-        if self.holds(stream, psn) {
-            return self.duplicate(stream);
+        let max = if first || psn.is_after(w.max) {
+            psn
+        } else {
+            w.max
+        };
+        if self.holds(psn) {
+            return self.duplicate();
         }
         // A packet whose ring slot is taken (a PSN a window apart: READ REQUESTs span many
         // PSNs) waits in the far list; when neither has room, learning ends here and this
         // packet goes the normal way.
-        match self.can_hold(stream, psn, len) {
-            Ok(()) => self.put(stream, item, psn, span, read, len, now),
+        match self.can_hold(psn, slot.len) {
+            Ok(()) => self.put(slot),
             Err(why) => {
-                let slot = Slot {
-                    item,
-                    psn,
-                    span,
-                    read,
-                    len,
-                    arrived: now,
-                };
-                if let Err(slot) = if why == NoHold::Collision {
-                    self.put_far(stream, slot, false)
+                let kept = if why == NoHold::Collision {
+                    self.put_far(slot)
                 } else {
                     Err(slot)
-                } {
+                };
+                if let Err(slot) = kept {
                     if first {
-                        self.start_at(stream, psn);
+                        self.start_at(psn);
                     } else {
-                        self.finish_learning(stream, now, out);
+                        self.finish_learning();
                     }
-                    return self.insert_active(stream, psn, span, read, len, slot.item, now, out);
+                    return self.insert_active(slot);
                 }
             }
         }
-        self.streams[stream as usize].phase = Phase::Learning {
-            until,
-            min: new_min,
-            max: new_max,
+        self.s.phase = Phase::Learning {
+            until: w.until,
+            min,
+            max,
         };
         Insert::Held
     }
 
-    /// Ends the learning of `stream`, whose lowest PSN held is `min`, before its window (which
-    /// ends at `until`) does when the fabric's paths show where the stream starts: every
-    /// path-order path that is up has delivered, since learning began, a PSN of the stream or
-    /// a later stamp of its source. A path is one FIFO and the host sends in PSN order, so a
-    /// PSN below `min` would have come before them: none can still come. It is the proof of a
-    /// gap just below `min` ([`super::paths`]), so a path the stream has not used blocks as it
-    /// does for a young stream's gap (after 1024 packets only the paths it uses count), and
-    /// the window stays the backstop: for a QP pinned to one uplink (READ requests) whose
-    /// source sends nothing on the others, or a first message of fewer packets than there
-    /// are paths. Without it, the first packets of every QP the switch saw no CM exchange for
-    /// wait the whole window.
-    pub(super) fn learn_from_paths(
-        &mut self,
-        stream: u32,
-        min: Psn,
-        until: u64,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        if now >= until {
-            // The window has ended (its timer has not run yet): nothing to prove.
-            self.finish_learning(stream, now, out);
-            return;
-        }
-        let (proof, wait) = self.proof_at(stream, min.sub(1), now);
-        if proof == Proof::Missing {
-            if let Some(wait) = wait {
-                self.wait_for_stamp(stream, wait, true);
-            }
-            return;
-        }
-        self.totals.learned_by_paths += 1;
-        self.finish_learning(stream, now, out);
-    }
-
-    pub(super) fn finish_learning(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+    /// Ends learning: the lowest PSN held is the first expected one.
+    pub(super) fn finish_learning(&mut self) {
         let learn_ns = self.cfg.learn_ns;
-        let s = &mut self.streams[stream as usize];
-        if let Phase::Learning { min, until, .. } = s.phase {
-            s.phase = Phase::Active;
-            let held = s.held;
-            if held > 0 {
-                s.expected = min;
-            }
-            self.totals.learned += 1;
-            self.normalize_ring(stream, now, out);
-            self.drain_request(stream, now, out);
-            let s = &mut self.streams[stream as usize];
-            if s.held > 0 && s.held == held {
-                // Nothing came out: the gap in front has been open since learning began.
-                s.gap_since = until.saturating_sub(learn_ns).min(now);
-            }
+        let Some(w) = self.window() else {
+            return;
+        };
+        self.s.phase = Phase::Active;
+        let held = self.s.held;
+        if held > 0 {
+            self.s.expected = w.min;
+        }
+        self.totals.learned += 1;
+        self.normalize();
+        self.drain();
+        if self.s.held > 0 && self.s.held == held {
+            // Nothing came out: the gap in front has been open since learning began.
+            self.s.gap_since = w.until.saturating_sub(learn_ns).min(self.now);
         }
     }
 
-    pub(super) fn insert_active(
-        &mut self,
-        stream: u32,
-        psn: Psn,
-        span: u32,
-        read: Option<u32>,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        let e = self.streams[stream as usize].expected;
-        let d = psn.distance(e);
+    /// Inserts `slot` into an active stream.
+    fn insert_active(&mut self, slot: Slot<T>) -> Insert {
+        let psn = slot.psn;
+        let d = psn.distance(self.s.expected);
         if d == 0 {
-            out.push(item);
-            self.count_in_order(stream);
-            self.advance(stream, span, read, now, out);
-            self.drain_request(stream, now, out);
+            let (span, read) = (slot.span, slot.read);
+            self.in_order(slot.item);
+            self.advance(span, read);
+            self.drain();
             return Insert::Released;
         }
         if d < 0 {
-            out.push(item);
-            self.count_late(stream);
+            self.late(slot.item);
             return Insert::Late;
         }
-        if self.holds(stream, psn) {
-            return self.duplicate(stream);
+        if self.holds(psn) {
+            return self.duplicate();
         }
-        if d as u32 > self.mask {
+        if d as u32 > self.mask() {
             // Beyond the ring's window: the far list holds it if it can.
-            let slot = Slot {
-                item,
-                psn,
-                span,
-                read,
-                len,
-                arrived: now,
-            };
-            return match self.put_far(stream, slot, false) {
+            return match self.put_far(slot) {
                 Ok(()) => Insert::Held,
-                Err(slot) => self.overflow(stream, psn, span, read, len, slot.item, now, out),
+                Err(slot) => self.overflow(slot),
             };
         }
-        match self.can_hold(stream, psn, len) {
-            Ok(()) => {
-                self.put(stream, item, psn, span, read, len, now);
-                Insert::Held
-            }
-            Err(why) => {
-                out.push(item);
-                self.count_no_hold(why);
-                Insert::Passthrough
-            }
-        }
+        self.hold_or_pass(slot)
     }
 
     /// A packet beyond the window that the far list cannot hold: release held packets in
     /// order, skipping gaps, until it fits.
-    pub(super) fn overflow(
-        &mut self,
-        stream: u32,
-        psn: Psn,
-        span: u32,
-        read: Option<u32>,
-        len: u32,
-        item: T,
-        now: u64,
-        out: &mut Vec<T>,
-    ) -> Insert {
-        let released = self.make_room(stream, psn, now, out);
-        self.streams[stream as usize].stats.overflows += 1;
+    fn overflow(&mut self, slot: Slot<T>) -> Insert {
+        let psn = slot.psn;
+        let released = self.make_room(psn);
+        self.s.stats.overflows += 1;
         self.totals.overflows += 1;
-        let e = self.streams[stream as usize].expected;
+        let e = self.s.expected;
         if e == psn {
-            out.push(item);
-            self.count_in_order(stream);
-            self.advance(stream, span, read, now, out);
-            self.drain_request(stream, now, out);
-            return Insert::Overflowed { released };
-        }
-        if psn.is_before(e) || self.holds(stream, psn) {
+            let (span, read) = (slot.span, slot.read);
+            self.in_order(slot.item);
+            self.advance(span, read);
+            self.drain();
+        } else if psn.is_before(e) || self.holds(psn) {
             // Released on the way, or a copy now: it goes as late.
-            out.push(item);
-            self.count_late(stream);
-            return Insert::Overflowed { released };
-        }
-        match self.can_hold(stream, psn, len) {
-            Ok(()) => self.put(stream, item, psn, span, read, len, now),
-            Err(why) => {
-                out.push(item);
-                self.count_no_hold(why);
-            }
+            self.late(slot.item);
+        } else {
+            self.hold_or_pass(slot);
         }
         Insert::Overflowed { released }
     }
 
-    /// Moves `e` past a packet of `span` PSNs (a READ REQUEST: of its DMA length at the QP's
-    /// path MTU, once known); held packets inside the span are late.
-    pub(super) fn advance(
-        &mut self,
-        stream: u32,
-        span: u32,
-        read: Option<u32>,
-        now: u64,
-        out: &mut Vec<T>,
-    ) {
-        let e = self.streams[stream as usize].expected;
-        let s = &mut self.streams[stream as usize];
+    /// Moves `e` past a packet of `span` PSNs (a READ REQUEST, `read`: its DMA length, spans
+    /// what the QP's path MTU makes of it, once known); held packets inside the span are late.
+    fn advance(&mut self, span: u32, read: Option<u32>) {
+        let e = self.s.expected;
+        let pmtu = self.s.pmtu;
         let span = match read {
-            Some(l) if s.pmtu > 0 => l.div_ceil(s.pmtu).max(1),
+            Some(l) if pmtu > 0 => l.div_ceil(pmtu).max(1),
             _ => span,
         };
-        s.est_read = match read {
-            Some(l) if s.pmtu == 0 => Some((e, l, span)),
+        self.s.est_read = match read {
+            Some(l) if pmtu == 0 => Some((e, l, span)),
             _ => None,
         };
         if span > 1 {
             // Held packets inside the span are late (nothing is sent there): released in PSN
             // order, the far list's with the ring's.
             let end = e.add(span);
-            for k in 1..span.min(self.mask + 1) {
+            for k in 1..span.min(self.mask() + 1) {
                 let q = e.add(k);
-                self.release_far_before(stream, q.add(1), now, out);
-                if self.occupied(stream, q).is_some() {
-                    if let Some(slot) = self.take(stream, q, now) {
-                        self.count_late(stream);
-                        out.push(slot.item);
-                    }
+                self.release_far_before(q.add(1));
+                if let Some(slot) = self.take_ring(q) {
+                    self.late(slot.item);
                 }
             }
-            self.release_far_before(stream, end, now, out);
+            self.release_far_before(end);
         }
-        self.streams[stream as usize].expected = e.add(span);
-    }
-
-    /// Releases (late) the far list's packets before `end`.
-    pub(super) fn release_far_before(&mut self, stream: u32, end: Psn, now: u64, out: &mut Vec<T>) {
-        while let Some(f) = self.streams[stream as usize].far.front().map(|f| f.psn) {
-            if !f.is_before(end) {
-                break;
-            }
-            let Some(slot) = self.take_held(stream, f, now) else {
-                break;
-            };
-            self.count_late(stream);
-            out.push(slot.item);
-        }
+        self.s.expected = e.add(span);
     }
 
     /// Releases consecutive held packets from `e` on.
-    pub(super) fn drain_request(&mut self, stream: u32, now: u64, out: &mut Vec<T>) {
+    fn drain(&mut self) {
         loop {
-            let e = self.streams[stream as usize].expected;
+            let e = self.s.expected;
             // The far list's front, once the expected PSN reached it (or passed it: a READ's
             // span covered it, and it is late).
-            if let Some(f) = self.streams[stream as usize].far.front().map(|f| f.psn) {
+            if let Some(f) = self.far_front() {
                 if !f.is_after(e) {
-                    let Some(slot) = self.take_held(stream, f, now) else {
+                    let Some(slot) = self.take_held(f) else {
                         break;
                     };
-                    if f == e && self.occupied(stream, e).is_none() {
+                    if f == e && !self.in_ring(e) {
                         let (span, read) = (slot.span, slot.read);
-                        out.push(slot.item);
-                        self.count_in_order(stream);
-                        self.advance(stream, span, read, now, out);
+                        self.in_order(slot.item);
+                        self.advance(span, read);
                     } else {
-                        out.push(slot.item);
-                        self.count_late(stream);
+                        self.late(slot.item);
                     }
                     continue;
                 }
             }
-            if self.occupied(stream, e).is_none() {
+            let Some(slot) = self.take_ring(e) else {
                 break;
-            }
-            if let Some(slot) = self.take(stream, e, now) {
-                let (span, read) = (slot.span, slot.read);
-                out.push(slot.item);
-                self.count_in_order(stream);
-                self.advance(stream, span, read, now, out);
-            }
+            };
+            let (span, read) = (slot.span, slot.read);
+            self.in_order(slot.item);
+            self.advance(span, read);
         }
-        let s = &mut self.streams[stream as usize];
-        if s.held > 0 {
-            // A new gap opens at the front: time it from now.
-            s.gap_since = now;
-        }
+        self.restart_gap_timer();
     }
 
     /// Releases held packets in PSN order, skipping gaps, until `psn` fits the window; when
     /// nothing is left to release and it still does not fit, `psn` becomes the expected PSN
     /// (the packets between are more than a window behind it: lost, or too late to order).
-    pub(super) fn make_room(&mut self, stream: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> u32 {
+    fn make_room(&mut self, psn: Psn) -> u32 {
         let mut released = 0;
         loop {
-            let e = self.streams[stream as usize].expected;
-            if (psn.distance(e) as u32) <= self.mask {
+            let e = self.s.expected;
+            if (psn.distance(e) as u32) <= self.mask() {
                 break;
             }
-            match self.next_held_psn(stream, e) {
-                Some(q) => {
-                    // Give up on the gap before the next held packet and release it.
-                    let Some(slot) = self.take_held(stream, q, now) else {
-                        break;
-                    };
-                    out.push(slot.item);
-                    released += 1;
-                    if q.is_before(e) {
-                        self.count_late(stream);
-                        continue;
-                    }
-                    self.streams[stream as usize].expected = q;
-                    let (span, read) = (slot.span, slot.read);
-                    self.count_in_order(stream);
-                    self.advance(stream, span, read, now, out);
-                }
-                None => {
-                    self.streams[stream as usize].expected = psn;
-                    break;
-                }
+            let Some(q) = self.next_held_psn(e) else {
+                self.s.expected = psn;
+                break;
+            };
+            // Give up on the gap before the next held packet and release it.
+            let Some(slot) = self.take_held(q) else {
+                break;
+            };
+            released += 1;
+            if q.is_before(e) {
+                self.late(slot.item);
+                continue;
             }
+            self.s.expected = q;
+            let (span, read) = (slot.span, slot.read);
+            self.in_order(slot.item);
+            self.advance(span, read);
         }
-        self.drain_request(stream, now, out);
+        self.drain();
         released
     }
 
-    /// Moves a request stream's expected PSN to `psn` (the host's NAK, RNR NAK, ACK or a CM
-    /// exchange named it) and releases what that makes due. True when anything changed.
-    pub(super) fn resync(&mut self, stream: u32, psn: Psn, now: u64, out: &mut Vec<T>) -> bool {
-        let s = &mut self.streams[stream as usize];
-        let learning = matches!(s.phase, Phase::Learning { .. });
+    /// Moves the expected PSN to `psn` (the host's NAK, RNR NAK, ACK or a CM exchange named
+    /// it) and releases what that makes due. True when anything changed.
+    pub(super) fn resync(&mut self, psn: Psn) -> bool {
+        let mask = self.mask();
+        let s = &mut *self.s;
+        let learning = s.learning();
         let old = match s.phase {
             Phase::Learning { min, .. } if s.held > 0 => min,
             _ => s.expected,
@@ -629,15 +407,13 @@ impl<T> ReorderCore<T> {
         if !learning && old == psn {
             // Nothing moves, but the host asked for the gap again: its retransmission is on the
             // way, so the gap gets a full timeout from now.
-            if s.held > 0 {
-                s.gap_since = now;
-            }
+            self.restart_gap_timer();
             return false;
         }
         if !learning
             && s.recovery == LossRecovery::ReleaseRun
             && psn.is_before(old)
-            && psn.distance(old).unsigned_abs() <= super::pairing::HOST_PSN_REACH
+            && psn.distance(old).unsigned_abs() <= HOST_PSN_REACH
         {
             // A selective-repeat host resends only the PSN it NAKs, which passes as late; the
             // RNIC kept what followed it, so `e` stays (moving back would wait for PSNs the
@@ -648,7 +424,7 @@ impl<T> ReorderCore<T> {
         }
         s.phase = Phase::Active;
         s.expected = old;
-        if psn.distance(old).unsigned_abs() > self.mask {
+        if psn.distance(old).unsigned_abs() > mask {
             // Far from where it was: a new PSN sequence (a CM exchange for a re-created QP).
             s.paths.clear();
             s.host_naked = NOT_NAKED;
@@ -657,69 +433,152 @@ impl<T> ReorderCore<T> {
             let selective = s.recovery == LossRecovery::ReleaseRun;
             s.paths.new_pass(selective);
         }
-        if s.held > 0 {
-            self.normalize_ring(stream, now, out);
+        if self.s.held > 0 {
+            self.normalize();
             if psn.is_after(old) {
                 // Held packets below the new expected PSN are behind it now: release them.
-                while let Some(q) = self.next_held_psn(stream, old) {
-                    if !q.is_before(psn) {
-                        break;
-                    }
-                    let Some(slot) = self.take_held(stream, q, now) else {
-                        break;
-                    };
-                    out.push(slot.item);
-                    self.count_late(stream);
-                }
+                self.release_late_between(old, psn);
             }
             // Moving back (the RNIC dropped what a timeout released), everything held is kept:
             // retransmitted copies of it are discarded as duplicates and the held originals go
             // out in order. What no longer fits the ring's window waits in the far list.
-            self.streams[stream as usize].expected = psn;
-            self.normalize_ring(stream, now, out);
+            self.s.expected = psn;
+            self.normalize();
         }
-        self.streams[stream as usize].expected = psn;
-        self.drain_request(stream, now, out);
-        if self.streams[stream as usize].held > 0 {
-            self.mark_active(stream);
-        }
+        self.s.expected = psn;
+        self.drain();
         true
     }
 
-    /// The QP of request stream `key` runs at path MTU `pmtu` (a FIRST or MIDDLE packet of it,
-    /// or the local responder's READ RESPONSE, showed it). If the last READ REQUEST released
-    /// was sized at a larger path MTU, the PSNs it really spans are not coming: move on.
-    pub fn learn_request_pmtu(&mut self, key: StreamKey, pmtu: u32, now: u64, out: &mut Vec<T>) {
-        if let Some(stream) = self.find(&key) {
-            self.learn_stream_pmtu(stream, pmtu, now, out);
+    /// The host NAKed (PSN sequence error, or RNR: `psn` is the PSN it expects next, or the
+    /// one it could not take): the expected PSN moves there, so the retransmission that
+    /// follows is reordered. True when it moved.
+    pub(super) fn host_nak(&mut self, psn: Psn) -> bool {
+        // The pairing named the stream (and a PSN fitting it when it was not bound yet): the
+        // host's NAK is the truth about what it expects, however far that is from the switch's
+        // idea (a garbage PSN that moved the stream is undone this way).
+        let moved = self.resync(psn);
+        if moved {
+            self.s.stats.resyncs += 1;
+            self.totals.resyncs += 1;
+        }
+        self.s.paths.host_nak(psn);
+        self.s.host_naked = psn.value();
+        moved
+    }
+
+    /// The host ACKed through the PSN before `next`: a stream still expecting an earlier PSN
+    /// (after a timeout, or while learning) moves to `next`.
+    pub(super) fn host_ack(&mut self, next: Psn) {
+        let s = &*self.s;
+        let behind = match s.phase {
+            Phase::Learning { .. } => true,
+            Phase::Active => {
+                next.is_after(s.expected) && (next.distance(s.expected) as u32) <= self.mask()
+            }
+        };
+        if behind && self.resync(next) {
+            self.totals.ack_advances += 1;
         }
     }
 
-    pub(super) fn learn_stream_pmtu(&mut self, stream: u32, pmtu: u32, now: u64, out: &mut Vec<T>) {
-        if !(256..=4096).contains(&pmtu) || !pmtu.is_power_of_two() {
+    /// An RDMA CM exchange named `start` as the first PSN: a learning stream's first packets
+    /// fit it; an active one belonged to an earlier connection of its QPN and starts over
+    /// there (what it held released in order).
+    pub(super) fn cm_start(&mut self, start: Psn) {
+        if self.s.learning() {
+            self.resync(start);
             return;
         }
-        let s = &mut self.streams[stream as usize];
-        if s.pmtu == pmtu {
+        self.flush();
+        let now = self.now;
+        let s = &mut *self.s;
+        s.expected = start;
+        s.last_seen = now;
+        s.paths.clear();
+        s.host_naked = NOT_NAKED;
+        s.stats.restarts += 1;
+        self.totals.restarts += 1;
+    }
+
+    /// The QP runs at path MTU `pmtu` (a FIRST or MIDDLE packet of it, or the local
+    /// responder's READ RESPONSE, showed it). If the last READ REQUEST released was sized at a
+    /// larger path MTU, the PSNs it really spans are not coming: move on.
+    pub(super) fn learn_pmtu(&mut self, pmtu: u32) {
+        if !(256..=4096).contains(&pmtu) || !pmtu.is_power_of_two() || self.s.pmtu == pmtu {
             return;
         }
-        s.pmtu = pmtu;
-        if let Some((q, l, used)) = s.est_read.take() {
-            let real = l.div_ceil(pmtu).max(1);
-            if real > used && s.expected == q.add(used) && matches!(s.phase, Phase::Active) {
-                s.expected = q.add(real);
-                // Held packets inside the READ's real span are copies of nothing: late.
-                for k in used..real.min(self.mask + 1) {
-                    let p = q.add(k);
-                    if self.occupied(stream, p).is_some() {
-                        if let Some(slot) = self.take(stream, p, now) {
-                            self.count_late(stream);
-                            out.push(slot.item);
-                        }
-                    }
+        self.s.pmtu = pmtu;
+        let Some((q, l, used)) = self.s.est_read.take() else {
+            return;
+        };
+        let real = l.div_ceil(pmtu).max(1);
+        if real > used && self.s.expected == q.add(used) && !self.s.learning() {
+            self.s.expected = q.add(real);
+            // Held packets inside the READ's real span are copies of nothing: late.
+            for k in used..real.min(self.mask() + 1) {
+                if let Some(slot) = self.take_ring(q.add(k)) {
+                    self.late(slot.item);
                 }
-                self.drain_request(stream, now, out);
             }
+            self.drain();
+        }
+    }
+
+    /// Releases what follows the gap, up to the next gap (for a selective-repeat RNIC, which
+    /// keeps it and NAKs the gap): `e` moves to that next gap. The gaps to come lie above what
+    /// the paths delivered, so their evidence stands (the host's NAK, if it moves `e` back,
+    /// starts a new pass).
+    pub(super) fn release_run(&mut self) {
+        let gap = self.s.expected;
+        let Some(q) = self.next_held_psn(gap) else {
+            return;
+        };
+        self.s.expected = q;
+        self.drain();
+        self.s.paths.nak_pending(gap);
+    }
+
+    /// Releases the first held packet alone, out of sequence: the RNIC NAKs the gap. The rest
+    /// waits for the retransmission, a new pass; the gap gets a full hold timeout from now.
+    pub(super) fn release_first(&mut self) {
+        self.s.paths.new_pass(false);
+        let e = self.s.expected;
+        if let Some(q) = self.next_held_psn(e) {
+            if let Some(slot) = self.take_held(q) {
+                self.out.push(slot.item);
+                self.totals.nak_releases += 1;
+            }
+        }
+        self.s.gap_since = self.now;
+    }
+
+    /// Gives up on the gap (its hold timed out, or its buffers are needed): releases
+    /// everything held, in order.
+    ///
+    /// The RNIC sees the gap and NAKs; its NAK resyncs `e` so that the retransmission is
+    /// reordered (and starts a new pass of the paths' evidence). A timeout after a path-order
+    /// decision is the backstop: the retransmission did not come either, so nothing is kept
+    /// back any longer.
+    ///
+    /// A Go-Back-N host that NAKed this very gap is the exception: it drops what is released
+    /// now without a word (it NAKs once per gap, rxe's `sent_psn_nak`) and takes only the gap
+    /// next, which its sender resends, with everything after it, when its retransmission timer
+    /// fires. The expected PSN stays at the gap, so that pass is ordered like the first (passed
+    /// as late, its packets would race each other over the paths, and the host would drop and
+    /// NAK again). The downlink's `nak_first` says the host is Go-Back-N; a selective-repeat
+    /// host left on it keeps what is released, and its ACK moves the stream on
+    /// ([`RequestStream::host_ack`]).
+    pub(super) fn give_up(&mut self) {
+        self.s.paths.forget_pending();
+        let stuck = self.s.recovery == LossRecovery::NakFirst
+            && self.s.host_naked == self.s.expected.value();
+        let after = self.flush();
+        if stuck {
+            self.s.paths.new_pass(false);
+            self.totals.naked_gaps_kept += 1;
+        } else if let Some(after) = after {
+            self.s.expected = after;
         }
     }
 }

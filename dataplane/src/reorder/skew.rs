@@ -76,6 +76,14 @@ impl SkewWindow {
         self.total = self.total.saturating_add(1);
     }
 
+    /// After `now`, when the periods next move on (and [`SkewWindow::largest`] may change
+    /// without a new sample).
+    pub fn next_roll(&self, now: u64) -> u64 {
+        let mut w = *self;
+        w.roll(now);
+        w.since.saturating_add(SKEW_PERIOD_NS)
+    }
+
     /// The largest sample of the current and the previous period, once there are enough.
     pub fn largest(&self, now: u64) -> Option<u64> {
         let mut w = *self;

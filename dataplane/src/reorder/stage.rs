@@ -1,36 +1,18 @@
 //! The reorder stage for real packets: a [`ReorderCore`] over `(egress port, Pkt)`, fed by the
-//! worker with the RoCE facts the engine extracted ([`RoceMeta`]), with the hold-time and
-//! detection-time histograms.
+//! worker with the RoCE facts the engine extracted ([`RoceMeta`]).
 
-use std::sync::{Arc, Mutex};
-
-use hdrhistogram::Histogram;
-
-use super::core::{ReorderConfig, ReorderCore};
-use super::pairing::CmEvent;
-use super::response::{HostRequest, ResponseKind};
-use super::stream::{PortReorder, StreamKey};
+use super::config::ReorderConfig;
+use super::core::ReorderCore;
+use super::stream::PortReorder;
 use super::totals::ReorderTotals;
-use super::{DownlinkStage, MetaKind, RoceMeta, StreamRow};
+use super::{DownlinkStage, RoceMeta, StreamRow};
 use crate::engine::Tables;
 use crate::ids::PortId;
 use crate::port::Pkt;
 
-/// Reordering and statistics of one worker's downlinks.
+/// Reordering of one worker's downlinks.
 pub struct ReorderStage {
     core: ReorderCore<(PortId, Pkt)>,
-    released: Vec<(PortId, Pkt)>,
-    ports: Vec<PortReorder>,
-    hold_times: Vec<u64>,
-    hist: Histogram<u64>,
-    published: Arc<Mutex<Histogram<u64>>>,
-    detect_hist: Histogram<u64>,
-    detect_published: Arc<Mutex<Histogram<u64>>>,
-    last_publish: u64,
-    /// The path MTU a local responder showed last (local, remote, remote QPN, bytes): every
-    /// READ RESPONSE it sends shows it again. Kept only once a stream took it, with the core's
-    /// eviction count then: a stream created since (after an eviction) starts without one.
-    last_pmtu: Option<((u128, u128, u32, u16), u64)>,
 }
 
 impl ReorderStage {
@@ -41,73 +23,16 @@ impl ReorderStage {
     /// # Panics
     /// If `cfg` fails [`ReorderConfig::check`] (the control side checks it first).
     pub fn new(cfg: ReorderConfig, tables: &Tables, per_port: &[PortReorder]) -> ReorderStage {
-        let hist =
-            Histogram::new_with_bounds(1, 60_000_000_000, 2).expect("valid histogram bounds");
-        ReorderStage {
-            core: ReorderCore::new(cfg),
-            released: Vec::with_capacity(cfg.window as usize * 2),
-            ports: (0..tables.ports.len())
-                .map(|i| per_port.get(i).copied().unwrap_or_default())
-                .collect(),
-            hold_times: Vec::with_capacity(65_536),
-            published: Arc::new(Mutex::new(hist.clone())),
-            detect_published: Arc::new(Mutex::new(hist.clone())),
-            detect_hist: hist.clone(),
-            hist,
-            last_publish: 0,
-            last_pmtu: None,
+        let mut core = ReorderCore::new(cfg);
+        for i in 0..tables.ports.len() {
+            core.set_port(i as PortId, per_port.get(i).copied().unwrap_or_default());
         }
-    }
-
-    /// Where the hold-time histogram is published (every 100 ms, without ever blocking the
-    /// worker: it skips a publication when a reader holds the lock).
-    pub fn histogram(&self) -> Arc<Mutex<Histogram<u64>>> {
-        self.published.clone()
+        ReorderStage { core }
     }
 
     /// The core, for inspection.
     pub fn core(&self) -> &ReorderCore<(PortId, Pkt)> {
         &self.core
-    }
-
-    /// Changes the switch-wide hold timeout.
-    pub fn set_hold_timeout(&mut self, ns: u64) {
-        self.core.set_hold_timeout(ns);
-    }
-
-    fn observe_cm(&mut self, meta: &RoceMeta, now: u64) {
-        if let MetaKind::Cm {
-            sender_local,
-            receiver_local,
-            msg,
-        } = meta.kind
-        {
-            let ev = CmEvent {
-                sender: meta.local,
-                receiver: meta.remote,
-                sender_local,
-                receiver_local,
-                msg,
-            };
-            self.core.observe_cm(&ev, now, &mut self.released);
-        }
-    }
-
-    /// Streams created from now on belong to `port`: they get its settings.
-    fn for_port(&mut self, port: PortId) {
-        self.core.set_port_for_new_streams(
-            port,
-            self.ports
-                .get(usize::from(port))
-                .copied()
-                .unwrap_or_default(),
-        );
-    }
-
-    /// Sends on what the core released (the egress queue of each port holds it to the port's
-    /// rate).
-    fn emit(&mut self, out: &mut Vec<(PortId, Pkt)>) {
-        out.append(&mut self.released);
     }
 }
 
@@ -120,171 +45,26 @@ impl DownlinkStage for ReorderStage {
         now: u64,
         out: &mut Vec<(PortId, Pkt)>,
     ) {
-        self.for_port(egress);
-        let item = (egress, pkt);
-        // (No stamp, or no path whose order counts: nothing seen, nobody to check.)
-        let waiting = self.core.see_stamp(meta.remote, meta.path, meta.stamp, now);
-        match meta.kind {
-            MetaKind::Request { read_len } => {
-                let key = StreamKey::Request {
-                    local: meta.local,
-                    qpn: meta.qpn,
-                };
-                if meta.full_payload > 0 {
-                    self.core.learn_request_pmtu(
-                        key,
-                        u32::from(meta.full_payload),
-                        now,
-                        &mut self.released,
-                    );
-                }
-                self.core.insert_request_read(
-                    key,
-                    meta.psn,
-                    meta.span,
-                    read_len,
-                    Some((meta.remote, meta.sport)),
-                    meta.path,
-                    meta.stamp,
-                    meta.len,
-                    item,
-                    now,
-                    &mut self.released,
-                );
-            }
-            MetaKind::Fill { .. } | MetaKind::Ack => {
-                let kind = match meta.kind {
-                    MetaKind::Fill { ends } => ResponseKind::Fill {
-                        ends,
-                        full_payload: u32::from(meta.full_payload),
-                    },
-                    _ => ResponseKind::Ack,
-                };
-                self.core.insert_response_from(
-                    meta.local,
-                    meta.remote,
-                    meta.sport,
-                    meta.qpn,
-                    kind,
-                    meta.psn,
-                    meta.path,
-                    meta.stamp,
-                    meta.len,
-                    item,
-                    now,
-                    &mut self.released,
-                );
-            }
-            MetaKind::Cm { .. } => {
-                self.observe_cm(meta, now);
-                self.released.push(item);
-            }
-            _ => self.released.push(item),
-        }
-        if waiting {
-            self.core.check_stamp_waiting(
-                meta.remote,
-                meta.path,
-                meta.stamp,
-                now,
-                &mut self.released,
-            );
-        }
-        self.emit(out);
+        self.core
+            .handle_packet(egress, meta, (egress, pkt), now, out);
     }
 
     fn observe(&mut self, port: PortId, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        self.for_port(port);
-        let read = match meta.kind {
-            MetaKind::HostRead { dma_len } => Some(HostRequest::Read {
-                dma_len,
-                span: meta.span,
-            }),
-            MetaKind::HostSingle => Some(HostRequest::Single),
-            _ => None,
-        };
-        if let Some(req) = read {
-            self.core.observe_read(
-                meta.local,
-                meta.remote,
-                meta.sport,
-                meta.qpn,
-                meta.psn,
-                req,
-                now,
-                &mut self.released,
-            );
-            self.emit(out);
-            return;
-        }
-        match meta.kind {
-            MetaKind::HostNak => self.core.observe_nak(
-                meta.local,
-                meta.remote,
-                meta.sport,
-                meta.qpn,
-                meta.psn,
-                now,
-                &mut self.released,
-            ),
-            MetaKind::HostPmtu => {
-                let seen = (meta.local, meta.remote, meta.qpn, meta.full_payload);
-                let epoch = self.core.totals.evictions;
-                if self.last_pmtu != Some((seen, epoch)) {
-                    let applied = self.core.observe_host_pmtu(
-                        meta.local,
-                        meta.remote,
-                        meta.sport,
-                        meta.qpn,
-                        meta.psn,
-                        u32::from(meta.full_payload),
-                        now,
-                        &mut self.released,
-                    );
-                    self.last_pmtu = applied.then_some((seen, epoch));
-                }
-            }
-            MetaKind::HostAck => self.core.observe_ack(
-                meta.local,
-                meta.remote,
-                meta.sport,
-                meta.qpn,
-                meta.psn,
-                now,
-                &mut self.released,
-            ),
-            MetaKind::Cm { .. } => self.observe_cm(meta, now),
-            _ => {}
-        }
-        self.emit(out);
+        self.core.handle_host(port, meta, now, out);
     }
 
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        self.core.poll(now, &mut self.released);
-        self.emit(out);
-        self.core.take_hold_times(&mut self.hold_times);
-        for t in self.hold_times.drain(..) {
-            let _ = self.hist.record(t.max(1));
-        }
-        self.core.take_detection_times(&mut self.hold_times);
-        for t in self.hold_times.drain(..) {
-            let _ = self.detect_hist.record(t.max(1));
-        }
-        if now.saturating_sub(self.last_publish) >= 100_000_000 {
-            self.last_publish = now;
-            if let Ok(mut h) = self.published.try_lock() {
-                h.clone_from(&self.hist);
-            }
-            if let Ok(mut h) = self.detect_published.try_lock() {
-                h.clone_from(&self.detect_hist);
-            }
+        if now >= self.core.poll_timeout() {
+            self.core.poll(now, out);
         }
     }
 
+    fn poll_timeout(&self) -> u64 {
+        self.core.poll_timeout()
+    }
+
     fn relieve(&mut self, packets: usize, now: u64, out: &mut Vec<(PortId, Pkt)>) -> usize {
-        let n = self.core.relieve(packets, now, &mut self.released);
-        self.emit(out);
-        n
+        self.core.relieve(packets, now, out)
     }
 
     fn held(&self) -> usize {
@@ -296,9 +76,12 @@ impl DownlinkStage for ReorderStage {
     }
 
     fn totals(&self) -> ReorderTotals {
-        let mut t = self.core.totals;
-        t.held_now = self.held() as u64;
-        t
+        self.core.totals()
+    }
+
+    fn take_times(&mut self, hold: &mut Vec<u64>, detect: &mut Vec<u64>) {
+        self.core.take_hold_times(hold);
+        self.core.take_detection_times(detect);
     }
 
     fn set_hold_timeout(&mut self, ns: u64) {
@@ -324,22 +107,19 @@ impl DownlinkStage for ReorderStage {
                     _ => continue,
                 }
             }
+            let row = StreamRow {
+                key,
+                expected,
+                stats,
+            };
             let slot = if best.len() == max {
                 let Some(Reverse((_, i))) = best.pop() else {
                     continue;
                 };
-                kept[i] = StreamRow {
-                    key,
-                    expected,
-                    stats,
-                };
+                kept[i] = row;
                 i
             } else {
-                kept.push(StreamRow {
-                    key,
-                    expected,
-                    stats,
-                });
+                kept.push(row);
                 kept.len() - 1
             };
             best.push(Reverse((r, slot)));
@@ -348,17 +128,12 @@ impl DownlinkStage for ReorderStage {
         kept
     }
 
-    fn hold_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {
-        Some(self.published.clone())
-    }
-
-    fn detection_histogram(&self) -> Option<Arc<Mutex<Histogram<u64>>>> {
-        Some(self.detect_published.clone())
+    fn reorders(&self) -> bool {
+        true
     }
 
     fn set_paths(&mut self, count: usize, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        self.core.set_paths(count, down, now, &mut self.released);
-        self.emit(out);
+        self.core.set_paths(count, down, now, out);
     }
 }
 
@@ -366,6 +141,7 @@ impl DownlinkStage for ReorderStage {
 mod tests {
     use super::*;
     use crate::engine::SprayPolicy;
+    use crate::meta::MetaKind;
     use crate::testkit::tor_tables;
     use crate::wire::Psn;
 

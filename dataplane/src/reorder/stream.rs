@@ -10,8 +10,10 @@
 use std::collections::VecDeque;
 
 use super::paths::PathTrack;
-use super::response::ReadRange;
 use crate::wire::Psn;
+
+/// A stream's index in the table ([`super::table::StreamTable`]).
+pub(super) type StreamId = u32;
 
 /// Which PSN space a stream follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +147,29 @@ pub struct StreamStats {
     pub restarts: u64,
 }
 
+/// One outstanding READ, atomic or FLUSH of a local requester: its responses fill
+/// `[start, start + span)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadRange {
+    /// First PSN.
+    pub start: Psn,
+    /// PSNs it spans: exact once `exact`, else the estimate from `dma_len` and the path MTU.
+    pub span: u32,
+    /// The READ's DMA length (0 for atomics and FLUSH).
+    pub dma_len: u32,
+    /// The end is known: a LAST or ONLY response came, the next request starts there, or the
+    /// request has one response by definition (atomics, FLUSH, ATOMIC WRITE).
+    pub exact: bool,
+}
+
+impl ReadRange {
+    /// Its last PSN.
+    pub(super) fn last(&self) -> Psn {
+        self.start.add(self.span.max(1) - 1)
+    }
+}
+
+/// A held packet: the item and what ordering it needs.
 pub(super) struct Slot<T> {
     pub(super) item: T,
     pub(super) psn: Psn,
@@ -221,6 +246,57 @@ pub(super) struct Stream<T> {
     /// and the READ spanned more, the expected PSN moves on.
     pub(super) est_read: Option<(Psn, u32, u32)>,
     pub(super) stats: StreamStats,
+}
+
+impl<T> Stream<T> {
+    /// A stream of `key` in `phase` expecting `expected`, seen first at `now`, holding
+    /// nothing, with no downlink settings yet (port 0, no timeout, `nak_first`).
+    pub(super) fn new(key: StreamKey, phase: Phase, expected: Psn, now: u64) -> Stream<T> {
+        Stream {
+            key,
+            expected,
+            phase,
+            ring: NO_RING,
+            held: 0,
+            in_ring: 0,
+            gap_since: now,
+            last_seen: now,
+            timeout: 0,
+            recovery: LossRecovery::default(),
+            port: 0,
+            paths: PathTrack::default(),
+            in_active: false,
+            peer_seen: false,
+            host_naked: NOT_NAKED,
+            far: LazyDeque::default(),
+            reads: LazyDeque::default(),
+            acks: LazyDeque::default(),
+            pmtu: 0,
+            est_read: None,
+            stats: StreamStats::default(),
+        }
+    }
+
+    /// Drops the far list, READ ranges and waiting ACKs (the stream is forgotten).
+    pub(super) fn forget_lists(&mut self) {
+        self.far = LazyDeque::default();
+        self.reads = LazyDeque::default();
+        self.acks = LazyDeque::default();
+    }
+
+    /// Whether it is learning where its PSNs start.
+    #[inline]
+    pub(super) fn learning(&self) -> bool {
+        matches!(self.phase, Phase::Learning { .. })
+    }
+
+    /// Heap bytes of its lists.
+    pub(super) fn heap_bytes(&self) -> usize {
+        self.reads.capacity() * std::mem::size_of::<ReadRange>()
+            + self.far.capacity() * std::mem::size_of::<Slot<T>>()
+            + self.acks.capacity() * std::mem::size_of::<WaitingAck<T>>()
+            + self.paths.heap_bytes()
+    }
 }
 
 pub(super) const NO_RING: u32 = u32::MAX;

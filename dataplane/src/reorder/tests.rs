@@ -2,15 +2,103 @@
 //! resync, the response direction, bounds, and a proptest model check against a simple
 //! reference (`BTreeMap` per stream) over random interleavings.
 
-use crate::meta::PathStamp;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::config::{ReorderConfig, NAKED_WAIT_FACTOR};
 use super::core::*;
+use super::pairing::CmEvent;
 use super::response::{HostRequest, ResponseKind};
 use super::stream::*;
+use crate::meta::{MetaKind, PathStamp, QpRef, RoceMeta, NO_PATH};
 use crate::wire::Psn;
+
+/// What the engine would hand over with a request-direction packet of stream `key`: `span`
+/// PSNs from `psn`, `len` bytes, from no sender the pairing hears of (remote 0), over no
+/// path whose order counts.
+fn req(key: StreamKey, psn: Psn, span: u32, len: u32) -> RoceMeta {
+    peer_req(key, psn, span, len, None)
+}
+
+/// [`req`] from `peer` (the sender's address and UDP source port), when given.
+fn peer_req(key: StreamKey, psn: Psn, span: u32, len: u32, peer: Option<(u128, u16)>) -> RoceMeta {
+    let StreamKey::Request { local, qpn } = key else {
+        panic!("a request stream's key");
+    };
+    let (remote, sport) = peer.unwrap_or((0, 0));
+    RoceMeta {
+        local,
+        remote,
+        sport,
+        qpn,
+        psn,
+        span,
+        full_payload: 0,
+        len,
+        kind: MetaKind::Request { read_len: None },
+        path: NO_PATH,
+        stamp: PathStamp::NONE,
+    }
+}
+
+/// A response-direction packet of `kind` with `psn` and `len` bytes, from `REMOTE` to the
+/// local requester `LQ` at `LOCAL`.
+fn response_meta(kind: ResponseKind, psn: Psn, len: u32) -> RoceMeta {
+    let (kind, full_payload) = match kind {
+        ResponseKind::Fill { ends, full_payload } => (MetaKind::Fill { ends }, full_payload as u16),
+        ResponseKind::Ack => (MetaKind::Ack, 0),
+    };
+    RoceMeta {
+        psn,
+        full_payload,
+        len,
+        kind,
+        qpn: LQ,
+        ..host(MetaKind::Ack)
+    }
+}
+
+/// What a local host sends of `kind`, at `LOCAL` to `REMOTE`'s QP `RQ`, PSN 0.
+fn host(kind: MetaKind) -> RoceMeta {
+    RoceMeta {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 0,
+        qpn: RQ,
+        psn: Psn::new(0),
+        span: 1,
+        full_payload: 0,
+        len: 60,
+        kind,
+        path: NO_PATH,
+        stamp: PathStamp::NONE,
+    }
+}
+
+/// A local host's READ, atomic or FLUSH request as the engine reports it.
+fn host_request(r: HostRequest) -> RoceMeta {
+    match r {
+        HostRequest::Read { dma_len, span } => RoceMeta {
+            span,
+            ..host(MetaKind::HostRead { dma_len })
+        },
+        HostRequest::Single => host(MetaKind::HostSingle),
+    }
+}
+
+/// An RDMA CM message passing the switch.
+fn cm_meta(ev: &CmEvent) -> RoceMeta {
+    RoceMeta {
+        local: ev.sender,
+        remote: ev.receiver,
+        ..host(MetaKind::Cm {
+            sender_local: ev.sender_local,
+            receiver_local: ev.receiver_local,
+            msg: ev.msg,
+        })
+    }
+}
 
 const LOCAL: u128 = 0xA;
 const REMOTE: u128 = 0xB;
@@ -44,15 +132,18 @@ fn fill(ends: bool) -> ResponseKind {
 /// finds it).
 fn read(c: &mut ReorderCore<u32>, sport: u16, psn: u32, n: u32, now: u64) {
     let mut out = Vec::new();
-    c.observe_read(
-        LOCAL,
-        REMOTE,
-        sport,
-        RQ,
-        Psn::new(psn),
-        HostRequest::Read {
-            dma_len: n * 1024,
-            span: n,
+    c.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport,
+            qpn: RQ,
+            psn: Psn::new(psn),
+            ..host_request(HostRequest::Read {
+                dma_len: n * 1024,
+                span: n,
+            })
         },
         now,
         &mut out,
@@ -77,8 +168,13 @@ impl H {
         }
     }
     fn ins(&mut self, qpn: u32, psn: u32, id: u32, now: u64) -> Insert {
-        self.core
-            .insert_request(key(qpn), Psn::new(psn), 1, 100, id, now, &mut self.out)
+        self.core.handle_packet(
+            0,
+            &req(key(qpn), Psn::new(psn), 1, 100),
+            id,
+            now,
+            &mut self.out,
+        )
     }
     fn take(&mut self) -> Vec<u32> {
         std::mem::take(&mut self.out)
@@ -97,7 +193,7 @@ fn in_order_held_drained() {
     assert_eq!(h.take(), vec![1, 2, 3]);
     assert_eq!(h.core.held(), 0);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(104)));
-    assert_eq!(h.core.totals.released_in_order, 4);
+    assert_eq!(h.core.totals().released_in_order, 4);
 }
 
 #[test]
@@ -113,7 +209,7 @@ fn late_and_duplicate() {
         "a retransmission of a released PSN"
     );
     assert_eq!(h.take(), vec![0, 7, 8]);
-    assert_eq!((h.core.totals.late, h.core.totals.duplicates), (2, 1));
+    assert_eq!((h.core.totals().late, h.core.totals().duplicates), (2, 1));
 }
 
 #[test]
@@ -140,7 +236,7 @@ fn beyond_the_window_is_held_in_the_far_list_then_overflows() {
     want.extend(100..356);
     assert_eq!(h.take(), want);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(356)));
-    assert_eq!(h.core.totals.overflows, 1);
+    assert_eq!(h.core.totals().overflows, 1);
     for p in 357..400 {
         assert_eq!(h.ins(1, p, p, 0), Insert::Held);
     }
@@ -187,7 +283,7 @@ fn read_request_span_advances_by_its_psns() {
     assert_eq!(h.ins(1, 55, 55, 0), Insert::Held);
     assert_eq!(
         h.core
-            .insert_request(key(1), Psn::new(51), 4, 60, 51, 0, &mut h.out),
+            .handle_packet(0, &req(key(1), Psn::new(51), 4, 60), 51, 0, &mut h.out),
         Insert::Released
     );
     assert_eq!(h.take(), vec![0, 51, 55]);
@@ -197,7 +293,12 @@ fn read_request_span_advances_by_its_psns() {
 #[test]
 fn gap_timeout_releases_in_order_and_nak_resyncs() {
     let mut h = H::new(cfg());
-    h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 49152,
+        qpn: 1,
+    });
     h.ins(1, 0, 0, 0);
     h.ins(1, 2, 2, 100);
     h.ins(1, 3, 3, 200);
@@ -206,14 +307,25 @@ fn gap_timeout_releases_in_order_and_nak_resyncs() {
     assert!(h.take().is_empty(), "not yet");
     h.core.poll(1_100, &mut h.out);
     assert_eq!(h.take(), vec![2, 3], "PSN 1 declared lost");
-    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.totals().timeouts, 1);
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(4)));
     // More arrive after the timeout and are held behind 4's gap... then the RNIC NAKs 1.
     h.ins(1, 5, 5, 1_200);
-    h.core
-        .observe_nak(LOCAL, REMOTE, 49152, 0, Psn::new(1), 1_300, &mut h.out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 49152,
+            qpn: 0,
+            psn: Psn::new(1),
+            ..host(MetaKind::HostNak)
+        },
+        1_300,
+        &mut h.out,
+    );
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1)));
-    assert_eq!(h.core.totals.resyncs, 1);
+    assert_eq!(h.core.totals().resyncs, 1);
     // The go-back-N retransmission 1, 2, 3, 4 is now in order; 5 was kept and follows.
     for p in 1..=4 {
         h.ins(1, p, 10 + p, 1_400);
@@ -224,25 +336,63 @@ fn gap_timeout_releases_in_order_and_nak_resyncs() {
 #[test]
 fn nak_ahead_releases_what_is_behind_it() {
     let mut h = H::new(cfg());
-    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 7,
+        qpn: 1,
+    });
     h.ins(1, 0, 0, 0);
     h.ins(1, 3, 3, 0);
     h.ins(1, 6, 6, 0);
     h.take();
-    h.core
-        .observe_nak(LOCAL, REMOTE, 7, 0, Psn::new(5), 0, &mut h.out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0,
+            psn: Psn::new(5),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut h.out,
+    );
     assert_eq!(h.take(), vec![3]);
     assert_eq!(h.ins(1, 5, 5, 0), Insert::Released);
     assert_eq!(h.take(), vec![5, 6]);
     // An ACK through 20 moves a lagging stream forward.
-    h.core
-        .observe_ack(LOCAL, REMOTE, 7, 0, Psn::new(20), 0, &mut h.out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0,
+            psn: Psn::new(20),
+            ..host(MetaKind::HostAck)
+        },
+        0,
+        &mut h.out,
+    );
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
     // A NAK for another remote QP whose PSN fits no stream changes nothing.
-    h.core
-        .observe_nak(LOCAL, REMOTE, 8, 9, Psn::new(0x80_0000), 0, &mut h.out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 8,
+            qpn: 9,
+            psn: Psn::new(0x80_0000),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut h.out,
+    );
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(21)));
-    assert_eq!(h.core.totals.host_naks_ignored, 1);
+    assert_eq!(h.core.totals().host_naks_ignored, 1);
 }
 
 #[test]
@@ -260,7 +410,7 @@ fn learning_starts_from_the_lowest_psn() {
     assert_eq!(h.take(), vec![10], "starts at 10; 11 missing");
     assert_eq!(h.ins(1, 11, 11, 600), Insert::Released);
     assert_eq!(h.take(), vec![11, 12, 13]);
-    assert_eq!(h.core.totals.learned, 1);
+    assert_eq!(h.core.totals().learned, 1);
 }
 
 #[test]
@@ -270,14 +420,15 @@ fn response_direction_follows_read_ranges_and_holds_acks() {
     let sp = 49441;
     // Without outstanding READs, responses pass straight through.
     assert_eq!(
-        c.insert_response(
-            LOCAL,
-            REMOTE,
-            sp,
-            LQ,
-            ResponseKind::Ack,
-            Psn::new(5),
-            60,
+        c.handle_packet(
+            0,
+            &RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: sp,
+                qpn: LQ,
+                ..response_meta(ResponseKind::Ack, Psn::new(5), 60)
+            },
             1,
             0,
             &mut out
@@ -289,7 +440,19 @@ fn response_direction_follows_read_ranges_and_holds_acks() {
     read(&mut c, sp, 105, 2, 0);
     out.clear();
     let ins = |c: &mut ReorderCore<u32>, out: &mut Vec<u32>, kind, psn: u32, id| {
-        c.insert_response(LOCAL, REMOTE, sp, LQ, kind, Psn::new(psn), 100, id, 0, out)
+        c.handle_packet(
+            0,
+            &RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: sp,
+                qpn: LQ,
+                ..response_meta(kind, Psn::new(psn), 100)
+            },
+            id,
+            0,
+            out,
+        )
     };
     assert_eq!(ins(&mut c, &mut out, fill(false), 101, 101), Insert::Held);
     // The ACK of the WRITE (PSN 104) overtook READ RESPONSE 100: it must wait.
@@ -330,33 +493,35 @@ fn response_gap_times_out() {
     let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
     let mut out = Vec::new();
     read(&mut c, 1, 0, 4, 0);
-    c.insert_response(
-        LOCAL,
-        REMOTE,
-        1,
-        LQ,
-        fill(false),
-        Psn::new(2),
-        10,
+    c.handle_packet(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 1,
+            qpn: LQ,
+            ..response_meta(fill(false), Psn::new(2), 10)
+        },
         2,
         0,
         &mut out,
     );
-    c.insert_response(
-        LOCAL,
-        REMOTE,
-        1,
-        LQ,
-        ResponseKind::Ack,
-        Psn::new(9),
-        10,
+    c.handle_packet(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 1,
+            qpn: LQ,
+            ..response_meta(ResponseKind::Ack, Psn::new(9), 10)
+        },
         9,
         0,
         &mut out,
     );
     c.poll(2_000, &mut out);
     assert_eq!(out, vec![2, 9]);
-    assert_eq!(c.totals.timeouts, 1);
+    assert_eq!(c.totals().timeouts, 1);
     assert_eq!(c.held(), 0);
 }
 
@@ -371,9 +536,9 @@ fn bounds_hold_under_a_flood_of_streams() {
         h.ins(q, 0, q, 0);
         h.ins(q, 2, q + 10_000, 0);
     }
-    assert_eq!(h.core.totals.streams, 16);
+    assert_eq!(h.core.totals().streams, 16);
     assert!(h.core.held() <= 4, "one ring per holding stream, 4 rings");
-    assert_eq!(h.core.totals.table_full, 2 * (1000 - 16));
+    assert_eq!(h.core.totals().table_full, 2 * (1000 - 16));
     assert_eq!(h.take().len() + h.core.held(), 2000, "nothing lost");
     // Idle streams are forgotten and their room reused.
     let mut c2: ReorderCore<u32> = ReorderCore::new(ReorderConfig {
@@ -382,13 +547,13 @@ fn bounds_hold_under_a_flood_of_streams() {
     });
     let mut out = Vec::new();
     for q in 0..16 {
-        c2.insert_request(key(q), Psn::new(0), 1, 1, q, 0, &mut out);
+        c2.handle_packet(0, &req(key(q), Psn::new(0), 1, 1), q, 0, &mut out);
     }
     for t in 1..10 {
         c2.poll(2_000 * t, &mut out);
     }
-    assert_eq!(c2.totals.evictions, 16);
-    assert_eq!(c2.totals.streams, 0);
+    assert_eq!(c2.totals().evictions, 16);
+    assert_eq!(c2.totals().streams, 0);
 }
 
 #[test]
@@ -405,7 +570,7 @@ fn byte_cap_passes_packets_through() {
         Insert::Passthrough,
         "300 bytes would exceed 250"
     );
-    assert_eq!(h.core.totals.no_room, 1);
+    assert_eq!(h.core.totals().no_room, 1);
 }
 
 // ---------------------------------------------------------------- model check
@@ -613,7 +778,7 @@ proptest! {
         let mut core: ReorderCore<u32> = ReorderCore::new(cfg);
         let mut model = Model { w: 64, timeout: 1_000, streams: vec![ModelStream::default(); 3] };
         for k in 0..3 {
-            core.learn_pair(LOCAL, REMOTE, k as u16, k as u32);
+            core.learn_pair(&QpRef { local: LOCAL, remote: REMOTE, sport: k as u16, qpn: k as u32 });
         }
         // Each stream moves forward: offsets are relative to a base that follows the stream.
         let mut base: Vec<Psn> = bases.iter().map(|b| Psn::new(*b)).collect();
@@ -630,7 +795,7 @@ proptest! {
                 Op::Insert { stream, offset, span } => {
                     let p = base[stream].add(offset);
                     owner.push(stream);
-                    core.insert_request(key(stream as u32), p, span, 10, id, now, &mut got);
+                    core.handle_packet(0, &req(key(stream as u32), p, span, 10), id, now, &mut got);
                     model.insert(stream, p, span, id, now, &mut want);
                     id += 1;
                     if offset > 100 {
@@ -645,7 +810,7 @@ proptest! {
                 Op::Nak { stream, back } => {
                     if let Some(e) = model.streams[stream].e {
                         let psn = e.sub(back).add(back / 2);
-                        core.observe_nak(LOCAL, REMOTE, stream as u16, 100 + stream as u32, psn, now, &mut got);
+                        core.handle_host(0, &RoceMeta { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: 100 + stream as u32, psn, ..host(MetaKind::HostNak) }, now, &mut got);
                         model.nak(stream, psn, now, &mut want);
                     }
                 }
@@ -703,18 +868,17 @@ proptest! {
             now += dt;
             let p = Psn::new(0xFF_FF80 + psn);
             let r = match kind {
-                0 | 1 => Some(core.insert_request(key(stream), p, 1 + u32::from(kind), 10, id, now, &mut out)),
-                2 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, stream, fill(psn % 3 == 0), p, 10, id, now, &mut out)),
-                3 => Some(core.insert_response(LOCAL, REMOTE, stream as u16, stream, ResponseKind::Ack, p, 10, id, now, &mut out)),
+                0 | 1 => Some(core.handle_packet(0, &req(key(stream), p, 1 + u32::from(kind), 10), id, now, &mut out)),
+                2 => Some(core.handle_packet(0, &RoceMeta { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: stream, ..response_meta(fill(psn % 3 == 0), p, 10) }, id, now, &mut out)),
+                3 => Some(core.handle_packet(0, &RoceMeta { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: stream, ..response_meta(ResponseKind::Ack, p, 10) }, id, now, &mut out)),
                 4 => {
                     let span = 1 + psn % 5;
-                    core.observe_read(LOCAL, REMOTE, stream as u16, 100 + stream, p,
-                        HostRequest::Read { dma_len: span * 1024, span }, now, &mut out);
+                    core.handle_host(0, &RoceMeta { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: 100 + stream, psn: p, ..host_request(HostRequest::Read { dma_len: span * 1024, span }) }, now, &mut out);
                     None
                 }
                 _ => {
-                    core.learn_pair(LOCAL, REMOTE, stream as u16, stream);
-                    core.observe_nak(LOCAL, REMOTE, stream as u16, 100 + stream, p, now, &mut out);
+                    core.learn_pair(&QpRef { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: stream });
+                    core.handle_host(0, &RoceMeta { local: LOCAL, remote: REMOTE, sport: stream as u16, qpn: 100 + stream, psn: p, ..host(MetaKind::HostNak) }, now, &mut out);
                     core.poll(now, &mut out);
                     None
                 }
@@ -738,7 +902,7 @@ proptest! {
         prop_assert_eq!(ids.len(), out.len(), "no packet out twice");
         // Discarded: duplicates of held copies, and ACKs of no use to the requester (counted
         // stale, on arrival or while they waited).
-        prop_assert_eq!(out.len() as u64 + discarded + core.totals.stale_acks, inserted);
+        prop_assert_eq!(out.len() as u64 + discarded + core.totals().stale_acks, inserted);
     }
 }
 
@@ -751,8 +915,9 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
         ..cfg()
     });
     // The remote host (REMOTE) connects to the local one (LOCAL): REQ in, REP out.
-    h.core.observe_cm(
-        &super::pairing::CmEvent {
+    h.core.handle_host(
+        0,
+        &cm_meta(&super::pairing::CmEvent {
             sender: REMOTE,
             receiver: LOCAL,
             sender_local: false,
@@ -762,12 +927,13 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
                 qpn: 0x500,
                 starting_psn: Psn::new(1000),
             },
-        },
+        }),
         0,
         &mut h.out,
     );
-    h.core.observe_cm(
-        &super::pairing::CmEvent {
+    h.core.handle_host(
+        0,
+        &cm_meta(&super::pairing::CmEvent {
             sender: LOCAL,
             receiver: REMOTE,
             sender_local: true,
@@ -778,11 +944,11 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
                 qpn: 0x33,
                 starting_psn: Psn::new(5),
             },
-        },
+        }),
         0,
         &mut h.out,
     );
-    assert_eq!(h.core.totals.cm_learned, 1);
+    assert_eq!(h.core.totals().cm_learned, 1);
     // The remote requester's first packets arrive out of order: no learning delay, PSN 1000 is
     // known to come first.
     assert_eq!(h.ins(0x33, 1001, 1, 0), Insert::Held);
@@ -791,10 +957,21 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
     // A NAK from the local host (to QPN 0x500 of the remote) finds the stream without any UDP
     // source port pairing.
     h.ins(0x33, 1003, 3, 0);
-    h.core
-        .observe_nak(LOCAL, REMOTE, 9999, 0x500, Psn::new(1003), 0, &mut h.out);
-    assert_eq!(h.core.totals.host_naks_ignored, 0);
-    assert_eq!(h.core.totals.resyncs, 1);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 9999,
+            qpn: 0x500,
+            psn: Psn::new(1003),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut h.out,
+    );
+    assert_eq!(h.core.totals().host_naks_ignored, 0);
+    assert_eq!(h.core.totals().resyncs, 1);
     assert_eq!(h.take(), vec![3]);
 }
 
@@ -803,14 +980,15 @@ fn a_cm_exchange_gives_the_starting_psn_and_the_pairing() {
 /// A response towards the local requester `LQ` (sport 1).
 fn resp(c: &mut ReorderCore<u32>, kind: ResponseKind, psn: u32, id: u32, now: u64) -> Insert {
     let mut out = Vec::new();
-    let r = c.insert_response(
-        LOCAL,
-        REMOTE,
-        1,
-        LQ,
-        kind,
-        Psn::new(psn),
-        100,
+    let r = c.handle_packet(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 1,
+            qpn: LQ,
+            ..response_meta(kind, Psn::new(psn), 100)
+        },
         id,
         now,
         &mut out,
@@ -849,7 +1027,7 @@ fn a_requester_with_128_reads_outstanding_gets_every_response_in_order() {
     resp(&mut c, fill(false), base, 0, 2);
     resp(&mut c, fill(true), base + 1, 1, 2);
     assert_eq!(released(), (0..256).collect::<Vec<_>>());
-    assert_eq!(c.totals.late, 0);
+    assert_eq!(c.totals().late, 0);
     assert_eq!(c.held(), 0);
 }
 
@@ -862,7 +1040,7 @@ fn a_read_retried_from_its_first_missing_response_is_ordered_from_there() {
     released();
     // 102 was lost; rxe asks again from it, for what is left (2 PSNs).
     read(&mut c, 1, 102, 2, 10);
-    assert_eq!(c.totals.read_retries_seen, 1);
+    assert_eq!(c.totals().read_retries_seen, 1);
     assert_eq!(resp(&mut c, fill(false), 102, 102, 11), Insert::Released);
     assert_eq!(resp(&mut c, fill(true), 103, 103, 11), Insert::Released);
     // The next READ is ordered as usual: the expected PSN did not move back to 102.
@@ -886,7 +1064,7 @@ fn an_ack_after_a_read_larger_than_the_window_waits_for_all_of_it() {
     let mut want: Vec<u32> = (0..1024).collect();
     want.push(9999);
     assert_eq!(released(), want, "the ACK comes after the last response");
-    assert_eq!(c.totals.overflows, 0);
+    assert_eq!(c.totals().overflows, 0);
 }
 
 #[test]
@@ -894,15 +1072,18 @@ fn spans_follow_the_qps_own_path_mtu() {
     // The engine sized the READ at the port's 4096 (16 PSNs for 64 KiB), but this QP runs at
     // 1024: its responses span 64 PSNs, and a reordered one beyond the first 16 is held.
     let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
-    c.observe_read(
-        LOCAL,
-        REMOTE,
-        1,
-        RQ,
-        Psn::new(0),
-        HostRequest::Read {
-            dma_len: 65_536,
-            span: 16,
+    c.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 1,
+            qpn: RQ,
+            psn: Psn::new(0),
+            ..host_request(HostRequest::Read {
+                dma_len: 65_536,
+                span: 16,
+            })
         },
         0,
         &mut Vec::new(),
@@ -935,15 +1116,18 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
     let mut c: ReorderCore<u32> = ReorderCore::new(cfg());
     let mut out = Vec::new();
     let rd = |c: &mut ReorderCore<u32>, rq, psn| {
-        c.observe_read(
-            LOCAL,
-            REMOTE,
-            7,
-            rq,
-            Psn::new(psn),
-            HostRequest::Read {
-                dma_len: 2048,
-                span: 2,
+        c.handle_host(
+            0,
+            &RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: 7,
+                qpn: rq,
+                psn: Psn::new(psn),
+                ..host_request(HostRequest::Read {
+                    dma_len: 2048,
+                    span: 2,
+                })
             },
             0,
             &mut Vec::new(),
@@ -952,14 +1136,15 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
     rd(&mut c, 0x22, 1000);
     rd(&mut c, 0x23, 500_000);
     let mut ins = |c: &mut ReorderCore<u32>, lq, psn: u32, ends, id| {
-        c.insert_response(
-            LOCAL,
-            REMOTE,
-            7,
-            lq,
-            fill(ends),
-            Psn::new(psn),
-            100,
+        c.handle_packet(
+            0,
+            &RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: 7,
+                qpn: lq,
+                ..response_meta(fill(ends), Psn::new(psn), 100)
+            },
             id,
             0,
             &mut out,
@@ -970,39 +1155,62 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
     assert_eq!(ins(&mut c, 0x11, 1000, false, 10), Insert::Released);
     assert_eq!(ins(&mut c, 0x12, 500_000, false, 20), Insert::Released);
     assert_eq!(out, vec![10, 11, 20, 21]);
-    assert_eq!(c.totals.pairs_hinted, 2);
-    assert_eq!(c.totals.pairs_ambiguous, 0);
+    assert_eq!(c.totals().pairs_hinted, 2);
+    assert_eq!(c.totals().pairs_ambiguous, 0);
     // Request side: two local responders on port 7; a NAK to one remote QP moves only its
     // stream.
     out.clear();
     for (lq, base) in [(0x31u32, 7000u32), (0x32, 900_000)] {
-        c.learn_pair(LOCAL, REMOTE, 7, lq);
-        c.insert_request(
-            StreamKey::Request {
-                local: LOCAL,
-                qpn: lq,
-            },
-            Psn::new(base),
-            1,
-            10,
+        c.learn_pair(&QpRef {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: lq,
+        });
+        c.handle_packet(
+            0,
+            &req(
+                StreamKey::Request {
+                    local: LOCAL,
+                    qpn: lq,
+                },
+                Psn::new(base),
+                1,
+                10,
+            ),
             1,
             0,
             &mut out,
         );
-        c.insert_request(
-            StreamKey::Request {
-                local: LOCAL,
-                qpn: lq,
-            },
-            Psn::new(base + 2),
-            1,
-            10,
+        c.handle_packet(
+            0,
+            &req(
+                StreamKey::Request {
+                    local: LOCAL,
+                    qpn: lq,
+                },
+                Psn::new(base + 2),
+                1,
+                10,
+            ),
             2,
             0,
             &mut out,
         );
     }
-    c.observe_nak(LOCAL, REMOTE, 7, 0x41, Psn::new(900_001), 0, &mut out);
+    c.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x41,
+            psn: Psn::new(900_001),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut out,
+    );
     assert_eq!(
         c.expected(&StreamKey::Request {
             local: LOCAL,
@@ -1018,11 +1226,24 @@ fn two_qps_on_one_udp_port_keep_their_own_streams() {
         Some(Psn::new(900_001))
     );
     assert_eq!(
-        c.totals.resyncs, 0,
+        c.totals().resyncs,
+        0,
         "the NAK named the PSN the stream already expected"
     );
-    c.observe_nak(LOCAL, REMOTE, 7, 0x41, Psn::new(900_000), 0, &mut out);
-    assert_eq!(c.totals.resyncs, 1);
+    c.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x41,
+            psn: Psn::new(900_000),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut out,
+    );
+    assert_eq!(c.totals().resyncs, 1);
     assert_eq!(
         c.expected(&StreamKey::Request {
             local: LOCAL,
@@ -1114,8 +1335,9 @@ fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
     });
     let mut out = Vec::new();
     let connect = |h: &mut H, comm: u32, start: u32, now: u64, out: &mut Vec<u32>| {
-        h.core.observe_cm(&remote_req(comm, start), now, out);
-        h.core.observe_cm(&local_rep(comm), now, out);
+        h.core
+            .handle_host(0, &cm_meta(&remote_req(comm, start)), now, out);
+        h.core.handle_host(0, &cm_meta(&local_rep(comm)), now, out);
     };
     connect(&mut h, 1, 1000, 0, &mut out);
     assert_eq!(h.ins(0x33, 1000, 0, 0), Insert::Released);
@@ -1129,7 +1351,7 @@ fn a_cm_start_is_used_once_and_a_reused_qpn_starts_over() {
     for t in 1..40 {
         h.core.poll(100 + t * 1_000, &mut out);
     }
-    assert_eq!(h.core.totals.evictions, 1);
+    assert_eq!(h.core.totals().evictions, 1);
     assert_eq!(h.ins(0x33, 90_001, 5, 50_000), Insert::Held, "learning");
     assert_eq!(h.ins(0x33, 90_000, 4, 50_000), Insert::Held, "learning");
     h.core.poll(51_000, &mut out);
@@ -1149,27 +1371,28 @@ fn a_resent_req_and_its_resent_rep_after_data_began_do_not_restart_the_stream() 
     });
     let mut out = Vec::new();
     let (req, rep) = (remote_req, local_rep);
-    h.core.observe_cm(&req(1, 1000), 0, &mut out);
-    h.core.observe_cm(&rep(1), 0, &mut out);
+    h.core.handle_host(0, &cm_meta(&req(1, 1000)), 0, &mut out);
+    h.core.handle_host(0, &cm_meta(&rep(1)), 0, &mut out);
     for (i, psn) in (1000..1004).enumerate() {
         assert_eq!(h.ins(0x33, psn, i as u32, 10), Insert::Released);
     }
     // The resent REQ and its REP, with data in flight.
-    h.core.observe_cm(&req(1, 1000), 20, &mut out);
-    h.core.observe_cm(&rep(1), 30, &mut out);
+    h.core.handle_host(0, &cm_meta(&req(1, 1000)), 20, &mut out);
+    h.core.handle_host(0, &cm_meta(&rep(1)), 30, &mut out);
     assert_eq!(
         h.ins(0x33, 1004, 4, 40),
         Insert::Released,
         "the stream goes on"
     );
-    assert_eq!(h.core.totals.restarts, 0);
-    assert_eq!(h.core.totals.cm_repeated, 1);
+    assert_eq!(h.core.totals().restarts, 0);
+    assert_eq!(h.core.totals().cm_repeated, 1);
     assert_eq!(h.take(), vec![0, 1, 2, 3, 4]);
     // A REQ with the same communication ID but another QP or starting PSN is a new
     // connection (a reused ID), and its REP starts the stream over.
-    h.core.observe_cm(&req(1, 80_000), 50, &mut out);
-    h.core.observe_cm(&rep(1), 60, &mut out);
-    assert_eq!(h.core.totals.restarts, 1);
+    h.core
+        .handle_host(0, &cm_meta(&req(1, 80_000)), 50, &mut out);
+    h.core.handle_host(0, &cm_meta(&rep(1)), 60, &mut out);
+    assert_eq!(h.core.totals().restarts, 1);
     assert_eq!(h.ins(0x33, 80_000, 5, 70), Insert::Released);
 }
 
@@ -1209,14 +1432,15 @@ fn a_cm_reply_during_learning_times_gaps_from_now() {
             },
         ),
     ] {
-        h.core.observe_cm(
-            &super::pairing::CmEvent {
+        h.core.handle_host(
+            0,
+            &cm_meta(&super::pairing::CmEvent {
                 sender,
                 receiver,
                 sender_local: sl,
                 receiver_local: rl,
                 msg,
-            },
+            }),
             t + 10,
             &mut out,
         );
@@ -1244,41 +1468,83 @@ fn a_qp_re_created_with_its_qpn_after_idle_is_learned_again() {
     assert_eq!(h.ins(1, 5_000, 2, 50_010), Insert::Held);
     h.core.poll(51_000, &mut h.out);
     assert_eq!(h.take(), vec![0, 1, 2, 3]);
-    assert_eq!(h.core.totals.restarts, 1);
-    assert_eq!(h.core.totals.late, 0);
+    assert_eq!(h.core.totals().restarts, 1);
+    assert_eq!(h.core.totals().late, 0);
 }
 
 #[test]
 fn forged_or_stale_naks_do_not_move_a_stream() {
     let mut h = H::new(cfg());
-    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 7,
+        qpn: 1,
+    });
     h.ins(1, 1000, 0, 0);
     h.ins(1, 1002, 2, 0);
     let mut out = Vec::new();
-    h.core.observe_nak(
-        LOCAL,
-        REMOTE,
-        7,
-        0x9,
-        Psn::new(1001 + 0x40_0000),
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x9,
+            psn: Psn::new(1001 + 0x40_0000),
+            ..host(MetaKind::HostNak)
+        },
         0,
         &mut out,
     );
-    h.core
-        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001 + 100), 0, &mut out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x9,
+            psn: Psn::new(1001 + 100),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut out,
+    );
     assert!(out.is_empty());
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
-    assert_eq!(h.core.totals.host_naks_ignored, 2);
-    assert_eq!(h.core.totals.resyncs, 0);
+    assert_eq!(h.core.totals().host_naks_ignored, 2);
+    assert_eq!(h.core.totals().resyncs, 0);
     // A garbage PSN far ahead is held, then given up with the gap; the stream follows it, and
     // the host's NAK (its QP is paired now) brings it back.
-    h.core
-        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001), 0, &mut out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x9,
+            psn: Psn::new(1001),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut out,
+    );
     assert_eq!(h.ins(1, 0x70_0000, 9, 0), Insert::Held);
     h.core.poll(1_000_000, &mut out);
     assert_eq!(out, vec![2, 9]);
-    h.core
-        .observe_nak(LOCAL, REMOTE, 7, 0x9, Psn::new(1001), 0, &mut out);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x9,
+            psn: Psn::new(1001),
+            ..host(MetaKind::HostNak)
+        },
+        0,
+        &mut out,
+    );
     assert_eq!(h.core.expected(&key(1)), Some(Psn::new(1001)));
     assert_eq!(h.ins(1, 1001, 1, 0), Insert::Released);
 }
@@ -1311,7 +1577,7 @@ fn responses_of_reads_far_apart_in_psns_are_still_ordered() {
         .flat_map(|k| [1000 + k * 102, 1001 + k * 102])
         .collect();
     assert_eq!(released(), want);
-    assert_eq!((c.totals.overflows, c.totals.late, c.held()), (0, 0, 0));
+    assert_eq!((c.totals().overflows, c.totals().late, c.held()), (0, 0, 0));
 }
 
 /// A READ whose response queues behind other traffic for longer than the idle time: the stream
@@ -1322,7 +1588,7 @@ fn responses_of_reads_far_apart_in_psns_are_still_ordered() {
 /// implied NAK and a retry).
 #[test]
 fn a_stream_waiting_for_a_read_response_is_not_idle() {
-    use super::core::READ_WAIT_FACTOR;
+    use super::config::READ_WAIT_FACTOR;
     let idle = 10_000;
     let mut c: ReorderCore<u32> = ReorderCore::new(ReorderConfig {
         idle_evict_ns: idle,
@@ -1335,7 +1601,7 @@ fn a_stream_waiting_for_a_read_response_is_not_idle() {
     for t in 1..=waited {
         c.poll(t * idle, &mut out);
     }
-    assert_eq!(c.totals.evictions, 0, "waiting, not idle");
+    assert_eq!(c.totals().evictions, 0, "waiting, not idle");
     let now = waited * idle + 1;
     assert_eq!(
         resp(&mut c, ResponseKind::Ack, 102, 1102, now),
@@ -1347,14 +1613,14 @@ fn a_stream_waiting_for_a_read_response_is_not_idle() {
     for t in 1..=4 {
         c.poll(now + t * idle, &mut out);
     }
-    assert_eq!(c.totals.evictions, 1);
+    assert_eq!(c.totals().evictions, 1);
     // A READ never answered (its QP destroyed): forgotten after READ_WAIT_FACTOR idle times.
     let start = now + 10 * idle;
     read(&mut c, 1, 500, 1, start);
     for t in 1..=(READ_WAIT_FACTOR + 2) {
         c.poll(start + t * idle, &mut out);
     }
-    assert_eq!(c.totals.evictions, 2);
+    assert_eq!(c.totals().evictions, 2);
     assert!(out.is_empty());
 }
 
@@ -1384,8 +1650,8 @@ fn a_new_psn_sequence_half_the_space_away_is_learned_without_an_idle_time() {
     h.core.poll(3_000, &mut h.out);
     assert_eq!(h.take(), vec![0, 1, 2, 3]);
     assert_eq!(h.ins(0x33, b + 4, 4, 3_100), Insert::Released);
-    assert_eq!(h.core.totals.restarts, 1);
-    assert_eq!(h.core.totals.late, 0);
+    assert_eq!(h.core.totals().restarts, 1);
+    assert_eq!(h.core.totals().late, 0);
 }
 
 /// Without CM, an ACK of another QP of the host pair whose PSN lies near this QP's READ fits
@@ -1398,14 +1664,15 @@ fn an_ack_does_not_pair_a_qp_by_a_loose_fit() {
     let mut out = Vec::new();
     read(&mut c, 1, 100, 3, 0);
     let other = LQ + 1;
-    let ack = c.insert_response(
-        LOCAL,
-        REMOTE,
-        7,
-        other,
-        ResponseKind::Ack,
-        Psn::new(60_100),
-        60,
+    let ack = c.handle_packet(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: other,
+            ..response_meta(ResponseKind::Ack, Psn::new(60_100), 60)
+        },
         9,
         0,
         &mut out,
@@ -1430,7 +1697,7 @@ fn an_ack_of_an_earlier_psn_sequence_is_discarded() {
     assert_eq!(resp(&mut c, fill(false), 100, 100, 1), Insert::Released);
     let stale = resp(&mut c, ResponseKind::Ack, 100 + (1 << 23) - 5, 7, 1);
     assert_eq!(stale, Insert::Stale);
-    assert_eq!(c.totals.stale_acks, 1);
+    assert_eq!(c.totals().stale_acks, 1);
     let after = resp(&mut c, ResponseKind::Ack, 103 + 60_000, 8, 1);
     assert_eq!(
         after,
@@ -1477,7 +1744,7 @@ impl H {
     fn with_paths(recovery: LossRecovery) -> H {
         let (c, p) = path_cfg(recovery);
         let mut h = H::new(c);
-        h.core.set_port_for_new_streams(0, p);
+        h.core.set_port(0, p);
         let mut none = Vec::new();
         h.core.set_paths(4, 0, 0, &mut none);
         h
@@ -1485,15 +1752,14 @@ impl H {
     /// Inserts PSN `psn` arriving on `path` (item = PSN), polling timers first.
     fn arrive(&mut self, path: u8, psn: u32, now: u64) {
         self.core.poll(now, &mut self.out);
-        self.core.insert_request_read(
-            key(1),
-            Psn::new(psn),
-            1,
-            None,
-            None,
-            path,
-            PathStamp::NONE,
-            100,
+        self.core.handle_packet(
+            0,
+            &RoceMeta {
+                kind: MetaKind::Request { read_len: None },
+                path,
+                stamp: PathStamp::NONE,
+                ..peer_req(key(1), Psn::new(psn), 1, 100, None)
+            },
             psn,
             now,
             &mut self.out,
@@ -1529,22 +1795,24 @@ impl H {
         now: u64,
     ) {
         self.core.poll(now, &mut self.out);
-        self.core.see_stamp(remote, path, stamp, now);
-        self.core.insert_request_read(
-            key(qpn),
-            Psn::new(psn),
-            1,
-            None,
-            Some((remote, 0xC000 + qpn as u16)),
-            path,
-            stamp,
-            100,
+        self.core.handle_packet(
+            0,
+            &RoceMeta {
+                kind: MetaKind::Request { read_len: None },
+                path,
+                stamp,
+                ..peer_req(
+                    key(qpn),
+                    Psn::new(psn),
+                    1,
+                    100,
+                    Some((remote, 0xC000 + qpn as u16)),
+                )
+            },
             qpn * 1000 + psn,
             now,
             &mut self.out,
         );
-        self.core
-            .check_stamp_waiting(remote, path, stamp, now, &mut self.out);
     }
 }
 
@@ -1582,9 +1850,9 @@ fn another_qp_of_the_source_proves_a_loss_its_own_qp_cannot() {
     // and 1 (QP 2's 7 on path 0 at 15 us, its 8 on path 1 at 16 us).
     let mut h = H::with_paths(LossRecovery::NakFirst);
     two_qps(&mut h, |psn, t| (psn != 5).then_some(t));
-    assert_eq!(h.core.totals.path_losses, 1);
-    assert_eq!(h.core.totals.stamp_losses, 1);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 1);
+    assert_eq!(h.core.totals().stamp_losses, 1);
+    assert_eq!(h.core.totals().timeouts, 0);
     let mut d = Vec::new();
     h.core.take_detection_times(&mut d);
     // The gap opened when QP 1's 6 arrived (12 us); declared at 16 us.
@@ -1625,8 +1893,8 @@ fn stamps_do_not_declare_a_late_packet_on_a_path_that_has_not_passed_it() {
     for &(at, qp, path, psn, st) in &sent {
         h.arrive_stamped(qp, path, psn, st, at);
     }
-    assert_eq!(h.core.totals.path_losses, 0);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
     let qp1: Vec<u32> = h.take().into_iter().filter(|i| *i < 2000).collect();
     assert_eq!(
         qp1,
@@ -1657,13 +1925,13 @@ fn a_stamp_sent_before_the_packets_above_the_gap_proves_nothing() {
     let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped(2, 0, 0, 10, 8_000);
     h.arrive_stamped(2, 1, 1, 7, 9_000);
-    assert_eq!(h.core.totals.path_losses, 0, "path 1 showed only stamp 7");
+    assert_eq!(h.core.totals().path_losses, 0, "path 1 showed only stamp 7");
     h.arrive_stamped(2, 1, 2, 11, 10_000);
     assert_eq!(
-        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (h.core.totals().path_losses, h.core.totals().stamp_losses),
         (1, 1)
     );
-    assert_eq!(h.core.totals.stamp_disorder, 0);
+    assert_eq!(h.core.totals().stamp_disorder, 0);
 }
 
 /// 10.2.1.2 and 10.2.2.2, hosts of one rack (IPv4-mapped), and 10.3.1.2 of another.
@@ -1681,7 +1949,7 @@ fn proven_by_another_host(prefix: (u8, u8), other: u128, lane: u8) -> (u64, u64)
         stamp_source_prefix: prefix,
         ..c
     });
-    h.core.set_port_for_new_streams(0, p);
+    h.core.set_port(0, p);
     h.core.set_paths(4, 0, 0, &mut Vec::new());
     let st = |seq, lane| PathStamp {
         seq,
@@ -1703,31 +1971,7 @@ fn proven_by_another_host(prefix: (u8, u8), other: u128, lane: u8) -> (u64, u64)
     }
     h.arrive_from(other, st(10, lane), 2, 0, 0, 8_000);
     h.arrive_from(other, st(11, lane), 2, 1, 1, 9_000);
-    (h.core.totals.stamp_losses, h.core.totals.stamp_disorder)
-}
-
-#[test]
-fn stamp_sources_are_the_configured_prefix_of_the_senders_address() {
-    let core = |prefix| {
-        ReorderCore::<u32>::new(ReorderConfig {
-            stamp_source_prefix: prefix,
-            ..cfg()
-        })
-    };
-    let v6: u128 = 0xfd00_0002_0001_0000_0000_0000_0000_0002;
-    let rack = core((16, 32));
-    assert_eq!(rack.stamp_source(RACK2_HOST2), 0xFFFF_0A02_0000);
-    assert_eq!(rack.stamp_source(v6), 0xfd00_0002 << 96);
-    let host = core((32, 128));
-    assert_eq!(host.stamp_source(RACK2_HOST2), RACK2_HOST2);
-    assert_eq!(host.stamp_source(v6), v6);
-    let all = core((0, 0));
-    assert_eq!(
-        all.stamp_source(RACK2_HOST2),
-        0xFFFF_0000_0000,
-        "still IPv4"
-    );
-    assert_eq!(all.stamp_source(v6), 0);
+    (h.core.totals().stamp_losses, h.core.totals().stamp_disorder)
 }
 
 #[test]
@@ -1752,12 +1996,12 @@ fn stamps_of_another_priority_prove_nothing() {
     let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped_in(6, 2, 0, 0, 10, 8_000);
     h.arrive_stamped_in(6, 2, 1, 1, 11, 9_000);
-    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
     // The same in the stream's own priority.
     h.arrive_stamped(3, 0, 0, 12, 10_000);
     h.arrive_stamped(3, 1, 1, 13, 11_000);
     assert_eq!(
-        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (h.core.totals().path_losses, h.core.totals().stamp_losses),
         (1, 1)
     );
 }
@@ -1768,17 +2012,18 @@ fn stamps_going_backwards_on_a_path_are_counted_and_prove_nothing() {
     // are set aside, and the gap waits for the stream's own PSNs.
     let mut h = qp1_with_a_gap_at_5();
     h.arrive_stamped(2, 0, 0, 3, 8_000);
-    assert_eq!(h.core.totals.stamp_disorder, 1);
+    assert_eq!(h.core.totals().stamp_disorder, 1);
     h.arrive_stamped(2, 0, 1, 20, 9_000);
     h.arrive_stamped(2, 1, 2, 21, 10_000);
     assert_eq!(
-        h.core.totals.path_losses, 0,
+        h.core.totals().path_losses,
+        0,
         "the source's stamps are set aside"
     );
     h.arrive_stamped(1, 0, 8, 22, 11_000);
     h.arrive_stamped(1, 1, 9, 23, 12_000);
     assert_eq!(
-        (h.core.totals.path_losses, h.core.totals.stamp_losses),
+        (h.core.totals().path_losses, h.core.totals().stamp_losses),
         (1, 0)
     );
 }
@@ -1810,8 +2055,8 @@ fn a_lost_packet_is_declared_within_one_path_skew_on_four_paths() {
         h.arrive(path, psn, t);
         last = t;
     }
-    assert_eq!(h.core.totals.path_losses, 1);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 1);
+    assert_eq!(h.core.totals().timeouts, 0);
     let mut d = Vec::new();
     h.core.take_detection_times(&mut d);
     assert_eq!(d.len(), 1);
@@ -1841,7 +2086,7 @@ fn a_lost_packet_is_declared_within_one_path_skew_on_four_paths() {
     );
     assert_eq!(accepted, 200);
     assert_eq!(h.core.held(), 0);
-    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+    assert_eq!(h.core.totals().path_losses, 1, "no second decision");
 }
 
 #[test]
@@ -1854,8 +2099,8 @@ fn a_late_packet_on_a_slow_path_is_never_declared_lost_before_that_path_passes_i
         h.arrive(path, psn, t);
     }
     h.core.poll(10_000_000, &mut h.out);
-    assert_eq!(h.core.totals.path_losses, 0);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
     assert_eq!(h.take(), (0..400).collect::<Vec<_>>());
 }
 
@@ -1882,11 +2127,11 @@ fn a_path_that_goes_down_mid_gap_does_not_stall_the_decision() {
         }
     }
     // Path 2's last PSN is 6: it blocks the decision while it counts as up.
-    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
     assert_eq!(h.core.held(), 29);
     h.core.set_paths(4, 1 << 2, t + 1, &mut h.out);
-    assert_eq!(h.core.totals.path_losses, 1);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 1);
+    assert_eq!(h.core.totals().timeouts, 0);
     // release_run: everything held went, in order, at once.
     let out = h.take();
     let expect: Vec<u32> = (0..40).filter(|p| *p != 10).collect();
@@ -1910,7 +2155,7 @@ fn a_false_decision_costs_at_most_the_one_nak_a_timeout_would() {
             h.arrive(1, 5, t);
         }
     }
-    assert_eq!(h.core.totals.path_losses, 1, "the false decision");
+    assert_eq!(h.core.totals().path_losses, 1, "the false decision");
     // The one packet released ahead of 5 made the RNIC NAK 5, as the timeout would have; the
     // host resends from 5 (Go-Back-N).
     for psn in 5..40u32 {
@@ -1922,26 +2167,35 @@ fn a_false_decision_costs_at_most_the_one_nak_a_timeout_would() {
     assert_eq!(naks, 1, "one NAK, no more: {out:?}");
     assert_eq!(accepted, 40, "{out:?}");
     assert_eq!(h.core.held(), 0);
-    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+    assert_eq!(h.core.totals().path_losses, 1, "no second decision");
 }
 
 /// PSN 10 lost on path 2; path order declares it, one packet goes ahead and the Go-Back-N host
 /// NAKs 10. Returns the harness and the time of the last arrival.
 fn a_loss_the_host_naked(recovery: LossRecovery) -> (H, u64) {
     let mut h = H::with_paths(recovery);
-    h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 49152,
+        qpn: 1,
+    });
     let mut t_end = 0;
     for (t, path, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 40, &[10]) {
         h.arrive(path, psn, t);
         t_end = t;
     }
-    assert_eq!(h.core.totals.path_losses, 1);
-    h.core.observe_nak(
-        LOCAL,
-        REMOTE,
-        49152,
+    assert_eq!(h.core.totals().path_losses, 1);
+    h.core.handle_host(
         0,
-        Psn::new(10),
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 49152,
+            qpn: 0,
+            psn: Psn::new(10),
+            ..host(MetaKind::HostNak)
+        },
         t_end + 10,
         &mut h.out,
     );
@@ -1956,7 +2210,7 @@ fn a_gap_the_go_back_n_host_naked_waits_for_its_retransmission_past_the_hold_tim
     let (mut h, t_end) = a_loss_the_host_naked(LossRecovery::NakFirst);
     let before = h.take();
     h.core.poll(t_end + 9_000_000, &mut h.out);
-    assert_eq!(h.core.totals.timeouts, 0, "the host NAKed the gap");
+    assert_eq!(h.core.totals().timeouts, 0, "the host NAKed the gap");
     assert!(h.take().is_empty());
     // The retransmission from 10 on (Go-Back-N): the held originals follow it in order.
     let mut t = t_end + 9_000_000;
@@ -1981,12 +2235,12 @@ fn a_naked_gap_is_still_given_up_at_last_and_an_un_naked_one_at_its_hold_timeout
         t_end + 5_000_000 * NAKED_WAIT_FACTOR - 1_000_000,
         &mut h.out,
     );
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
     h.core.poll(
         t_end + 5_000_000 * NAKED_WAIT_FACTOR + 1_000_000,
         &mut h.out,
     );
-    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.totals().timeouts, 1);
     assert_eq!(h.core.held(), 0);
     // A selective-repeat host's NAK changes nothing: its stream moved past the gap at once
     // (release_run), and the next gap, if any, keeps the plain hold timeout.
@@ -1995,7 +2249,8 @@ fn a_naked_gap_is_still_given_up_at_last_and_an_un_naked_one_at_its_hold_timeout
     h.arrive(1, 45, t_end + 20);
     h.core.poll(t_end + 5_000_000 + 1_000, &mut h.out);
     assert_eq!(
-        h.core.totals.timeouts, 1,
+        h.core.totals().timeouts,
+        1,
         "an un-NAKed gap: the hold timeout"
     );
 }
@@ -2014,15 +2269,31 @@ fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_fir
             a_loss_the_host_naked(LossRecovery::NakFirst).0
         } else {
             let mut h = H::with_paths(LossRecovery::NakFirst);
-            h.core.learn_pair(LOCAL, REMOTE, 49152, 1);
+            h.core.learn_pair(&QpRef {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: 49152,
+                qpn: 1,
+            });
             for psn in (0..40u32).filter(|p| *p != 10) {
                 h.arrive(on(0), psn, u64::from(psn) * 1_000);
             }
             // The hold timeout releases everything; the host NAKs 10.
             h.core.poll(40_000 + 5_000_000, &mut h.out);
-            assert_eq!(h.core.totals.timeouts, 1);
-            h.core
-                .observe_nak(LOCAL, REMOTE, 49152, 0, Psn::new(10), 5_100_000, &mut h.out);
+            assert_eq!(h.core.totals().timeouts, 1);
+            h.core.handle_host(
+                0,
+                &RoceMeta {
+                    local: LOCAL,
+                    remote: REMOTE,
+                    sport: 49152,
+                    qpn: 0,
+                    psn: Psn::new(10),
+                    ..host(MetaKind::HostNak)
+                },
+                5_100_000,
+                &mut h.out,
+            );
             h
         };
         let mut t = 6_000_000;
@@ -2034,7 +2305,7 @@ fn a_go_back_n_hosts_pass_after_its_retransmission_timer_is_ordered_like_the_fir
         let give_up = if paths { NAKED_WAIT_FACTOR } else { 1 } * 5_000_000;
         t += give_up + 1_000_000;
         h.core.poll(t, &mut h.out);
-        assert_eq!(h.core.totals.naked_gaps_kept, 1, "paths {paths}");
+        assert_eq!(h.core.totals().naked_gaps_kept, 1, "paths {paths}");
         assert_eq!(h.core.held(), 0);
         assert_eq!(h.core.expected(&key(1)), Some(Psn::new(10)));
         // The timer's pass, 11 ahead of 10.
@@ -2082,12 +2353,12 @@ fn a_hold_timeout_shorter_than_the_paths_skew_does_not_give_up_on_late_packets()
         h
     };
     let h = run(0);
-    assert_eq!(h.core.totals.timeouts, 0);
-    assert!(h.core.totals.peak_path_skew_ns >= 900_000);
+    assert_eq!(h.core.totals().timeouts, 0);
+    assert!(h.core.totals().peak_path_skew_ns >= 900_000);
     assert_eq!(h.out, (0..4_000).collect::<Vec<_>>());
     // Without path information (no skew learned) the 500 us timeout gives up on them.
     let h = run(1);
-    assert!(h.core.totals.timeouts > 0);
+    assert!(h.core.totals().timeouts > 0);
 }
 
 #[test]
@@ -2096,9 +2367,9 @@ fn without_path_information_only_the_timeout_declares_loss() {
     for (t, _, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 100, &[10]) {
         h.arrive(crate::meta::NO_PATH, psn, t);
     }
-    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
     h.core.poll(6_000_000, &mut h.out);
-    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.totals().timeouts, 1);
 }
 
 #[test]
@@ -2112,17 +2383,18 @@ fn with_release_run_a_selective_host_keeps_path_order_after_a_loss() {
         h.arrive(path, psn, t);
         t_end = t;
     }
-    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals().path_losses, 1);
     // The resent 10 (late: everything after it went out), then more, with 150 lost.
     h.arrive(0, 10, t_end + 1_000);
     for (t, path, psn) in sprayed(&delays, 1_000, 200, &[150]) {
         h.arrive(path, 200 + psn, t_end + 2_000 + t);
     }
     assert_eq!(
-        h.core.totals.path_losses, 2,
+        h.core.totals().path_losses,
+        2,
         "the second loss by path order too"
     );
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
 }
 
 /// PSNs 0..60 sprayed over 0/20/40/60 us paths towards a `release_run` downlink, 10 and 30
@@ -2135,7 +2407,7 @@ fn two_losses_to_a_selective_rnic() -> (H, u64) {
         h.arrive(path, psn, t);
         t_end = t;
     }
-    assert_eq!(h.core.totals.path_losses, 2);
+    assert_eq!(h.core.totals().path_losses, 2);
     (h, t_end)
 }
 
@@ -2155,7 +2427,7 @@ fn a_second_gap_waits_for_the_first_ones_retransmission_before_a_selective_rnic_
     assert_eq!(out.first(), Some(&10));
     assert!(out.contains(&31) && out.contains(&59), "{out:?}");
     assert_eq!(h.core.held(), 0);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
 }
 
 #[test]
@@ -2163,10 +2435,26 @@ fn a_selective_host_s_nak_does_not_move_e_back_and_the_second_gap_still_goes() {
     // As above, but the selective-repeat RNIC's NAK for 10 passes the switch first: `e` stays
     // (the RNIC has 11..29 and the host resends 10 alone), and the resent 10 releases 31...
     let (mut h, t_end) = two_losses_to_a_selective_rnic();
-    let stream = h.core.find(&key(1)).unwrap();
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 1,
+        qpn: 1,
+    });
+    let nak = RoceMeta {
+        sport: 1,
+        psn: Psn::new(10),
+        ..host(MetaKind::HostNak)
+    };
     let mut out = Vec::new();
-    assert!(!h.core.resync(stream, Psn::new(10), t_end + 500, &mut out));
+    h.core.handle_host(0, &nak, t_end + 500, &mut out);
     assert!(out.is_empty());
+    assert_eq!(h.core.totals().resyncs, 0, "the expected PSN stays");
+    assert_eq!(
+        h.core.totals().host_naks_ignored,
+        0,
+        "the NAK found the stream"
+    );
     h.take();
     h.arrive(2, 10, t_end + 1_000);
     let out = h.take();
@@ -2186,16 +2474,17 @@ impl H {
         self.core.poll(now, &mut self.out);
         let kind = if ack { ResponseKind::Ack } else { fill(false) };
         let id = if ack { 10_000 + psn } else { psn };
-        self.core.insert_response_from(
-            LOCAL,
-            REMOTE,
-            7,
-            LQ,
-            kind,
-            Psn::new(psn),
-            path,
-            PathStamp::NONE,
-            100,
+        self.core.handle_packet(
+            0,
+            &RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: 7,
+                qpn: LQ,
+                path,
+                stamp: PathStamp::NONE,
+                ..response_meta(kind, Psn::new(psn), 100)
+            },
             id,
             now,
             &mut self.out,
@@ -2249,7 +2538,8 @@ fn a_re_created_qps_responses_are_not_judged_by_the_old_sequences_paths() {
         h.reads(n, 4, t);
         h.respond(1, n + 4, true, t + 1_000);
         assert_eq!(
-            h.core.totals.path_losses, 0,
+            h.core.totals().path_losses,
+            0,
             "{below} below: the READ's responses may be on any path"
         );
         assert!(h.take().is_empty(), "the ACK waits behind the READ");
@@ -2259,7 +2549,7 @@ fn a_re_created_qps_responses_are_not_judged_by_the_old_sequences_paths() {
         let out = h.take();
         assert_eq!(out[..4], (n..n + 4).collect::<Vec<_>>(), "{out:?}");
         assert_eq!(out.len(), 5, "then the ACK: {out:?}");
-        assert_eq!(h.core.totals.path_losses, 0);
+        assert_eq!(h.core.totals().path_losses, 0);
     }
 }
 
@@ -2272,13 +2562,13 @@ fn a_lost_read_response_is_declared_by_path_order_and_a_later_read_s_response_st
     h.reads(40, 40, 0);
     let mut before = 0;
     for (t, path, psn) in sprayed(&[0, 20_000, 40_000, 60_000], 1_000, 80, &[10]) {
-        if psn >= 40 && h.core.totals.path_losses == 0 {
+        if psn >= 40 && h.core.totals().path_losses == 0 {
             before = t;
         }
         h.respond(path, psn, false, t);
     }
-    assert_eq!(h.core.totals.path_losses, 1);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().path_losses, 1);
+    assert_eq!(h.core.totals().timeouts, 0);
     assert!(
         before >= 40_000,
         "not declared before a fill of READ 2 came"
@@ -2306,7 +2596,7 @@ fn a_lost_read_response_is_declared_by_path_order_and_a_later_read_s_response_st
         "one retry: {all:?}"
     );
     assert_eq!(h.core.held(), 0);
-    assert_eq!(h.core.totals.path_losses, 1, "no second decision");
+    assert_eq!(h.core.totals().path_losses, 1, "no second decision");
 }
 
 #[test]
@@ -2320,18 +2610,18 @@ fn a_lost_response_of_the_last_read_waits_for_an_ack_past_it_or_the_timeout() {
     for (t, path, psn) in arrivals {
         h.respond(path, psn, false, t);
     }
-    assert_eq!(h.core.totals.path_losses, 0);
+    assert_eq!(h.core.totals().path_losses, 0);
     assert_eq!(h.take(), (0..10).collect::<Vec<_>>());
     // The ACK of a WRITE after the READ (PSN 40) comes: it goes out alone, and the requester
     // retries the READ (an ACK past a READ's last response is its loss to rxe).
     assert_eq!(h.respond(0, 40, true, end + 1_000), Insert::Held);
-    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals().path_losses, 1);
     assert_eq!(h.take(), vec![10_040]);
     assert_eq!(h.core.held(), 29);
     // Without the ACK the hold timeout would have released the rest; it still backs the
     // retry up.
     h.core.poll(end + 1_000 + 5_000_000, &mut h.out);
-    assert_eq!(h.core.totals.timeouts, 1);
+    assert_eq!(h.core.totals().timeouts, 1);
     assert_eq!(h.take().len(), 29);
     assert_eq!(h.core.held(), 0);
 }
@@ -2347,7 +2637,7 @@ impl H {
             learn_ns: 10_000_000,
             ..c
         });
-        h.core.set_port_for_new_streams(0, p);
+        h.core.set_port(0, p);
         let mut none = Vec::new();
         h.core.set_paths(4, down, 0, &mut none);
         h
@@ -2378,10 +2668,10 @@ fn learning_ends_once_every_path_has_delivered_a_packet_of_the_stream() {
     assert_eq!(h.take(), (0..200).collect::<Vec<_>>());
     assert_eq!(h.core.held(), 0);
     assert_eq!(
-        (h.core.totals.learned, h.core.totals.learned_by_paths),
+        (h.core.totals().learned, h.core.totals().learned_by_paths),
         (1, 1)
     );
-    assert_eq!(h.core.totals.late, 0);
+    assert_eq!(h.core.totals().late, 0);
 }
 
 #[test]
@@ -2401,7 +2691,7 @@ fn learning_waits_for_a_path_whose_first_packet_is_the_lowest() {
         h.arrive(0, psn, 70_000 + u64::from(psn));
     }
     assert_eq!(h.take(), (10..60).collect::<Vec<_>>());
-    assert_eq!(h.core.totals.learned_by_paths, 1);
+    assert_eq!(h.core.totals().learned_by_paths, 1);
 }
 
 #[test]
@@ -2428,7 +2718,7 @@ fn a_later_stamp_of_the_source_proves_a_path_the_learning_stream_has_not_used() 
     assert!(qp1(h.take()).is_empty());
     h.arrive_stamped(2, 3, 501, 6, 10_000);
     assert_eq!(qp1(h.take()), vec![1010, 1011, 1012]);
-    assert!(h.core.totals.learned_by_paths >= 1);
+    assert!(h.core.totals().learned_by_paths >= 1);
 }
 
 #[test]
@@ -2448,7 +2738,7 @@ fn a_path_that_is_down_does_not_hold_learning() {
     assert!(h.take().is_empty());
     h.core.set_paths(4, 1 << 3, 4_000, &mut h.out);
     assert_eq!(h.take(), vec![10, 11, 12]);
-    assert_eq!(h.core.totals.learned_by_paths, 1);
+    assert_eq!(h.core.totals().learned_by_paths, 1);
 }
 
 #[test]
@@ -2462,8 +2752,8 @@ fn a_loss_in_the_first_burst_is_declared_when_learning_ends() {
     h.arrive(2, 6, 7_000);
     assert!(h.take().is_empty());
     h.arrive(3, 3, 50_000);
-    assert_eq!(h.core.totals.learned_by_paths, 1);
-    assert_eq!(h.core.totals.path_losses, 1);
+    assert_eq!(h.core.totals().learned_by_paths, 1);
+    assert_eq!(h.core.totals().path_losses, 1);
     // nak_first: 0 and 1 in order, then 3 alone so that the host NAKs 2.
     assert_eq!(h.take(), vec![0, 1, 3]);
 }
@@ -2481,20 +2771,18 @@ fn a_stream_back_on_a_new_psn_sequence_learns_it_by_its_paths_too() {
     for (i, psn) in (5000..5004u32).enumerate() {
         h.arrive(i as u8, psn, t + i as u64 * 1_000);
     }
-    assert_eq!(h.core.totals.restarts, 1);
+    assert_eq!(h.core.totals().restarts, 1);
     assert_eq!(h.take(), (5000..5004).collect::<Vec<_>>());
-    assert_eq!(h.core.totals.learned_by_paths, 2);
+    assert_eq!(h.core.totals().learned_by_paths, 2);
 }
 
 #[test]
 fn without_path_information_learning_keeps_its_window() {
     let mut h = H::learning_on_paths(0);
     for psn in 10..20 {
-        h.core.insert_request(
-            key(1),
-            Psn::new(psn),
-            1,
-            100,
+        h.core.handle_packet(
+            0,
+            &req(key(1), Psn::new(psn), 1, 100),
             psn,
             u64::from(psn),
             &mut h.out,
@@ -2504,7 +2792,7 @@ fn without_path_information_learning_keeps_its_window() {
     assert!(h.take().is_empty(), "no path, no proof: the window decides");
     h.core.poll(10_000_010, &mut h.out);
     assert_eq!(h.take(), (10..20).collect::<Vec<_>>());
-    assert_eq!(h.core.totals.learned_by_paths, 0);
+    assert_eq!(h.core.totals().learned_by_paths, 0);
 }
 
 #[test]
@@ -2515,7 +2803,7 @@ fn nothing_is_proven_before_the_paths_are_known() {
         learn_ns: 10_000_000,
         ..c
     });
-    h.core.set_port_for_new_streams(0, p);
+    h.core.set_port(0, p);
     h.arrive(0, 11, 1_000);
     assert!(h.take().is_empty(), "learning until the paths are known");
     let mut none = Vec::new();
@@ -2535,14 +2823,19 @@ fn a_selective_host_s_nak_after_a_run_longer_than_the_window_does_not_move_e_bac
     // 10 and 30 lost among PSNs 0..400 (W = 256): 30 waits for 10's retransmission, then
     // 31..399 (369 PSNs, ring and far list) go out as one run.
     let mut h = H::with_paths(LossRecovery::ReleaseRun);
-    h.core.learn_pair(LOCAL, REMOTE, 7, 1);
+    h.core.learn_pair(&QpRef {
+        local: LOCAL,
+        remote: REMOTE,
+        sport: 7,
+        qpn: 1,
+    });
     let delays = [0, 20_000, 40_000, 60_000];
     let mut t_end = 0;
     for (t, path, psn) in sprayed(&delays, 1_000, 400, &[10, 30]) {
         h.arrive(path, psn, t);
         t_end = t;
     }
-    assert_eq!(h.core.totals.path_losses, 2);
+    assert_eq!(h.core.totals().path_losses, 2);
     h.arrive(2, 10, t_end + 1_000);
     assert_eq!(
         h.core.held(),
@@ -2559,8 +2852,19 @@ fn a_selective_host_s_nak_after_a_run_longer_than_the_window_does_not_move_e_bac
         let now = t0 + t;
         if !naked && now > nak_at {
             let e = h.core.expected(&key(1)).unwrap();
-            h.core
-                .observe_nak(LOCAL, REMOTE, 7, RQ, Psn::new(30), nak_at, &mut h.out);
+            h.core.handle_host(
+                0,
+                &RoceMeta {
+                    local: LOCAL,
+                    remote: REMOTE,
+                    sport: 7,
+                    qpn: RQ,
+                    psn: Psn::new(30),
+                    ..host(MetaKind::HostNak)
+                },
+                nak_at,
+                &mut h.out,
+            );
             assert_eq!(
                 h.core.expected(&key(1)),
                 Some(e),
@@ -2576,7 +2880,8 @@ fn a_selective_host_s_nak_after_a_run_longer_than_the_window_does_not_move_e_bac
     }
     assert!(naked && resent);
     assert_eq!(
-        h.core.totals.path_losses, 3,
+        h.core.totals().path_losses,
+        3,
         "600's loss, and no gap declared at 31"
     );
     assert_eq!(
@@ -2584,7 +2889,7 @@ fn a_selective_host_s_nak_after_a_run_longer_than_the_window_does_not_move_e_bac
         0,
         "600 went by path order at once, not after a hold timeout"
     );
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().timeouts, 0);
 }
 
 /// Requests to ever-new local QPNs of one host pair, each QP's stream evicted once idle: what
@@ -2601,30 +2906,40 @@ fn the_qps_seen_of_a_host_pair_are_forgotten_with_their_streams() {
     for q in 0..10_000u32 {
         now = u64::from(q) * 2_000;
         h.core.poll(now, &mut h.out);
-        h.core.insert_request_read(
-            key(q),
-            Psn::new(0),
-            1,
-            None,
-            Some((REMOTE, 7)),
-            crate::meta::NO_PATH,
-            PathStamp::NONE,
-            100,
+        h.core.handle_packet(
+            0,
+            &RoceMeta {
+                kind: MetaKind::Request { read_len: None },
+                path: crate::meta::NO_PATH,
+                stamp: PathStamp::NONE,
+                ..peer_req(key(q), Psn::new(0), 1, 100, Some((REMOTE, 7)))
+            },
             q,
             now,
             &mut h.out,
         );
     }
-    assert!(h.core.totals.evictions >= 9_990);
-    let seen = h.core.pairing.locals(LOCAL, REMOTE).count();
+    assert!(h.core.totals().evictions >= 9_990);
+    let seen = h.core.pairing().locals(LOCAL, REMOTE).count();
     assert!(
         seen <= 2 * cfg().max_streams + super::pairing::SEEN_SLACK,
         "{seen} QPs remembered"
     );
     // The live QP (9999) is still found by its host's NAK.
-    h.core
-        .observe_nak(LOCAL, REMOTE, 7, 0x9000, Psn::new(1), now, &mut h.out);
-    assert_eq!(h.core.totals.host_naks_ignored, 0);
+    h.core.handle_host(
+        0,
+        &RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: 7,
+            qpn: 0x9000,
+            psn: Psn::new(1),
+            ..host(MetaKind::HostNak)
+        },
+        now,
+        &mut h.out,
+    );
+    assert_eq!(h.core.totals().host_naks_ignored, 0);
 }
 
 /// An ACK older than a READ whose first responses went out (the WRITE before it, ACKed late)
@@ -2670,7 +2985,7 @@ fn an_older_ack_queued_behind_a_later_one_is_dropped_when_a_response_is_given_up
     c.poll(10_000, &mut out);
     OUT.with(|o| o.borrow_mut().extend(out));
     assert_eq!(released(), vec![100, 101, 103, 1110]);
-    assert_eq!(c.totals.stale_acks, 1);
+    assert_eq!(c.totals().stale_acks, 1);
     assert_eq!(c.held(), 0);
 }
 
@@ -2703,7 +3018,7 @@ fn a_read_retried_behind_what_is_held_keeps_the_ring_in_psn_order() {
     released();
     // rxe took nothing after 9 and retries from 10 (246 PSNs left): the expected PSN goes back.
     read(&mut c, 1, 10, 246, 4_000);
-    assert_eq!(c.totals.read_retries_seen, 1);
+    assert_eq!(c.totals().read_retries_seen, 1);
     // The retry's 12 comes first (a faster path); its slot held 140 of the first pass.
     assert_eq!(resp(&mut c, fill(false), 12, 12, 4_100), Insert::Held);
     // The gap at 10 times out again: what is held goes out in PSN order.
@@ -2733,8 +3048,8 @@ fn relieving_a_pool_gives_up_the_oldest_gaps_first() {
     // Five packets wanted: the two oldest gaps go (4 each).
     assert_eq!(h.core.relieve(5, 100, &mut h.out), 8);
     assert_eq!(h.take(), vec![102, 103, 104, 105, 202, 203, 204, 205]);
-    assert_eq!(h.core.totals.pool_give_ups, 2);
-    assert_eq!(h.core.totals.timeouts, 0);
+    assert_eq!(h.core.totals().pool_give_ups, 2);
+    assert_eq!(h.core.totals().timeouts, 0);
     assert_eq!(
         h.core.expected(&key(1)),
         Some(Psn::new(6)),

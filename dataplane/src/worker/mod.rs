@@ -46,6 +46,7 @@ mod handoff;
 mod neigh;
 #[cfg(test)]
 mod tests;
+mod times;
 mod wait;
 
 pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
@@ -172,6 +173,8 @@ pub struct Worker {
     tables: Arc<Tables>,
     engine: Engine,
     reorder: Box<dyn DownlinkStage>,
+    /// The reorder stage's hold and detection times, when it reorders.
+    times: Option<times::StageTimes>,
     ports: Vec<OwnedPort>,
     /// Index into `ports` for each port id (usize::MAX when not owned here).
     slot: Vec<usize>,
@@ -261,6 +264,7 @@ impl Worker {
             sh,
             cfg: WorkerConfig { burst, ..cfg },
             tables,
+            times: reorder.reorders().then(times::StageTimes::new),
             reorder,
             ports,
             slot,
@@ -344,16 +348,17 @@ impl Worker {
         self.engine.set_fast_path(on);
     }
 
-    /// The reorder stage's hold-time histogram, if it keeps one.
+    /// Where this worker publishes its reorder stage's hold times, if the stage reorders.
     pub fn hold_histogram(&self) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
-        self.reorder.hold_histogram()
+        self.times.as_ref().map(times::StageTimes::hold)
     }
 
-    /// The reorder stage's histogram of path-order loss detection times, if it keeps one.
+    /// Where this worker publishes its reorder stage's path-order loss detection times, if
+    /// the stage reorders.
     pub fn detection_histogram(
         &self,
     ) -> Option<Arc<std::sync::Mutex<hdrhistogram::Histogram<u64>>>> {
-        self.reorder.detection_histogram()
+        self.times.as_ref().map(times::StageTimes::detect)
     }
 
     /// Runs until the stop flag is set, then flushes and returns the ports.
@@ -583,6 +588,9 @@ impl Worker {
                 self.enqueue_local(p, pkt, now);
             }
             self.released = rel;
+        }
+        if let Some(t) = self.times.as_mut() {
+            t.collect(self.reorder.as_mut(), now);
         }
         let c = &self.sh.counters;
         c.reorder_held.set(self.reorder.held() as u64);
@@ -826,6 +834,9 @@ impl Worker {
         self.parked.clear();
         self.publish_ports(clock());
         self.publish_depths(true);
+        if let Some(t) = self.times.as_mut() {
+            t.collect(self.reorder.as_mut(), u64::MAX);
+        }
         let unsent: usize = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
             + self.waiting
             + self.reorder.held();
