@@ -15,7 +15,8 @@ use std::net::Ipv4Addr;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
 use sprayswitch::port::mem::{self, MemPort};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::{
     DownlinkStage, MetaKind, Passthrough, ReorderConfig, ReorderStage, RoceMeta,
 };

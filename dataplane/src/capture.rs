@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam::queue::ArrayQueue;
 
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 
 /// Packets a slot holds between two drains by the control thread.
 pub const TAP_QUEUE: usize = 8192;

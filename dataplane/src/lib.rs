@@ -37,6 +37,7 @@ pub mod idle;
 pub mod ids;
 pub mod meta;
 pub mod pcap;
+pub mod pkt;
 pub mod port;
 pub mod reorder;
 pub mod rng;

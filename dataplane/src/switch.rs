@@ -619,7 +619,7 @@ mod tests {
     use super::*;
     use crate::engine::SprayPolicy;
     use crate::port::mem;
-    use crate::port::Pkt;
+    use crate::pkt::Pkt;
     use crate::testkit::{peer_mac, tor_tables};
 
     #[test]

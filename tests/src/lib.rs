@@ -96,7 +96,7 @@ pub mod frames {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     use sprayswitch::engine::local::{arp_request, ipv6_l4_checksum, neighbor_solicit};
-    use sprayswitch::port::Pkt;
+    use sprayswitch::pkt::Pkt;
     use sprayswitch::wire::frame::ipv4_header_checksum;
     use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
     use sprayswitch_tools::rack::topo::Host;

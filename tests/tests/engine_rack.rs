@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
 use sprayswitch::engine::{DropReason, SprayPolicy};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::{classify, FrameClass, L4Summary, Pmtu};
 use sprayswitch_tests::frames::*;
 use sprayswitch_tests::wait_for;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::idle::{IdlePolicy, QUIET_WAIT};
-use sprayswitch::port::{LinkState, Pkt, Port};
+use sprayswitch::port::{LinkState, Port};
+use sprayswitch::pkt::Pkt;
 use sprayswitch::switch::{RunConfig, Switch};
 use sprayswitch::testkit::tor_tables;
 use sprayswitch::worker::WorkerConfig;

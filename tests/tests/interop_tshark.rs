@@ -216,7 +216,7 @@ fn ect0(frame: &[u8]) -> Option<Vec<u8>> {
 fn marked_frames_of_real_stacks_keep_their_icrc_and_header_checksum() {
     use sprayswitch::egress::{EcnProfile, EgressConfig, EgressQueue};
     use sprayswitch::pcap::CapturedFrame;
-    use sprayswitch::port::Pkt;
+    use sprayswitch::pkt::Pkt;
     use sprayswitch::wire::ecn::{codepoint, Codepoint};
     use sprayswitch_tests::{data, read_capture};
     use sprayswitch_tools::capture::decode::decode;

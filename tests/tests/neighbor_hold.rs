@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use sprayswitch::engine::{ip_key, DropReason, SprayPolicy};
 use sprayswitch::port::mem::{self, MemPort};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::switch::{RunConfig, Switch};
 use sprayswitch::testkit::{peer_mac, roce_frame, tor_tables};
 use sprayswitch::wire::{classify, FrameClass, Pmtu};

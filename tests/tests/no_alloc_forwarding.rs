@@ -5,7 +5,8 @@ use std::net::Ipv4Addr;
 
 use sprayswitch::engine::SprayPolicy;
 use sprayswitch::port::mem::{self, MemPort};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::Passthrough;
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::worker::{Worker, WorkerConfig};

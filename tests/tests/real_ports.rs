@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use sprayswitch::port::afpacket::AfPacketPort;
 use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
-use sprayswitch::port::{LinkState, Pkt, Port};
+use sprayswitch::port::{LinkState, Port};
+use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch_tests::netns::{available, veth, Netns};
 
@@ -524,7 +525,8 @@ mod dpdk {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     use sprayswitch::port::dpdk::{init_eal, DpdkOptions, DpdkPort};
-    use sprayswitch::port::{Pkt, Port};
+    use sprayswitch::port::Port;
+    use sprayswitch::pkt::Pkt;
     use sprayswitch_tests::netns::available;
 
     use super::{echo_through, expect_answers, pair, send_all, wait_link_up};

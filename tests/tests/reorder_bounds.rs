@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use sprayswitch::engine::PortId;
 use sprayswitch::meta::{MetaKind, QpRef, RoceMeta};
-use sprayswitch::port::Pkt;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::{Insert, ReorderConfig, ReorderCore, StreamKey};
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::Psn;

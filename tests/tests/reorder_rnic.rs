@@ -7,7 +7,8 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::{Pmtu, Psn};
 use sprayswitch_tools::rack::topo::{PathSpec, RackPair, RackPairSpec};

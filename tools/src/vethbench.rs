@@ -28,7 +28,8 @@ use clap::Parser;
 use sprayswitch::port::sys;
 use sprayswitch::port::xdp::bpf::CountingSink;
 use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch::wire::{
     format_mac, BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr,

@@ -47,7 +47,7 @@ pub mod shaper;
 
 use std::collections::VecDeque;
 
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 use crate::rng::Rng;
 use crate::wire::ecn::{is_network_control, mark_ce, priority, Mark};
 use crate::wire::pause::{quanta_ns, PauseFrame};

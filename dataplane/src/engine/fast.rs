@@ -239,7 +239,7 @@ mod tests {
         use crate::engine::local::{arp_request, fold, ones_sum};
         use crate::engine::spray::PortStatus;
         use crate::engine::{ip_key, Engine, SprayPolicy, Tables, Verdict};
-        use crate::port::Pkt;
+        use crate::pkt::Pkt;
         use crate::testkit::{every_ext, peer_mac, port_mac, tor_tables};
         use crate::wire::{BthRepr, IpRepr, Opcode, Psn, RoceFrameRepr};
 

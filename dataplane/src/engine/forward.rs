@@ -18,7 +18,7 @@ use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
 use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
 use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
 use crate::meta::{MetaKind, PathStamp, RoceMeta, NO_PATH};
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 use crate::wire::pause::{PauseFrame, ETHERTYPE_MAC_CONTROL};
 use crate::wire::{
     classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,

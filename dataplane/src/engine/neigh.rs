@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use super::local::as_v4;
 use super::{ip_key, IntMap, Neighbor, PortId, RouteTarget, Tables};
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 
 /// Most neighbours one worker learns; beyond it new ones are not learned (static entries and
 /// those already known still serve).

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::sys::{self, LinkWatch, SetupError, SocketMapping};
-use super::{FrameArea, LinkState, Pkt, Port};
+use super::{LinkState, Port};
+use crate::pkt::area::FrameArea;
+use crate::pkt::Pkt;
 
 const SOL_PACKET: i32 = 263;
 const PACKET_ADD_MEMBERSHIP: i32 = 1;

@@ -15,7 +15,8 @@ use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{LinkState, Pkt, Port};
+use super::{LinkState, Port};
+use crate::pkt::Pkt;
 use crate::rng::Rng;
 
 /// What to do to packets sent through the injector.

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crossbeam::queue::ArrayQueue;
 
-use super::{LinkState, Pkt, Port};
+use super::{LinkState, Port};
+use crate::pkt::Pkt;
 
 /// Shared state of one link.
 #[derive(Debug)]

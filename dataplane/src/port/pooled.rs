@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use super::area::FrameArea;
-use super::{LinkState, Pkt, Port, RxPool};
+use super::{LinkState, Port, RxPool};
+use crate::pkt::area::FrameArea;
+use crate::pkt::Pkt;
 
 /// Wraps a port with a receive pool of `frames` frames.
 pub struct PooledPort<P: Port> {

@@ -5,7 +5,8 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-use super::{LinkState, Pkt, Port};
+use super::{LinkState, Port};
+use crate::pkt::Pkt;
 use crate::pcap::{CaptureError, PcapWriter};
 use crate::time::wall_ns;
 

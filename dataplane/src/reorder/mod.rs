@@ -53,7 +53,7 @@ pub use self::totals::{ReorderCounters, ReorderTotals};
 pub use crate::meta::{MetaKind, QpRef, RoceMeta};
 
 use crate::ids::PortId;
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 use crate::wire::Psn;
 
 /// A stage that may hold packets for a downlink and release them later.

@@ -8,7 +8,7 @@ use super::totals::ReorderTotals;
 use super::{DownlinkStage, RoceMeta, StreamRow};
 use crate::engine::Tables;
 use crate::ids::PortId;
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 
 /// Reordering of one worker's downlinks.
 pub struct ReorderStage {

@@ -6,7 +6,8 @@ use super::{Handoff, Worker};
 use crate::egress::{EgressConfig, EgressQueue};
 use crate::engine::{DropReason, PortId, Tables};
 use crate::meta::RoceMeta;
-use crate::port::{Pkt, Port};
+use crate::port::Port;
+use crate::pkt::Pkt;
 
 /// A port this worker owns, with its egress queue.
 pub(super) struct OwnedPort {

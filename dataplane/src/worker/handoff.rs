@@ -8,7 +8,7 @@ use crossbeam::queue::ArrayQueue;
 use super::Worker;
 use crate::engine::{DropReason, PortId};
 use crate::meta::RoceMeta;
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 
 /// Makes a hand-off ring of `capacity` packets: any number of producers (the other workers,
 /// through clones of [`HandoffTx`]) and exactly one consumer (the owning worker, which alone

@@ -9,7 +9,7 @@ use crossbeam::channel::TrySendError;
 use super::Worker;
 use crate::engine::build_resolve;
 use crate::engine::{DropReason, PortId, ResolveRequest, Tables, Verdict};
-use crate::port::Pkt;
+use crate::pkt::Pkt;
 
 /// Routed packets a worker holds while their next hops resolve.
 pub const PARK_MAX: usize = 64;

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use sprayswitch::engine::spray::flow_hash;
 use sprayswitch::engine::SprayPolicy;
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};

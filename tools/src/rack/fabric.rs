@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, Lateness};
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch::worker::{IdlePolicy, IdleWaiter};
 

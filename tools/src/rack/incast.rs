@@ -16,7 +16,8 @@ use std::net::IpAddr;
 
 use sprayswitch::egress::EcnProfile;
 use sprayswitch::engine::SprayPolicy;
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
 use sprayswitch::wire::{classify, PauseFrame, Pmtu, Psn};

@@ -25,7 +25,8 @@ pub mod workload;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
-use sprayswitch::port::{LinkState, Pkt, Port};
+use sprayswitch::port::{LinkState, Port};
+use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::cm::{self, CmMessage};
 use sprayswitch::wire::{classify, Pmtu, Psn};
 

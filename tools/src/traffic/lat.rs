@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use sprayswitch::port::fault::{FaultConfig, FaultInjector};
 use sprayswitch::port::mem;
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::BthRepr;
 use sprayswitch::wire::{classify, DethRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RoceFrameRepr};
 

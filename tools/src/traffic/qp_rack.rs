@@ -14,7 +14,8 @@
 
 use std::net::IpAddr;
 
-use sprayswitch::port::{Pkt, Port};
+use sprayswitch::port::Port;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::cm::CmMessage;
 use sprayswitch::wire::{classify, Pmtu, Psn};

@@ -96,5 +96,4 @@ extern "C" {
         data: *mut *mut u8,
         room: *mut u32,
     ) -> *mut c_void;
-    pub(super) fn ss_mbuf_free(m: *mut c_void);
 }

@@ -31,7 +31,9 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr::NonNull;
 use std::sync::Mutex;
 
-use super::{LinkState, Pkt, Port};
+use super::{LinkState, Port};
+use crate::pkt::mbuf::Mbuf;
+use crate::pkt::Pkt;
 
 /// What went wrong opening a DPDK port, naming the port and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -281,50 +283,6 @@ fn register_thread() {
             }
         }
     });
-}
-
-/// One single-segment mbuf owned by a [`Pkt`], with its bytes.
-#[derive(Debug)]
-pub(crate) struct Mbuf {
-    m: NonNull<c_void>,
-    data: NonNull<u8>,
-    room: usize,
-}
-
-// SAFETY: an Mbuf is the only reference to its mbuf (taken from a receive burst or allocated,
-// reference count 1), so moving it moves the ownership; freeing it from any thread returns it
-// to a multi-producer pool ring (see the module's notes).
-unsafe impl Send for Mbuf {}
-
-impl Mbuf {
-    /// The first segment's bytes, from the frame's start to the end of the buffer.
-    #[inline]
-    pub(crate) fn bytes(&self) -> &[u8] {
-        // SAFETY: `data..data + room` is the mbuf's data room from its data offset, owned by
-        // this Mbuf while it lives.
-        unsafe { std::slice::from_raw_parts(self.data.as_ptr(), self.room) }
-    }
-
-    /// As [`Mbuf::bytes`], writable.
-    #[inline]
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`, and `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.data.as_ptr(), self.room) }
-    }
-
-    /// Gives the mbuf up (to a driver's transmit ring).
-    fn into_raw(self) -> *mut c_void {
-        let m = self.m.as_ptr();
-        std::mem::forget(self);
-        m
-    }
-}
-
-impl Drop for Mbuf {
-    fn drop(&mut self) {
-        // SAFETY: this Mbuf owns the mbuf (reference count 1); freed once, here.
-        unsafe { ffi::ss_mbuf_free(self.m.as_ptr()) };
-    }
 }
 
 /// Receive and transmit descriptors per queue unless [`DpdkOptions::ring`] says otherwise.
@@ -718,7 +676,7 @@ impl Port for DpdkPort {
                     Pkt::in_mbuf(mbuf, len)
                 } else {
                     // Scattered over segments: one contiguous copy (the mbufs go back).
-                    let mut p = Pkt::with_capacity(len.max(super::DEFAULT_BUF));
+                    let mut p = Pkt::with_capacity(len.max(crate::pkt::DEFAULT_BUF));
                     let buf = p.resize(len);
                     if buf.len() == len {
                         // SAFETY: `buf` has room for the chain's `len` bytes.
@@ -876,9 +834,3 @@ impl Drop for DpdkPort {
     }
 }
 
-impl Mbuf {
-    /// The head mbuf (for a transmit descriptor).
-    pub(crate) fn as_ptr(&self) -> *mut c_void {
-        self.m.as_ptr()
-    }
-}

@@ -34,7 +34,9 @@ pub use self::bpf::XdpMode;
 use self::bpf::XdpProgram;
 use self::ring::{Consumer, Producer};
 use super::sys::{self, LinkWatch, SetupError};
-use super::{FrameArea, LinkState, Pkt, Port, MAX_FRAME};
+use super::{LinkState, Port};
+use crate::pkt::area::FrameArea;
+use crate::pkt::{Pkt, MAX_FRAME};
 
 /// Most descriptors one transmitted frame may span (the kernel's copy mode builds an skb with
 /// at most `MAX_SKB_FRAGS` (17) fragments; 5 frames of 2048 bytes hold the largest packet).
@@ -764,7 +766,7 @@ impl Port for XdpPort {
             }
             // Copied into `descs` fresh frames, chained with XDP_PKT_CONTD. The frames were
             // counted above and only this thread takes from the area, so they are there.
-            let mut frames: [Option<super::area::Frame>; MAX_TX_DESCS] =
+            let mut frames: [Option<crate::pkt::area::Frame>; MAX_TX_DESCS] =
                 std::array::from_fn(|_| None);
             for slot in frames.iter_mut().take(descs) {
                 *slot = area.alloc();

@@ -36,7 +36,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use sprayswitch::port::Pkt;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::{
     classify, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, ExtRepr, FethRepr, IpRepr,
     Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr, Syndrome,

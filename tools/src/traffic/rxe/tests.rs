@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use sprayswitch::port::Pkt;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::{classify, NakCode, Opcode, Pmtu, Psn, RethRepr, Syndrome};
 
 use super::*;

@@ -216,7 +216,7 @@ impl Drop for Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::Pkt;
+    use crate::pkt::Pkt;
 
     #[test]
     fn frames_come_back_when_dropped() {
