@@ -1,7 +1,7 @@
 //! sprayswitch control plane.
 //!
 //! - [`config`]: the TOML configuration model, its validation (errors name the field and the
-//!   reason) and its translation into the dataplane's [`Tables`](sprayswitch::engine::Tables)
+//!   reason) and its translation into the dataplane's [`Tables`](sprayswitch::tables::Tables)
 //!   and run settings.
 //! - [`ctl`]: the control side of a running switch: requests (`sprayctl`), reload, metrics.
 //! - [`server`]: its Unix control socket and Prometheus endpoint.

@@ -5,7 +5,7 @@
 //! Any failure is an error naming the port.
 
 use anyhow::{bail, Context};
-use sprayswitch::engine::PortId;
+use sprayswitch::ids::PortId;
 use sprayswitch::port::pcap::PcapPort;
 use sprayswitch::port::Port;
 

@@ -27,11 +27,11 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::engine::{SprayPolicy, Tables};
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::Passthrough;
+use sprayswitch::tables::{SprayPolicy, Tables};
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::worker::{Worker, WorkerConfig};
 

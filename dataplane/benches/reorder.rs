@@ -13,13 +13,14 @@ use std::hint::black_box;
 use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use sprayswitch::engine::{ip_key, PortId, SprayPolicy};
+use sprayswitch::ids::PortId;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::{
     DownlinkStage, MetaKind, Passthrough, ReorderConfig, ReorderStage, RoceMeta,
 };
+use sprayswitch::tables::{ip_key, SprayPolicy};
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::wire::Psn;
 use sprayswitch::worker::{Worker, WorkerConfig};

@@ -308,8 +308,8 @@ impl Wake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::LinkState;
     use crate::pkt::Pkt;
+    use crate::port::LinkState;
     use std::os::unix::net::UnixDatagram;
     use std::sync::Arc;
     use std::time::Instant;

@@ -76,7 +76,7 @@ pub struct RoceMeta {
     /// detect loss by path order ([`NO_PATH`]: any other port, or a group that uses the
     /// timeout alone).
     pub path: u8,
-    /// The path stamp it carried ([`crate::engine::stamp`]).
+    /// The path stamp it carried ([`crate::wire::stamp`]).
     pub stamp: PathStamp,
 }
 
@@ -128,7 +128,7 @@ pub struct QpRef {
     pub qpn: u32,
 }
 
-/// A path stamp ([`crate::engine::stamp`]) and the priority its packet travelled in: a path is
+/// A path stamp ([`crate::wire::stamp`]) and the priority its packet travelled in: a path is
 /// FIFO within a priority only (a PAUSE or PFC frame stops one priority while the others
 /// pass), so stamps are compared within one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -151,7 +151,7 @@ impl PathStamp {
 
     /// The stamp as read from a packet of priority `class`, with `lane_bits` lane bits.
     pub fn read(stamp: u16, class: u8, lane_bits: u8) -> PathStamp {
-        let (lane, seq) = crate::engine::stamp::split(stamp, lane_bits);
+        let (lane, seq) = crate::wire::stamp::split(stamp, lane_bits);
         PathStamp { seq, class, lane }
     }
 

@@ -9,12 +9,13 @@ use std::thread::JoinHandle;
 use crossbeam::channel::{bounded, Sender};
 use crossbeam::utils::CachePadded;
 
-use crate::engine::spray::PortStatus;
-use crate::engine::{Neighbor, PortId, Tables};
+use crate::ids::PortId;
 use crate::port::Port;
 use crate::reorder::{DownlinkStage, Passthrough, StreamRow};
 use crate::stats::{PortCounters, WorkerCounters};
 pub use crate::stats::{PortStats, Stats};
+use crate::tables::status::PortStatus;
+use crate::tables::{Neighbor, Tables};
 use crate::worker::{
     handoff_ring, HandoffRx, HandoffTx, Query, Wake, Worker, WorkerConfig, WorkerExit, WorkerShared,
 };
@@ -617,9 +618,9 @@ impl Switch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::SprayPolicy;
-    use crate::port::mem;
     use crate::pkt::Pkt;
+    use crate::port::mem;
+    use crate::tables::SprayPolicy;
     use crate::testkit::{peer_mac, tor_tables};
 
     #[test]
@@ -641,7 +642,7 @@ mod tests {
         .unwrap();
         // A host behind d0 asks for its gateway: worker 0 learns it.
         let mut arp = vec![0u8; 60];
-        crate::engine::local::arp_request(
+        crate::wire::control::arp_request(
             &mut arp,
             peer_mac(0),
             "10.0.0.9".parse().unwrap(),

@@ -4,13 +4,10 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::engine::{
+use crate::tables::{
     ip_key, Neighbor, PortInfo, Role, RouteTarget, SprayPolicy, Tables, UplinkGroup,
 };
-use crate::wire::ext::{AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, IethRepr, ImmDtRepr};
-use crate::wire::{
-    AethRepr, BthRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr, Syndrome,
-};
+use crate::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RethRepr, RoceFrameRepr};
 
 /// MAC of ToR port `i`.
 pub fn port_mac(i: usize) -> [u8; 6] {
@@ -78,7 +75,7 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             name: "fabric".into(),
             ports: (downlinks as u16..(downlinks + uplinks) as u16).collect(),
             weights: vec![1; uplinks],
-            loss_detection: crate::engine::LossDetection::default(),
+            loss_detection: crate::tables::LossDetection::default(),
             path_stamps: true,
             health: None,
         });
@@ -126,37 +123,4 @@ pub fn roce_frame(from: usize, dst: Ipv4Addr, qp: u32, psn: u32, payload: usize)
     .with_payload(&body)
     .to_vec()
     .unwrap_or_default()
-}
-
-/// Every extension header, with fixed sample values: a frame of any opcode built from it
-/// carries exactly the headers its layout names (tests that sweep opcodes).
-pub fn every_ext() -> ExtRepr {
-    ExtRepr {
-        deth: Some(DethRepr {
-            qkey: 0x1111_1111,
-            src_qp: 0x12,
-        }),
-        feth: Some(FethRepr {
-            placement_type: 1,
-            selectivity: 1,
-        }),
-        reth: Some(RethRepr {
-            virtual_address: 0x1000,
-            rkey: 0x77,
-            dma_len: 4096,
-        }),
-        atomic_eth: Some(AtomicEthRepr {
-            virtual_address: 8,
-            rkey: 9,
-            swap_add: 1,
-            compare: 0,
-        }),
-        aeth: Some(AethRepr {
-            syndrome: Syndrome::Ack { credits: 31 },
-            msn: 5,
-        }),
-        atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 42 }),
-        immdt: Some(ImmDtRepr { imm: 0xdead_beef }),
-        ieth: Some(IethRepr { rkey: 0x55 }),
-    }
 }

@@ -95,8 +95,9 @@ pub mod alloc_count;
 pub mod frames {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-    use sprayswitch::engine::local::{arp_request, ipv6_l4_checksum, neighbor_solicit};
     use sprayswitch::pkt::Pkt;
+    use sprayswitch::wire::checksum::ipv6_l4_checksum;
+    use sprayswitch::wire::control::{arp_request, neighbor_solicit};
     use sprayswitch::wire::frame::ipv4_header_checksum;
     use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
     use sprayswitch_tools::rack::topo::Host;
@@ -229,7 +230,7 @@ pub mod frames {
         for (i, b) in icmp[8..].iter_mut().enumerate() {
             *b = i as u8;
         }
-        let c = sprayswitch::engine::local::fold(sprayswitch::engine::local::ones_sum(icmp, 0));
+        let c = sprayswitch::wire::checksum::fold(sprayswitch::wire::checksum::ones_sum(icmp, 0));
         icmp[2..4].copy_from_slice(&c.to_be_bytes());
         Pkt::from_slice(&f)
     }

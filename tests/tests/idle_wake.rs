@@ -12,11 +12,11 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
 
-use sprayswitch::engine::SprayPolicy;
 use sprayswitch::idle::{IdlePolicy, QUIET_WAIT};
-use sprayswitch::port::{LinkState, Port};
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::{LinkState, Port};
 use sprayswitch::switch::{RunConfig, Switch};
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::testkit::tor_tables;
 use sprayswitch::worker::WorkerConfig;
 

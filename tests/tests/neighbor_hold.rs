@@ -5,11 +5,12 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
-use sprayswitch::engine::{ip_key, DropReason, SprayPolicy};
+use sprayswitch::engine::DropReason;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::switch::{RunConfig, Switch};
+use sprayswitch::tables::{ip_key, SprayPolicy};
 use sprayswitch::testkit::{peer_mac, roce_frame, tor_tables};
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
 use sprayswitch::worker::WorkerConfig;
@@ -82,7 +83,7 @@ fn a_worker_holds_packets_until_another_worker_learns_their_next_hop() {
 
     // The host asks for its gateway on d1: worker 1 learns it and tells worker 0.
     let mut arp = vec![0u8; 60];
-    sprayswitch::engine::local::arp_request(
+    sprayswitch::wire::control::arp_request(
         &mut arp,
         peer_mac(1),
         host,

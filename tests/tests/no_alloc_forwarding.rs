@@ -3,11 +3,11 @@
 
 use std::net::Ipv4Addr;
 
-use sprayswitch::engine::SprayPolicy;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::Passthrough;
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::worker::{Worker, WorkerConfig};
 use sprayswitch_tests::alloc_count;

@@ -7,10 +7,10 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::afpacket::AfPacketPort;
 use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
 use sprayswitch::port::{LinkState, Port};
-use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch_tests::netns::{available, veth, Netns};
 
@@ -524,9 +524,9 @@ fn the_counting_sink_counts_what_arrives() {
 mod dpdk {
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    use sprayswitch::pkt::Pkt;
     use sprayswitch::port::dpdk::{init_eal, DpdkOptions, DpdkPort};
     use sprayswitch::port::Port;
-    use sprayswitch::pkt::Pkt;
     use sprayswitch_tests::netns::available;
 
     use super::{echo_through, expect_answers, pair, send_all, wait_link_up};

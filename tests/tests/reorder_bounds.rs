@@ -6,7 +6,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use sprayswitch::engine::PortId;
+use sprayswitch::ids::PortId;
 use sprayswitch::meta::{MetaKind, QpRef, RoceMeta};
 use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::{Insert, ReorderConfig, ReorderCore, StreamKey};

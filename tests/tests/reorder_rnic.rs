@@ -7,8 +7,8 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::{Pmtu, Psn};
 use sprayswitch_tools::rack::topo::{PathSpec, RackPair, RackPairSpec};

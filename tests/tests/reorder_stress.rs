@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{bounded, Receiver, Sender};
-use sprayswitch::engine::SprayPolicy;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::reorder::{DownlinkStage, ReorderConfig, ReorderStage};
 use sprayswitch::rng::Rng;
 use sprayswitch::switch::{RunConfig, Switch};
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::testkit::{roce_frame, tor_tables};
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
@@ -137,7 +137,7 @@ fn four_workers_ten_million_packets_in_order_nothing_lost() {
     // The generator shuffles PSNs within each uplink too, which no FIFO path does: loss is
     // told by the hold timeout here (path order is tested where the paths keep order).
     for g in &mut tables.groups {
-        g.loss_detection = sprayswitch::engine::LossDetection::Timeout;
+        g.loss_detection = sprayswitch::tables::LossDetection::Timeout;
     }
     let mut far_up = Vec::new();
     let mut far_down = Vec::new();

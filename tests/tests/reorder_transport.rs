@@ -6,8 +6,8 @@
 //! transfer still completes.
 
 use proptest::prelude::*;
-use sprayswitch::engine::SprayPolicy;
 use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{Pmtu, Psn};
 use sprayswitch_tools::rack::topo::{PathSpec, RackPairSpec};
 use sprayswitch_tools::traffic::qp_rack::{run, Connection, RunReport, Step};
@@ -481,7 +481,7 @@ fn against_selective_repeat_nak_first_is_sooner_than_the_timeout() {
 /// it in order. Over `timeout` uplinks (no path information) the window decides.
 #[test]
 fn a_qp_without_cm_starts_once_the_paths_show_where_not_after_the_learning_window() {
-    use sprayswitch::engine::LossDetection;
+    use sprayswitch::tables::LossDetection;
     let write = |cm: bool| {
         let mut c = conn(
             0,
@@ -549,7 +549,7 @@ fn with_reads_path_order_is_sooner_than_the_timeout() {
 /// lost PSN is moved over four places so that its resend starts on each path.
 #[test]
 fn the_pass_after_the_requesters_retransmit_timer_is_ordered_too() {
-    use sprayswitch::engine::LossDetection;
+    use sprayswitch::tables::LossDetection;
     for detection in [LossDetection::PathOrder, LossDetection::Timeout] {
         for k in 0..4u32 {
             let mut c = conn(
@@ -595,8 +595,8 @@ fn loss_by_path_order_against_the_timeout(
     verb: Verb,
     seed: u64,
 ) -> Vec<(u64, u64, u64)> {
-    use sprayswitch::engine::LossDetection;
     use sprayswitch::reorder::LossRecovery;
+    use sprayswitch::tables::LossDetection;
     let conns: Vec<Connection> = (0..4)
         .map(|i| {
             let mut c = conn(i, device, 1024, vec![Step::Post(vec![verb; 16])]);

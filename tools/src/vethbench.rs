@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 use crate::percentile::median;
 use anyhow::{bail, Context};
 use clap::Parser;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::sys;
 use sprayswitch::port::xdp::bpf::CountingSink;
 use sprayswitch::port::xdp::{XdpMode, XdpOptions, XdpUmem};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch::wire::{
     format_mac, BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr,

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sprayswitch::engine::{LossDetection, Role, SprayPolicy, Tables};
 use sprayswitch::port::pcap::Pace;
 use sprayswitch::reorder::{LossRecovery, PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
+use sprayswitch::tables::{LossDetection, Role, SprayPolicy, Tables};
 
 mod choice;
 mod validate;

@@ -1,7 +1,7 @@
 //! Validation against the embedded default with one change at a time.
 
 use super::*;
-use sprayswitch::engine::RouteTarget;
+use sprayswitch::tables::RouteTarget;
 use sprayswitch::wire::Pmtu;
 
 fn check(extra: &str) -> ConfigError {

@@ -6,13 +6,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::engine::{
-    ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
-    UplinkGroup,
-};
 use sprayswitch::port::pcap::Pace;
 use sprayswitch::reorder::{PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
+use sprayswitch::tables::{
+    ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
+    UplinkGroup,
+};
 use sprayswitch::wire::Pmtu;
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
@@ -733,7 +733,7 @@ fn validate_health(groups: &[GroupSection], t: &mut Tables) -> Result<(), Config
                 ),
             );
         }
-        let mut spec = sprayswitch::engine::HealthSpec::new(Vec::new());
+        let mut spec = sprayswitch::tables::HealthSpec::new(Vec::new());
         for (k, p) in h.peers.iter().enumerate() {
             let a: IpAddr = p.parse().map_err(|_| ConfigError {
                 field: f(&format!("peers[{k}]")),

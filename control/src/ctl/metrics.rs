@@ -1,7 +1,8 @@
 //! The Prometheus text exposition of every counter.
 
 use sprayswitch::counters::{Kind, Row, Scope};
-use sprayswitch::engine::{DropReason, Role};
+use sprayswitch::engine::DropReason;
+use sprayswitch::tables::Role;
 
 use super::Control;
 

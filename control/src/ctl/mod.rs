@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use sprayswitch::engine::{SprayPolicy, Tables};
 use sprayswitch::pcap::PcapWriter;
 use sprayswitch::switch::{Gathered, Switch};
+use sprayswitch::tables::{SprayPolicy, Tables};
 use sprayswitch::time::wall_ns;
 
 use crate::config::{Config, Validated};
@@ -301,7 +301,7 @@ impl Control {
                 let id = t
                     .port_id(name)
                     .ok_or_else(|| format!("no port named '{name}'"))?;
-                if t.ports[usize::from(id)].role != sprayswitch::engine::Role::Uplink {
+                if t.ports[usize::from(id)].role != sprayswitch::tables::Role::Uplink {
                     return Err(format!("port '{name}' is not an uplink"));
                 }
                 self.switch.set_port_admin(name, up)?;
@@ -309,7 +309,7 @@ impl Control {
                 Ok(json!({"port": name, "admin": state}))
             }
             Request::SetPath { name, pin } => {
-                let pin: sprayswitch::engine::PathPin = pin.parse()?;
+                let pin: sprayswitch::tables::PathPin = pin.parse()?;
                 let mut t = (*self.switch.tables()).clone();
                 let id = t
                     .port_id(name)

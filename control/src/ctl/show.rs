@@ -4,8 +4,9 @@ use std::net::IpAddr;
 
 use serde_json::{json, Value};
 use sprayswitch::counters::{Row, Scope};
-use sprayswitch::engine::{ip_key, DropReason, Role, RouteTarget, Tables};
+use sprayswitch::engine::DropReason;
 use sprayswitch::reorder::StreamKey;
+use sprayswitch::tables::{ip_key, Role, RouteTarget, Tables};
 use sprayswitch::wire::format_mac as mac;
 
 use super::{Control, QUERY_TIMEOUT};
@@ -240,7 +241,7 @@ impl Control {
         t.ports
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.role == sprayswitch::engine::Role::Downlink)
+            .filter(|(_, p)| p.role == sprayswitch::tables::Role::Downlink)
             .map(|(i, p)| {
                 let mine = rows.iter().filter(|r| {
                     let local = match r.key {

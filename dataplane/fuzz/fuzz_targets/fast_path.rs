@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use crossbeam::utils::CachePadded;
 use libfuzzer_sys::fuzz_target;
-use sprayswitch::engine::local::{fold, ones_sum};
-use sprayswitch::engine::spray::PortStatus;
-use sprayswitch::engine::{Engine, SprayPolicy};
-use sprayswitch::port::Pkt;
+use sprayswitch::wire::checksum::{fold, ones_sum};
+use sprayswitch::tables::{PortStatus, SprayPolicy};
+use sprayswitch::engine::Engine;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::testkit::{port_mac, tor_tables};
 
 const PORTS: usize = 6;

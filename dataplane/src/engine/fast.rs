@@ -20,7 +20,7 @@
 //! bump). Link state is read as the full path reads it: a port's on every packet, an uplink
 //! group's once per worker iteration (see `Sprayer::begin_iteration`).
 
-use super::PortId;
+use crate::ids::PortId;
 use crate::wire::{Opcode, Segment, Transport};
 
 /// A routed next hop, as the full path resolved it.
@@ -236,11 +236,14 @@ mod tests {
         use crossbeam::utils::CachePadded;
         use proptest::prelude::*;
 
-        use crate::engine::local::{arp_request, fold, ones_sum};
-        use crate::engine::spray::PortStatus;
-        use crate::engine::{ip_key, Engine, SprayPolicy, Tables, Verdict};
+        use crate::engine::{Engine, Verdict};
         use crate::pkt::Pkt;
-        use crate::testkit::{every_ext, peer_mac, port_mac, tor_tables};
+        use crate::tables::status::PortStatus;
+        use crate::tables::{ip_key, SprayPolicy, Tables};
+        use crate::testkit::{peer_mac, port_mac, tor_tables};
+        use crate::wire::checksum::{fold, ones_sum};
+        use crate::wire::control::arp_request;
+        use crate::wire::frame::every_ext;
         use crate::wire::{BthRepr, IpRepr, Opcode, Psn, RoceFrameRepr};
 
         /// Destinations: both local hosts (d1's learned, not static), a local address of the

@@ -10,15 +10,17 @@
 use std::net::IpAddr;
 
 use super::fast::{fast_ops, FastOp, Hop, RouteCache};
-use super::local::{
-    arp_reply_in_place, echo_reply_in_place, ipv4_checksum_ok, ipv4_decrement_ttl,
-    nd_advert_in_place, nd_lladdr, nd_target,
-};
 use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
-use super::spray::{flow_hash, flow_hash_v4, Sprayer, StatusBoard};
-use super::{ip_key, DropReason, Neighbor, PortId, PortInfo, Role, RouteTarget, Tables};
+use super::spray::{flow_hash, flow_hash_v4, Sprayer};
+use super::DropReason;
+use crate::ids::PortId;
 use crate::meta::{MetaKind, PathStamp, RoceMeta, NO_PATH};
 use crate::pkt::Pkt;
+use crate::tables::{ip_key, Neighbor, PortInfo, Role, RouteTarget, StatusBoard, Tables};
+use crate::wire::checksum::{ipv4_checksum_ok, ipv4_decrement_ttl};
+use crate::wire::control::{
+    arp_reply_in_place, echo_reply_in_place, nd_advert_in_place, nd_lladdr, nd_target,
+};
 use crate::wire::pause::{PauseFrame, ETHERTYPE_MAC_CONTROL};
 use crate::wire::{
     classify, FrameClass, IpSummary, L4Summary, Opcode, Pmtu, Psn, RoceSummary, Transport,
@@ -137,8 +139,8 @@ pub struct Engine {
     rx_path: Vec<u8>,
     /// Per port: a path of a group with path stamps ([`Tables::stamp_ports`]).
     stamp_port: Vec<bool>,
-    /// The stamps this worker writes on those paths ([`super::stamp`]).
-    stamper: super::stamp::Stamper,
+    /// The stamps this worker writes on those paths ([`crate::wire::stamp`]).
+    stamper: crate::wire::stamp::Stamper,
     /// This engine's worker (the stamper's lane).
     worker: usize,
 }
@@ -185,7 +187,7 @@ impl Engine {
             egress: egress_table(t),
             rx_path: t.path_of_ports(),
             stamp_port: t.stamp_ports(),
-            stamper: super::stamp::Stamper::new(0, t.stamp_lane_bits),
+            stamper: crate::wire::stamp::Stamper::new(0, t.stamp_lane_bits),
             worker: 0,
         }
     }
@@ -200,8 +202,8 @@ impl Engine {
         self.egress = egress_table(t);
         self.rx_path = t.path_of_ports();
         self.stamp_port = t.stamp_ports();
-        if t.stamp_lane_bits.min(super::stamp::MAX_LANE_BITS) != self.stamper.lane_bits() {
-            self.stamper = super::stamp::Stamper::new(self.worker, t.stamp_lane_bits);
+        if t.stamp_lane_bits.min(crate::wire::stamp::MAX_LANE_BITS) != self.stamper.lane_bits() {
+            self.stamper = crate::wire::stamp::Stamper::new(self.worker, t.stamp_lane_bits);
         }
     }
 
@@ -211,10 +213,10 @@ impl Engine {
         self.sprayer.begin_iteration();
     }
 
-    /// Stamps with the counter of worker `worker` ([`super::stamp::Stamper::new`]).
+    /// Stamps with the counter of worker `worker` ([`crate::wire::stamp::Stamper::new`]).
     pub fn set_worker(&mut self, worker: usize) {
         self.worker = worker;
-        self.stamper = super::stamp::Stamper::new(worker, self.stamper.lane_bits());
+        self.stamper = crate::wire::stamp::Stamper::new(worker, self.stamper.lane_bits());
     }
 
     /// Turns the fast path on or off (for the property test that compares both paths and for
@@ -477,7 +479,7 @@ impl Engine {
                 let policy = if roce_transport.is_some() && !pinned {
                     t.policy
                 } else {
-                    super::SprayPolicy::Ecmp
+                    crate::tables::SprayPolicy::Ecmp
                 };
                 let Some(p) = self.sprayer.choose(t, g, status, policy, hash, now) else {
                     return Verdict::Drop(DropReason::AllUplinksDown);
@@ -722,7 +724,7 @@ impl Engine {
     }
 
     /// The path stamp of a RoCE packet being forwarded (its UDP header at `l4`) from port
-    /// `rx_port`, of role `rx`, out of `egress`, of role `out` ([`super::stamp`]): from a
+    /// `rx_port`, of role `rx`, out of `egress`, of role `out` ([`crate::wire::stamp`]): from a
     /// stamped path towards a host, the stamp is read (returned with the packet's priority)
     /// and the checksum cleared; from a host onto a stamped path, the next stamp is written
     /// (none returned). Anything else is left as it is (a sprayswitch spine keeps the source
@@ -739,12 +741,16 @@ impl Engine {
     ) -> PathStamp {
         let stamped = |p: PortId| self.stamp_port.get(usize::from(p)).copied() == Some(true);
         match (rx, out) {
-            (Role::Uplink, Role::Downlink) if stamped(rx_port) => match super::stamp::take(f, l4) {
-                0 => PathStamp::NONE,
-                s => PathStamp::read(s, crate::wire::ecn::priority(f), self.stamper.lane_bits()),
-            },
+            (Role::Uplink, Role::Downlink) if stamped(rx_port) => {
+                match crate::wire::stamp::take(f, l4) {
+                    0 => PathStamp::NONE,
+                    s => {
+                        PathStamp::read(s, crate::wire::ecn::priority(f), self.stamper.lane_bits())
+                    }
+                }
+            }
             (Role::Downlink, Role::Uplink) if stamped(egress) => {
-                super::stamp::put(f, l4, self.stamper.stamp());
+                crate::wire::stamp::put(f, l4, self.stamper.stamp());
                 PathStamp::NONE
             }
             _ => PathStamp::NONE,
@@ -995,8 +1001,8 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::spray::PortStatus;
-    use crate::engine::SprayPolicy;
+    use crate::tables::status::PortStatus;
+    use crate::tables::SprayPolicy;
     use crate::testkit::{peer_mac, port_mac, tor_tables};
     use crate::wire::{BthRepr, ExtRepr, IpRepr, Psn, RethRepr, RoceFrameRepr};
     use crossbeam::utils::CachePadded;
@@ -1060,7 +1066,7 @@ mod tests {
             };
             let bth = BthRepr::new(Opcode::RcWriteOnly, 9, Psn::new(1));
             let mut f = RoceFrameRepr::new(peer_mac(rx), port_mac(rx), ip, bth)
-                .with_ext(crate::testkit::every_ext())
+                .with_ext(crate::wire::frame::every_ext())
                 .with_payload(&[7u8; 64])
                 .to_vec()
                 .unwrap();
@@ -1149,7 +1155,7 @@ mod tests {
                     BthRepr::new(op, 9, Psn::new(psn)),
                 )
             }
-            .with_ext(crate::testkit::every_ext())
+            .with_ext(crate::wire::frame::every_ext())
             .with_payload(&vec![1u8; payload])
             .to_vec()
             .unwrap();

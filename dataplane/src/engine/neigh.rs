@@ -5,9 +5,10 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 
-use super::local::as_v4;
-use super::{ip_key, IntMap, Neighbor, PortId, RouteTarget, Tables};
+use crate::ids::{IntMap, PortId};
 use crate::pkt::Pkt;
+use crate::tables::{ip_key, Neighbor, RouteTarget, Tables};
+use crate::wire::control::as_v4;
 
 /// Most neighbours one worker learns; beyond it new ones are not learned (static entries and
 /// those already known still serve).
@@ -200,13 +201,13 @@ pub fn build_resolve(t: &Tables, req: &ResolveRequest, pkt: &mut Pkt) -> bool {
             let Some(src) = t.local_addr_on(req.port, false).and_then(as_v4) else {
                 return false;
             };
-            super::local::arp_request(buf, port.mac, src, target)
+            crate::wire::control::arp_request(buf, port.mac, src, target)
         }
         IpAddr::V6(target) => {
             let Some(IpAddr::V6(src)) = t.local_addr_on(req.port, true) else {
                 return false;
             };
-            super::local::neighbor_solicit(buf, port.mac, src, target)
+            crate::wire::control::neighbor_solicit(buf, port.mac, src, target)
         }
     };
     pkt.resize(len);
@@ -216,7 +217,7 @@ pub fn build_resolve(t: &Tables, req: &ResolveRequest, pkt: &mut Pkt) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::SprayPolicy;
+    use crate::tables::SprayPolicy;
     use crate::testkit::tor_tables;
 
     #[test]

@@ -5,171 +5,10 @@
 //! out of the spray set (path health found them failing, or an operator pinned them out: see
 //! [`crate::health`]), get nothing; the rest share the traffic. Choosing never allocates.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
-use crossbeam::utils::CachePadded;
-
-use super::{PortId, Tables, UplinkGroup};
+use crate::ids::PortId;
 use crate::rng::Rng;
+use crate::tables::{ip_key, SprayPolicy, StatusBoard, Tables, UplinkGroup};
 use crate::wire::{IpSummary, L4Summary};
-
-/// How RoCE packets are spread over an uplink group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SprayPolicy {
-    /// Per-flow 5-tuple hash: every packet of a QP on one uplink (today's datacenter baseline).
-    Ecmp,
-    /// Packet by packet, in turn.
-    RoundRobin,
-    /// Packet by packet, uniformly at random.
-    Random,
-    /// Packet by packet, in proportion to the uplinks' weights (smooth weighted round robin:
-    /// exact over every cycle of the weights' sum).
-    Weighted,
-    /// Packet by packet to the uplink with the shortest transmit backlog.
-    LeastLoaded,
-    /// Per flow, moving to a random uplink only after an idle gap (LetFlow).
-    Flowlet,
-}
-
-impl SprayPolicy {
-    /// Every policy.
-    pub const ALL: [SprayPolicy; 6] = [
-        SprayPolicy::Ecmp,
-        SprayPolicy::RoundRobin,
-        SprayPolicy::Random,
-        SprayPolicy::Weighted,
-        SprayPolicy::LeastLoaded,
-        SprayPolicy::Flowlet,
-    ];
-
-    /// The configuration name.
-    pub fn name(self) -> &'static str {
-        match self {
-            SprayPolicy::Ecmp => "ecmp",
-            SprayPolicy::RoundRobin => "round_robin",
-            SprayPolicy::Random => "random",
-            SprayPolicy::Weighted => "weighted",
-            SprayPolicy::LeastLoaded => "least_loaded",
-            SprayPolicy::Flowlet => "flowlet",
-        }
-    }
-
-    /// True for policies that may send packets of one flow over different uplinks.
-    pub fn sprays(self) -> bool {
-        !matches!(self, SprayPolicy::Ecmp)
-    }
-
-    /// True for the policies that read the flow hash (`ecmp`, `flowlet`).
-    pub fn uses_flow_hash(self) -> bool {
-        matches!(self, SprayPolicy::Ecmp | SprayPolicy::Flowlet)
-    }
-}
-
-impl core::str::FromStr for SprayPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        SprayPolicy::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = SprayPolicy::ALL.iter().map(|p| p.name()).collect();
-                format!("unknown spray policy '{s}' (one of: {})", names.join(", "))
-            })
-    }
-}
-
-/// Live state of a port that every worker may read: carrier, transmit backlog for
-/// `least_loaded`, an uplink's place in the spray set. Written only by the worker that owns the
-/// port.
-#[derive(Debug)]
-pub struct PortStatus {
-    up: AtomicBool,
-    backlog: AtomicUsize,
-    rx_done: AtomicBool,
-    /// An uplink's place in the spray set: its path health and the operator's pin.
-    sprayable: AtomicBool,
-    /// Nothing more arrives over it for a reorder stage ([`PortStatus::rx_dead`]).
-    rx_dead: AtomicBool,
-}
-
-impl Default for PortStatus {
-    fn default() -> Self {
-        PortStatus::new_up()
-    }
-}
-
-impl PortStatus {
-    /// A status that starts up, in the spray set, with an empty backlog.
-    pub fn new_up() -> Self {
-        PortStatus {
-            up: AtomicBool::new(true),
-            backlog: AtomicUsize::new(0),
-            rx_done: AtomicBool::new(false),
-            sprayable: AtomicBool::new(true),
-            rx_dead: AtomicBool::new(false),
-        }
-    }
-    /// In the spray set (an uplink: its path health and pin allow it)? Relaxed, as
-    /// [`PortStatus::is_up`].
-    #[inline]
-    pub fn sprayable(&self) -> bool {
-        self.sprayable.load(Ordering::Relaxed)
-    }
-    /// Sets spray eligibility (owner only).
-    #[inline]
-    pub fn set_sprayable(&self, on: bool) {
-        self.sprayable.store(on, Ordering::Relaxed);
-    }
-    /// Nothing more arrives over this port for a reorder stage: its carrier is down and what
-    /// it received before has been handed on, or path health finds that no peer's traffic
-    /// comes over it ([`crate::health`]). Path-order loss detection stops waiting for it.
-    /// Acquire, paired with the owner's Release store: a worker that reads it true and then
-    /// takes its hand-off ring finds there every packet of the port the owner handed over
-    /// before saying so.
-    #[inline]
-    pub fn rx_dead(&self) -> bool {
-        self.rx_dead.load(Ordering::Acquire)
-    }
-    /// Sets it (owner only; Release: see [`PortStatus::rx_dead`]).
-    #[inline]
-    pub fn set_rx_dead(&self, dead: bool) {
-        self.rx_dead.store(dead, Ordering::Release);
-    }
-    /// Carrier up? Relaxed: a hint for choosing a path; a packet that races a change is sent
-    /// into a link that just went down, as it would be on real hardware.
-    #[inline]
-    pub fn is_up(&self) -> bool {
-        self.up.load(Ordering::Relaxed)
-    }
-    /// Sets carrier state (owner only).
-    #[inline]
-    pub fn set_up(&self, up: bool) {
-        self.up.store(up, Ordering::Relaxed);
-    }
-    /// Packets queued towards the port. Relaxed: a load estimate, not a synchronisation point.
-    #[inline]
-    pub fn backlog(&self) -> usize {
-        self.backlog.load(Ordering::Relaxed)
-    }
-    /// True once the port will never receive again (a replayed capture ended).
-    #[inline]
-    pub fn rx_done(&self) -> bool {
-        self.rx_done.load(Ordering::Relaxed)
-    }
-    /// Publishes end of input (owner only).
-    #[inline]
-    pub fn set_rx_done(&self, done: bool) {
-        self.rx_done.store(done, Ordering::Relaxed);
-    }
-    /// Publishes the backlog (owner only).
-    #[inline]
-    pub fn set_backlog(&self, n: usize) {
-        self.backlog.store(n, Ordering::Relaxed);
-    }
-}
-
-/// The status board: one cache-padded [`PortStatus`] per port.
-pub type StatusBoard = [CachePadded<PortStatus>];
 
 /// A 64-bit hash of the 5-tuple (addresses, protocol, ports).
 #[inline]
@@ -192,7 +31,7 @@ pub fn flow_hash(ip: &IpSummary) -> u64 {
             flow_hash_v4(u32::from(s), u32::from(d), ports)
         }
         (s, d) => {
-            let (s, d) = (super::ip_key(s), super::ip_key(d));
+            let (s, d) = (ip_key(s), ip_key(d));
             mix(s as u64);
             mix((s >> 64) as u64);
             mix(d as u64);
@@ -511,8 +350,10 @@ impl Sprayer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{LossDetection, PortInfo, Role};
+    use crate::tables::PortStatus;
+    use crate::tables::{LossDetection, PortInfo, Role};
     use crate::wire::Pmtu;
+    use crossbeam::utils::CachePadded;
     use std::net::{IpAddr, Ipv4Addr};
 
     fn tables(weights: Vec<u32>) -> Tables {

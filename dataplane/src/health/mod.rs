@@ -60,7 +60,7 @@
 //!
 //! The monitor is per worker, over the uplinks the worker owns: it sends their probes, takes
 //! the peers' probes that arrive on them, and publishes each member's state through the status
-//! board ([`crate::engine::spray::PortStatus`]) and each session's loss through the
+//! board ([`crate::tables::status::PortStatus`]) and each session's loss through the
 //! [`HealthBoard`], where the other workers' monitors compare their members with it. Pure logic
 //! over `now`: it reads no clock.
 
@@ -69,9 +69,10 @@ mod session;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::engine::spray::StatusBoard;
-use crate::engine::{HealthSpec, PathPin, PortId, Role, Tables};
+use crate::ids::PortId;
 use crate::rng::Rng;
+use crate::tables::status::StatusBoard;
+use crate::tables::{HealthSpec, PathPin, Role, Tables};
 use crate::wire::probe::{emit_frame, Probe, ProbeAddrs, ProbeRepr, FRAME_LEN_V6};
 
 use session::{Report, Session};
@@ -123,7 +124,7 @@ fn dead_towards(
     m: &Member,
     k: usize,
     spec: &HealthSpec,
-    group: &crate::engine::UplinkGroup,
+    group: &crate::tables::UplinkGroup,
     board: &HealthBoard,
     now: u64,
 ) -> bool {
@@ -582,7 +583,7 @@ impl PathMonitor {
     }
 
     /// Whether no peer's traffic arrives over `port` any more, as of the last poll (see
-    /// [`crate::engine::spray::PortStatus::rx_dead`]).
+    /// [`crate::tables::status::PortStatus::rx_dead`]).
     pub fn rx_dead(&self, port: PortId) -> bool {
         self.members.iter().any(|m| m.port == port && m.rx_dead)
     }
@@ -778,7 +779,7 @@ impl PathMonitor {
         &self,
         m: &Member,
         spec: &HealthSpec,
-        group: &crate::engine::UplinkGroup,
+        group: &crate::tables::UplinkGroup,
         board: &HealthBoard,
     ) -> Option<Fault> {
         let windows = [

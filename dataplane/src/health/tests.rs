@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use crossbeam::utils::CachePadded;
 
 use super::*;
-use crate::engine::spray::PortStatus;
-use crate::engine::SprayPolicy;
+use crate::tables::status::PortStatus;
+use crate::tables::SprayPolicy;
 use crate::testkit::tor_tables;
 use crate::wire::probe::PROBE_UDP_PORT;
 

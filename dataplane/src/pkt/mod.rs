@@ -219,7 +219,6 @@ impl Pkt {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,8 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::{LinkState, Port};
-use crate::pkt::Pkt;
 use crate::pcap::{CaptureError, CaptureReader, PcapWriter};
+use crate::pkt::Pkt;
 use crate::time::wall_ns;
 
 /// How fast a capture is replayed.

@@ -6,8 +6,8 @@ use std::io::BufWriter;
 use std::path::Path;
 
 use super::{LinkState, Port};
-use crate::pkt::Pkt;
 use crate::pcap::{CaptureError, PcapWriter};
+use crate::pkt::Pkt;
 use crate::time::wall_ns;
 
 /// Which direction a tap records.

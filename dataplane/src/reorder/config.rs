@@ -45,7 +45,7 @@ pub struct ReorderConfig {
     /// responses can still come.
     pub max_reads: usize,
     /// The prefix lengths (IPv4, IPv6) of a sender's address that all hosts behind one
-    /// source ToR share: path stamps ([`crate::engine::stamp`]) of those hosts are taken as
+    /// source ToR share: path stamps ([`crate::wire::stamp`]) of those hosts are taken as
     /// one counter's (per lane and priority), so each proves the others' gaps. (32, 128):
     /// each host on its own.
     pub stamp_source_prefix: (u8, u8),

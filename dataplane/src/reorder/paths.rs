@@ -17,7 +17,7 @@
 //!
 //! **Stamps.** A path that has not delivered a PSN of the stream above the gap may still have
 //! delivered a packet its source host sent later (another QP's, an ACK): the source ToR's
-//! path stamp ([`crate::engine::stamp`]) orders them. The stream keeps the stamps of the few
+//! path stamp ([`crate::wire::stamp`]) orders them. The stream keeps the stamps of the few
 //! packets of the current pass nearest above its expected PSN, and of its highest; one above
 //! the gap was sent after the gap's packet, so a path whose newest stamp of that source
 //! ([`super::sources`]) is at or after it does not carry the gap's packet either. (For a selective-repeat host, not for a gap the host was
@@ -30,8 +30,8 @@
 //! QP) does not block it.
 
 use super::sources::SourceStamps;
-use crate::engine::stamp;
 use crate::meta::{PathStamp, MAX_PATHS, NO_PATH};
+use crate::wire::stamp;
 use crate::wire::Psn;
 
 /// Packets of a stream, on other paths, after which a path that carried none of them no longer

@@ -1,4 +1,4 @@
-//! What each source's path stamps ([`crate::engine::stamp`]) showed: per path, the newest
+//! What each source's path stamps ([`crate::wire::stamp`]) showed: per path, the newest
 //! stamp it delivered. A stream's gap is not in flight on a path that has delivered a stamp of
 //! its source at or after that of a packet sent after the gap's ([`super::paths`] finds that
 //! packet): every packet the source sends is evidence for each of its QPs, not only the QP's
@@ -12,12 +12,12 @@
 //! **Checks.** On a FIFO path one counter's stamps rise; a stamp at or before the path's newest
 //! (two counters behind one source: two ToRs' hosts under one prefix, a path that reorders, a
 //! source ToR that restarted) pauses the source's evidence for [`DISORDER_PAUSE_NS`] and is
-//! counted. Stamps (their counts scaled to 16 bits, [`crate::engine::stamp::split`]) compare
+//! counted. Stamps (their counts scaled to 16 bits, [`crate::wire::stamp::split`]) compare
 //! only within half their space: evidence older than [`STAMP_FRESH_NS`] is not used, nor a
 //! stamp more than [`STAMP_REACH`] behind the newest the source has shown on any path.
 
-use crate::engine::stamp::is_after;
 use crate::meta::MAX_PATHS;
+use crate::wire::stamp::is_after;
 
 /// How old a path's newest stamp may be and still prove something.
 pub const STAMP_FRESH_NS: u64 = 2_000_000;

@@ -6,9 +6,9 @@ use super::core::ReorderCore;
 use super::stream::PortReorder;
 use super::totals::ReorderTotals;
 use super::{DownlinkStage, RoceMeta, StreamRow};
-use crate::engine::Tables;
 use crate::ids::PortId;
 use crate::pkt::Pkt;
+use crate::tables::Tables;
 
 /// Reordering of one worker's downlinks.
 pub struct ReorderStage {
@@ -140,8 +140,8 @@ impl DownlinkStage for ReorderStage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::SprayPolicy;
     use crate::meta::MetaKind;
+    use crate::tables::SprayPolicy;
     use crate::testkit::tor_tables;
     use crate::wire::Psn;
 

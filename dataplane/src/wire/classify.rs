@@ -677,7 +677,7 @@ pub mod plain_v4 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testkit::every_ext;
+    use crate::wire::frame::every_ext;
     use crate::wire::frame::{IpRepr, RoceFrameRepr};
     use crate::wire::Psn;
     use core::net::Ipv6Addr;

@@ -384,6 +384,40 @@ impl RoceFrameRepr<'_> {
     }
 }
 
+/// Every extension header, with fixed sample values: a frame of any opcode built from it
+/// carries exactly the headers its layout names (tests that sweep opcodes).
+#[cfg(any(test, feature = "testkit"))]
+pub fn every_ext() -> ExtRepr {
+    ExtRepr {
+        deth: Some(DethRepr {
+            qkey: 0x1111_1111,
+            src_qp: 0x12,
+        }),
+        feth: Some(FethRepr {
+            placement_type: 1,
+            selectivity: 1,
+        }),
+        reth: Some(RethRepr {
+            virtual_address: 0x1000,
+            rkey: 0x77,
+            dma_len: 4096,
+        }),
+        atomic_eth: Some(AtomicEthRepr {
+            virtual_address: 8,
+            rkey: 9,
+            swap_add: 1,
+            compare: 0,
+        }),
+        aeth: Some(AethRepr {
+            syndrome: super::aeth::Syndrome::Ack { credits: 31 },
+            msn: 5,
+        }),
+        atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 42 }),
+        immdt: Some(ImmDtRepr { imm: 0xdead_beef }),
+        ieth: Some(IethRepr { rkey: 0x55 }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,7 @@ pub mod cm;
 pub mod cnp;
 pub mod ecn;
 pub mod ext;
+pub mod control;
 pub mod frame;
 pub mod icrc;
 pub mod mac;
@@ -29,6 +30,7 @@ pub mod pause;
 pub mod probe;
 pub mod psn;
 pub mod reth;
+pub mod stamp;
 
 pub use aeth::{Aeth, AethRepr, NakCode, Syndrome};
 pub use bth::{Bth, BthRepr};

@@ -4,10 +4,12 @@
 
 use super::{Handoff, Worker};
 use crate::egress::{EgressConfig, EgressQueue};
-use crate::engine::{DropReason, PortId, Tables};
+use crate::engine::DropReason;
+use crate::ids::PortId;
 use crate::meta::RoceMeta;
-use crate::port::Port;
 use crate::pkt::Pkt;
+use crate::port::Port;
+use crate::tables::Tables;
 
 /// A port this worker owns, with its egress queue.
 pub(super) struct OwnedPort {

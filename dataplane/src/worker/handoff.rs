@@ -6,7 +6,8 @@ use std::sync::Arc;
 use crossbeam::queue::ArrayQueue;
 
 use super::Worker;
-use crate::engine::{DropReason, PortId};
+use crate::engine::DropReason;
+use crate::ids::PortId;
 use crate::meta::RoceMeta;
 use crate::pkt::Pkt;
 

@@ -34,12 +34,14 @@ use crossbeam::channel::{Receiver, Sender};
 use crossbeam::utils::CachePadded;
 
 use crate::egress::EgressQueue;
-use crate::engine::spray::PortStatus;
-use crate::engine::{DropReason, Engine, Neighbor, PortId, ResolveRequest, Tables, Verdict};
-use crate::port::{LinkState, Port};
+use crate::engine::{DropReason, Engine, ResolveRequest, Verdict};
+use crate::ids::PortId;
 use crate::pkt::{Pkt, DEFAULT_BUF};
+use crate::port::{LinkState, Port};
 use crate::reorder::{DownlinkStage, StreamRow};
 use crate::stats::{PortCounters, WorkerCounters};
+use crate::tables::status::PortStatus;
+use crate::tables::{Neighbor, Tables};
 use crate::time::now_ns;
 
 mod egress;
@@ -64,7 +66,7 @@ pub enum Query {
     /// Up to N reorder streams.
     Streams(usize, Sender<Vec<StreamRow>>),
     /// The neighbours this worker learned (address, MAC, port).
-    Neighbors(Sender<Vec<(IpAddr, crate::engine::Neighbor)>>),
+    Neighbors(Sender<Vec<(IpAddr, crate::tables::Neighbor)>>),
     /// Forget learned neighbours not confirmed for this many ns.
     AgeNeighbors(u64),
 }

@@ -8,8 +8,10 @@ use crossbeam::channel::TrySendError;
 
 use super::Worker;
 use crate::engine::build_resolve;
-use crate::engine::{DropReason, PortId, ResolveRequest, Tables, Verdict};
+use crate::engine::{DropReason, ResolveRequest, Verdict};
+use crate::ids::PortId;
 use crate::pkt::Pkt;
+use crate::tables::Tables;
 
 /// Routed packets a worker holds while their next hops resolve.
 pub const PARK_MAX: usize = 64;

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use super::*;
-use crate::engine::SprayPolicy;
 use crate::port::fault::{FaultConfig, FaultInjector};
 use crate::port::mem::{self, MemPort};
 use crate::reorder::Passthrough;
+use crate::tables::SprayPolicy;
 use crate::testkit::{roce_frame, tor_tables};
 
 /// A ToR whose host behind `d1` (10.0.1.2) is not resolved yet, its far ends, and the
@@ -15,7 +15,7 @@ fn unresolved_tor() -> (Worker, Arc<CachePadded<WorkerCounters>>, MemPort, MemPo
     let mut tables = tor_tables(2, 1, SprayPolicy::RoundRobin);
     tables
         .neighbors
-        .remove(&crate::engine::ip_key("10.0.1.2".parse().unwrap()));
+        .remove(&crate::tables::ip_key("10.0.1.2".parse().unwrap()));
     let (h0, d0) = mem::link("h0", "d0", 256);
     let (h1, d1) = mem::link("h1", "d1", 256);
     let (u0, _far) = mem::link("u0", "far", 256);
@@ -67,7 +67,7 @@ fn packets_to_an_unresolved_host_wait_for_its_answer_in_order() {
     // The host asks for its gateway: the switch learns it from that and sends the held
     // packets on, first to last.
     let mut arp = vec![0u8; 60];
-    crate::engine::local::arp_request(
+    crate::wire::control::arp_request(
         &mut arp,
         crate::testkit::peer_mac(1),
         "10.0.1.2".parse().unwrap(),

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use sprayswitch::engine::ip_key;
+use sprayswitch::tables::ip_key;
 use sprayswitch::wire::{classify, FrameClass, Pmtu};
 
 use super::CapturePair;

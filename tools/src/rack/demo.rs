@@ -10,11 +10,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use sprayswitch::engine::spray::flow_hash;
-use sprayswitch::engine::SprayPolicy;
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
 
 use crate::rack::topo::{DrivenRackPair, Host, PathSpec, RackPair, RackPairSpec};
@@ -519,7 +519,7 @@ pub fn run(
         health_interval_us: match (opts.health, opts.virtual_step_ns) {
             (false, _) => None,
             (true, Some(_)) => {
-                Some(sprayswitch::engine::HealthSpec::new(Vec::new()).interval_ns / 1000)
+                Some(sprayswitch::tables::HealthSpec::new(Vec::new()).interval_ns / 1000)
             }
             (true, None) => Some(crate::rack::topo::REAL_TIME_PROBE_US),
         },

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, Lateness};
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::time::now_ns;
 use sprayswitch::worker::{IdlePolicy, IdleWaiter};
 

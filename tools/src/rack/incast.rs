@@ -15,11 +15,11 @@
 use std::net::IpAddr;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::engine::SprayPolicy;
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::rng::Rng;
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{classify, PauseFrame, Pmtu, Psn};
 
 use crate::rack::topo::{DrivenRackPair, PathSpec, RackPairSpec};

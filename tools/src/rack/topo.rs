@@ -15,13 +15,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use anyhow::Context;
-use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector, FaultStats, LossStep};
 use sprayswitch::port::mem::{self, LinkControl, MemPort};
 use sprayswitch::port::pooled::PooledPort;
 use sprayswitch::port::Port;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::switch::{Stopped, Switch};
+use sprayswitch::tables::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::wire::format_mac;
 use sprayswitch::worker::IdlePolicy;
 use sprayswitch_control::config::Choice;
@@ -87,7 +87,7 @@ pub struct RackPairSpec {
     /// Ethernet MTU of every ToR port (9000 lets hosts use RoCE path MTU 4096).
     pub mtu: u16,
     /// How the ToRs tell loss from reordering on the fabric's paths.
-    pub loss_detection: sprayswitch::engine::LossDetection,
+    pub loss_detection: sprayswitch::tables::LossDetection,
     /// What a declared loss releases towards the hosts.
     pub loss_recovery: sprayswitch::reorder::LossRecovery,
     /// Rate of every ToR port towards a host (`None`: as fast as the host takes packets).
@@ -636,8 +636,8 @@ impl Built {
             }
             for p in &mut v.tables.ports {
                 p.rate_bps = match p.role {
-                    sprayswitch::engine::Role::Downlink => spec.host_rate_bps,
-                    sprayswitch::engine::Role::Uplink => spec.uplink_rate_bps,
+                    sprayswitch::tables::Role::Downlink => spec.host_rate_bps,
+                    sprayswitch::tables::Role::Uplink => spec.uplink_rate_bps,
                 };
                 p.ecn = spec.ecn;
             }

@@ -25,8 +25,8 @@ pub mod workload;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
-use sprayswitch::port::{LinkState, Port};
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::{LinkState, Port};
 use sprayswitch::wire::cm::{self, CmMessage};
 use sprayswitch::wire::{classify, Pmtu, Psn};
 

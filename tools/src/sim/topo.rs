@@ -19,12 +19,12 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use anyhow::Context;
 use serde::Deserialize;
-use sprayswitch::engine::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::port::fault::{FaultConfig, FaultInjector};
 use sprayswitch::port::mem;
 use sprayswitch::port::Port;
 use sprayswitch::reorder::{LossRecovery, ReorderConfig};
 use sprayswitch::switch::Switch;
+use sprayswitch::tables::{ip_key, Neighbor, SprayPolicy};
 use sprayswitch::wire::format_mac;
 use sprayswitch::worker::{IdlePolicy, Worker};
 use sprayswitch_control::Config;

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use sprayswitch::engine::local::arp_request;
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::wire::classify::L4Summary;
 use sprayswitch::wire::cm::{self, CmMessage};
+use sprayswitch::wire::control::arp_request;
 use sprayswitch::wire::{classify, Pmtu, Psn};
 
 use crate::traffic::dcqcn::DcqcnConfig;

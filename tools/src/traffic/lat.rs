@@ -7,10 +7,10 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use sprayswitch::pkt::Pkt;
 use sprayswitch::port::fault::{FaultConfig, FaultInjector};
 use sprayswitch::port::mem;
 use sprayswitch::port::Port;
-use sprayswitch::pkt::Pkt;
 use sprayswitch::wire::BthRepr;
 use sprayswitch::wire::{classify, DethRepr, ExtRepr, IpRepr, Opcode, Pmtu, Psn, RoceFrameRepr};
 

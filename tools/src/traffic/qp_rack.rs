@@ -14,8 +14,8 @@
 
 use std::net::IpAddr;
 
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::cm::CmMessage;
 use sprayswitch::wire::{classify, Pmtu, Psn};

@@ -11,8 +11,8 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use sprayswitch::port::Port;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
 use sprayswitch::wire::ecn::{codepoint, Codepoint};
 
 use crate::traffic::dcqcn::{DcqcnConfig, NotificationPoint, ReactionPoint};

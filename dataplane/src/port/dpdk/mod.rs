@@ -833,4 +833,3 @@ impl Drop for DpdkPort {
         unsafe { ffi::ss_port_close(self.id, 1, self.probed) };
     }
 }
-
