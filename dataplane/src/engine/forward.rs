@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use super::fast::{fast_ops, FastOp, Hop, RouteCache};
 use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
-use super::spray::{flow_hash, flow_hash_v4, Sprayer};
+use super::spray::{flow_hash, flow_hash_v4, Pick, Sprayer};
 use super::DropReason;
 use crate::ids::PortId;
 use crate::meta::{MetaKind, PathStamp, RoceMeta, NO_PATH};
@@ -166,6 +166,15 @@ fn egress_table(t: &Tables) -> Vec<Egress> {
             admin_up: p.admin_up,
         })
         .collect()
+}
+
+/// A frame as the full path received it: its port, what it is, and whether it was addressed
+/// to the port's own MAC (else to a group address).
+#[derive(Clone, Copy)]
+struct Received<'a> {
+    rx_info: &'a PortInfo,
+    c: &'a crate::wire::Classified,
+    to_us: bool,
 }
 
 impl Engine {
@@ -347,25 +356,33 @@ impl Engine {
             host_cnp = r.bth.opcode == crate::wire::Opcode::Cnp;
         }
         Decision {
-            verdict: self.route(t, status, rx_info, pkt, &c, to_us, now),
+            verdict: self.route(
+                t,
+                status,
+                pkt,
+                Received {
+                    rx_info,
+                    c: &c,
+                    to_us,
+                },
+                now,
+            ),
             observed,
             host_cnp,
         }
     }
 
-    /// The full path's verdict for a classified frame addressed to this switch's port MAC
-    /// (`to_us`) or to a group address.
-    #[allow(clippy::too_many_arguments)]
+    /// The full path's verdict for a classified frame (`got`) addressed to this switch's port
+    /// MAC or to a group address.
     fn route(
         &mut self,
         t: &Tables,
         status: &StatusBoard,
-        rx_info: &PortInfo,
         pkt: &mut Pkt,
-        c: &crate::wire::Classified,
-        to_us: bool,
+        got: Received<'_>,
         now: u64,
     ) -> Verdict {
+        let Received { rx_info, c, to_us } = got;
         let rx = pkt.rx_port;
         let l3 = usize::from(c.eth.l3_offset);
         // Borrow from `c` rather than copy: the summaries are large and copying them per packet
@@ -394,7 +411,7 @@ impl Engine {
         };
 
         if let L4Summary::Icmpv6 { icmp_type, .. } = ip.l4 {
-            if let Some(v) = self.handle_nd(t, pkt, ip, icmp_type, l3, now) {
+            if let Some(v) = self.handle_nd(t, pkt, ip, icmp_type, l3) {
                 return v;
             }
         }
@@ -481,7 +498,16 @@ impl Engine {
                 } else {
                     crate::tables::SprayPolicy::Ecmp
                 };
-                let Some(p) = self.sprayer.choose(t, g, status, policy, hash, now) else {
+                let Some(p) = self.sprayer.choose(
+                    t,
+                    g,
+                    status,
+                    Pick {
+                        policy,
+                        flow: hash,
+                        now,
+                    },
+                ) else {
                     return Verdict::Drop(DropReason::AllUplinksDown);
                 };
                 if policy.sprays() || pinned {
@@ -516,10 +542,8 @@ impl Engine {
             Some(_) => self.restamp(
                 f,
                 usize::from(ip.l4_offset),
-                rx,
-                rx_info.role,
-                out.role,
-                egress,
+                (rx, rx_info.role),
+                (egress, out.role),
             ),
             None => PathStamp::NONE,
         };
@@ -649,7 +673,16 @@ impl Engine {
                 } else {
                     0
                 };
-                let Some(p) = self.sprayer.choose(t, g, status, t.policy, hash, now) else {
+                let Some(p) = self.sprayer.choose(
+                    t,
+                    g,
+                    status,
+                    Pick {
+                        policy: t.policy,
+                        flow: hash,
+                        now,
+                    },
+                ) else {
                     return Some(Decision {
                         observed,
                         ..Verdict::Drop(DropReason::AllUplinksDown).into()
@@ -691,7 +724,7 @@ impl Engine {
         f[0..6].copy_from_slice(&mac);
         f[6..12].copy_from_slice(&out.mac);
         ipv4_decrement_ttl(&mut f[L3..]);
-        let stamp = self.restamp(f, L4, rx_port, rx_role, out_role, egress);
+        let stamp = self.restamp(f, L4, (rx_port, rx_role), (egress, out_role));
         let meta = out.downlink.then_some(RoceMeta {
             local: ip_key(IpAddr::V4(dst.into())),
             remote: ip_key(IpAddr::V4(src.into())),
@@ -734,10 +767,8 @@ impl Engine {
         &mut self,
         f: &mut [u8],
         l4: usize,
-        rx_port: PortId,
-        rx: Role,
-        out: Role,
-        egress: PortId,
+        (rx_port, rx): (PortId, Role),
+        (egress, out): (PortId, Role),
     ) -> PathStamp {
         let stamped = |p: PortId| self.stamp_port.get(usize::from(p)).copied() == Some(true);
         match (rx, out) {
@@ -811,7 +842,6 @@ impl Engine {
         ip: &IpSummary,
         icmp_type: u8,
         l3: usize,
-        _now: u64,
     ) -> Option<Verdict> {
         let rx = pkt.rx_port;
         let l4 = usize::from(ip.l4_offset);

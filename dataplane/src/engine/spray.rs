@@ -79,6 +79,18 @@ struct Flowlet {
 
 const FLOWLET_SLOTS: usize = 4096;
 
+/// What the sprayer needs to know of one packet: the policy it is sprayed by, its flow hash
+/// (read by `ecmp` and `flowlet`) and the time (`flowlet`'s gaps).
+#[derive(Debug, Clone, Copy)]
+pub struct Pick {
+    /// The policy for this packet (`ecmp` for what must not be sprayed).
+    pub policy: SprayPolicy,
+    /// Its 5-tuple hash ([`flow_hash`]).
+    pub flow: u64,
+    /// Now, in ns.
+    pub now: u64,
+}
+
 /// Per-worker spraying state.
 #[derive(Debug)]
 pub struct Sprayer {
@@ -183,16 +195,14 @@ impl Sprayer {
         t: &Tables,
         gi: u16,
         status: &StatusBoard,
-        policy: SprayPolicy,
-        flow: u64,
-        now: u64,
+        pick: Pick,
     ) -> Option<PortId> {
-        if policy == SprayPolicy::RoundRobin {
+        if pick.policy == SprayPolicy::RoundRobin {
             if let Some(k) = self.round_robin_turn(t, gi) {
                 return t.groups.get(usize::from(gi))?.ports.get(k).copied();
             }
         }
-        self.choose_general(t, gi, status, policy, flow, now)
+        self.choose_general(t, gi, status, pick)
     }
 
     /// The common case of [`Sprayer::choose`] in a few instructions: round robin over a group
@@ -225,10 +235,9 @@ impl Sprayer {
         t: &Tables,
         gi: u16,
         status: &StatusBoard,
-        policy: SprayPolicy,
-        flow: u64,
-        now: u64,
+        pick: Pick,
     ) -> Option<PortId> {
+        let Pick { policy, flow, now } = pick;
         let g = t.groups.get(usize::from(gi))?;
         let up = |p: PortId| {
             t.ports.get(usize::from(p)).is_some_and(|i| i.admin_up)
@@ -408,9 +417,11 @@ mod tests {
                     t,
                     0,
                     s,
-                    policy,
-                    (i as u64 % flows).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                    i as u64 * 1000,
+                    Pick {
+                        policy,
+                        flow: (i as u64 % flows).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        now: i as u64 * 1000,
+                    },
                 )
                 .unwrap();
             c[usize::from(p)] += 1;
@@ -433,7 +444,19 @@ mod tests {
             st.set_up(false);
         }
         let mut sp = Sprayer::new(1, 1);
-        assert_eq!(sp.choose(&t, 0, &s, SprayPolicy::RoundRobin, 0, 0), None);
+        assert_eq!(
+            sp.choose(
+                &t,
+                0,
+                &s,
+                Pick {
+                    policy: SprayPolicy::RoundRobin,
+                    flow: 0,
+                    now: 0
+                }
+            ),
+            None
+        );
     }
 
     #[test]
@@ -455,10 +478,31 @@ mod tests {
         let mut used = [0; 4];
         for f in 0..1000u64 {
             let h = f.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x1234;
-            let first = sp.choose(&t, 0, &s, SprayPolicy::Ecmp, h, 0).unwrap();
+            let first = sp
+                .choose(
+                    &t,
+                    0,
+                    &s,
+                    Pick {
+                        policy: SprayPolicy::Ecmp,
+                        flow: h,
+                        now: 0,
+                    },
+                )
+                .unwrap();
             for k in 0..10 {
                 assert_eq!(
-                    sp.choose(&t, 0, &s, SprayPolicy::Ecmp, h, k).unwrap(),
+                    sp.choose(
+                        &t,
+                        0,
+                        &s,
+                        Pick {
+                            policy: SprayPolicy::Ecmp,
+                            flow: h,
+                            now: k
+                        }
+                    )
+                    .unwrap(),
                     first
                 );
             }
@@ -488,10 +532,31 @@ mod tests {
         t.flowlet_gap_ns = 100;
         let s = board(4);
         let mut sp = Sprayer::new(1, 5);
-        let first = sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, 0).unwrap();
+        let first = sp
+            .choose(
+                &t,
+                0,
+                &s,
+                Pick {
+                    policy: SprayPolicy::Flowlet,
+                    flow: 77,
+                    now: 0,
+                },
+            )
+            .unwrap();
         for now in (10..1000).step_by(10) {
             assert_eq!(
-                sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, now).unwrap(),
+                sp.choose(
+                    &t,
+                    0,
+                    &s,
+                    Pick {
+                        policy: SprayPolicy::Flowlet,
+                        flow: 77,
+                        now
+                    }
+                )
+                .unwrap(),
                 first
             );
         }
@@ -499,7 +564,19 @@ mod tests {
         let mut now = 1000;
         for _ in 0..20 {
             now += 1000;
-            moved |= sp.choose(&t, 0, &s, SprayPolicy::Flowlet, 77, now).unwrap() != first;
+            moved |= sp
+                .choose(
+                    &t,
+                    0,
+                    &s,
+                    Pick {
+                        policy: SprayPolicy::Flowlet,
+                        flow: 77,
+                        now,
+                    },
+                )
+                .unwrap()
+                != first;
         }
         assert!(moved);
     }

@@ -632,7 +632,7 @@ impl Model {
         }
     }
 
-    fn insert(&mut self, k: usize, p: Psn, span: u32, id: u32, now: u64, out: &mut Vec<u32>) {
+    fn insert(&mut self, k: usize, (p, span): (Psn, u32), id: u32, now: u64, out: &mut Vec<u32>) {
         let w = self.w;
         let mut e = *self.streams[k].e.get_or_insert(p);
         let idle = now > self.streams[k].last_seen;
@@ -796,7 +796,7 @@ proptest! {
                     let p = base[stream].add(offset);
                     owner.push(stream);
                     core.handle_packet(0, &req(key(stream as u32), p, span, 10), id, now, &mut got);
-                    model.insert(stream, p, span, id, now, &mut want);
+                    model.insert(stream, (p, span), id, now, &mut want);
                     id += 1;
                     if offset > 100 {
                         base[stream] = base[stream].add(offset - 100);
@@ -1767,28 +1767,31 @@ impl H {
     }
 }
 
+/// A lane-0 path stamp `seq` in priority `class`.
+fn stamp_in(class: u8, seq: u16) -> PathStamp {
+    PathStamp {
+        seq,
+        class,
+        lane: 0,
+    }
+}
+
 impl H {
     /// What the stage does with a packet of QP `qpn` of the source `REMOTE` that arrived on
     /// `path` with path stamp `stamp` (item = `qpn * 1000 + psn`), timers polled first.
     fn arrive_stamped(&mut self, qpn: u32, path: u8, psn: u32, seq: u16, now: u64) {
-        self.arrive_stamped_in(3, qpn, path, psn, seq, now);
+        self.arrive_stamped_in(stamp_in(3, seq), qpn, path, psn, now);
     }
 
-    /// `arrive_stamped` in priority `class`.
-    fn arrive_stamped_in(&mut self, class: u8, qpn: u32, path: u8, psn: u32, seq: u16, now: u64) {
-        let stamp = PathStamp {
-            seq,
-            class,
-            lane: 0,
-        };
-        self.arrive_from(REMOTE, stamp, qpn, path, psn, now);
+    /// `arrive_stamped` with `stamp` (its priority class and sequence).
+    fn arrive_stamped_in(&mut self, stamp: PathStamp, qpn: u32, path: u8, psn: u32, now: u64) {
+        self.arrive_from((REMOTE, stamp), qpn, path, psn, now);
     }
 
     /// `arrive_stamped` from sender `remote` with `stamp`.
     fn arrive_from(
         &mut self,
-        remote: u128,
-        stamp: PathStamp,
+        (remote, stamp): (u128, PathStamp),
         qpn: u32,
         path: u8,
         psn: u32,
@@ -1961,16 +1964,15 @@ fn proven_by_another_host(prefix: (u8, u8), other: u128, lane: u8) -> (u64, u64)
         .enumerate()
     {
         h.arrive_from(
-            RACK2_HOST1,
-            st(seq, 0),
+            (RACK2_HOST1, st(seq, 0)),
             1,
             (psn % 4) as u8,
             psn,
             i as u64 * 1_000,
         );
     }
-    h.arrive_from(other, st(10, lane), 2, 0, 0, 8_000);
-    h.arrive_from(other, st(11, lane), 2, 1, 1, 9_000);
+    h.arrive_from((other, st(10, lane)), 2, 0, 0, 8_000);
+    h.arrive_from((other, st(11, lane)), 2, 1, 1, 9_000);
     (h.core.totals().stamp_losses, h.core.totals().stamp_disorder)
 }
 
@@ -1994,8 +1996,8 @@ fn stamps_of_another_priority_prove_nothing() {
     // packets on paths 0 and 1 are of another priority (a path is FIFO within a priority
     // only: a paused one waits while the others pass).
     let mut h = qp1_with_a_gap_at_5();
-    h.arrive_stamped_in(6, 2, 0, 0, 10, 8_000);
-    h.arrive_stamped_in(6, 2, 1, 1, 11, 9_000);
+    h.arrive_stamped_in(stamp_in(6, 10), 2, 0, 0, 8_000);
+    h.arrive_stamped_in(stamp_in(6, 11), 2, 1, 1, 9_000);
     assert_eq!(h.core.totals().path_losses, 0);
     // The same in the stream's own priority.
     h.arrive_stamped(3, 0, 0, 12, 10_000);

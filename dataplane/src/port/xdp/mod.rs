@@ -388,17 +388,18 @@ fn tx_needs(p: &Pkt, area: &FrameArea, multi_buffer: bool) -> (usize, usize) {
 }
 
 /// Adds descriptor `d` of a multi-buffer frame to the frame being reassembled in `partial`
-/// (copying its bytes and giving its UMEM frame back); on the last descriptor (`more` false)
-/// moves the whole frame to `out`, or counts it in `lost` if it outgrew [`MAX_FRAME`].
+/// (copying its bytes and giving its UMEM frame back); on the last descriptor (no
+/// `XDP_PKT_CONTD`) moves the whole frame to `out`, or counts it in `lost` if it outgrew
+/// [`MAX_FRAME`].
 fn reassemble(
     area: &Arc<FrameArea>,
     partial: &mut Option<(Pkt, bool)>,
     d: XdpDesc,
-    more: bool,
     now: u64,
     out: &mut Vec<Pkt>,
     lost: &mut u64,
 ) {
+    let more = d.options & XDP_PKT_CONTD != 0;
     let (pkt, good) = partial.get_or_insert_with(|| (Pkt::with_capacity(MAX_FRAME), true));
     // Dropped at the end of this function: the frame goes back to the free list.
     let frame = area.claim(d.addr);
@@ -689,7 +690,7 @@ impl Port for XdpPort {
                     }
                     return;
                 }
-                reassemble(area, partial, d, more, now, out, rx_lost);
+                reassemble(area, partial, d, now, out, rx_lost);
             });
             got += out.len() - before;
             consumed |= descs > 0;
