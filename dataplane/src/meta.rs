@@ -83,7 +83,8 @@ pub struct RoceMeta {
 impl RoceMeta {
     /// What the engine hands over for a packet of QP `qp` with PSN `psn` that means `kind`:
     /// one PSN, no payload size or length known, over no path whose order counts, unstamped
-    /// (the rest is set by struct update where known).
+    /// ([`RoceMeta::sized`] and [`RoceMeta::over`] say more where known). The one place a
+    /// `RoceMeta` is built.
     pub fn new(qp: QpRef, psn: Psn, kind: MetaKind) -> RoceMeta {
         RoceMeta {
             local: qp.local,
@@ -97,6 +98,28 @@ impl RoceMeta {
             kind,
             path: NO_PATH,
             stamp: PathStamp::NONE,
+        }
+    }
+
+    /// With its size: the PSNs it consumes, its payload when a full FIRST or MIDDLE, its frame
+    /// length.
+    #[inline]
+    pub fn sized(self, span: u32, full_payload: u16, len: u32) -> RoceMeta {
+        RoceMeta {
+            span,
+            full_payload,
+            len,
+            ..self
+        }
+    }
+
+    /// Arrived over fabric path `path` with `stamp`.
+    #[inline]
+    pub fn over(self, path: u8, stamp: PathStamp) -> RoceMeta {
+        RoceMeta {
+            path,
+            stamp,
+            ..self
         }
     }
 

@@ -80,7 +80,10 @@ fn names_after(text: &str, prefix: &str) -> BTreeSet<String> {
 }
 
 fn head(s: &str) -> String {
-    s.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+    s.trim()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
 }
 
 #[test]
@@ -127,12 +130,19 @@ fn reorder_parts_import_each_other_without_a_circle() {
     for d in deps.values_mut() {
         d.retain(|x| parts.contains(x));
     }
-    assert!(deps.len() >= 10, "reorder/ has its parts: {:?}", deps.keys());
+    assert!(
+        deps.len() >= 10,
+        "reorder/ has its parts: {:?}",
+        deps.keys()
+    );
     // Kahn: repeatedly take the parts that import nothing left.
     let mut left = deps.clone();
     while !left.is_empty() {
-        let free: Vec<String> =
-            left.iter().filter(|(_, d)| d.is_empty()).map(|(k, _)| k.clone()).collect();
+        let free: Vec<String> = left
+            .iter()
+            .filter(|(_, d)| d.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
         assert!(!free.is_empty(), "an import circle among {:?}", left);
         for f in &free {
             left.remove(f);

@@ -14,7 +14,7 @@ use super::neigh::{is_unicast_ip, Learned, NeighborTable, ResolveRequest};
 use super::spray::{flow_hash, flow_hash_v4, Pick, Sprayer};
 use super::DropReason;
 use crate::ids::PortId;
-use crate::meta::{MetaKind, PathStamp, RoceMeta, NO_PATH};
+use crate::meta::{MetaKind, PathStamp, QpRef, RoceMeta, NO_PATH};
 use crate::pkt::Pkt;
 use crate::tables::{ip_key, Neighbor, PortInfo, Role, RouteTarget, StatusBoard, Tables};
 use crate::wire::checksum::{ipv4_checksum_ok, ipv4_decrement_ttl};
@@ -639,19 +639,13 @@ impl Engine {
         // which shows nothing; the full path skips those too).
         let mut observed = None;
         if rx_info.role == Role::Downlink && op.fill && op.full_segment && payload_len > 0 {
-            observed = Some(RoceMeta {
+            let qp = QpRef {
                 local: ip_key(IpAddr::V4(src.into())),
                 remote: ip_key(IpAddr::V4(dst.into())),
                 sport,
                 qpn,
-                psn,
-                span: 1,
-                full_payload: payload_len,
-                len,
-                kind: MetaKind::HostPmtu,
-                path: NO_PATH,
-                stamp: PathStamp::NONE,
-            });
+            };
+            observed = Some(RoceMeta::new(qp, psn, MetaKind::HostPmtu).sized(1, payload_len, len));
         }
         let (egress, mac) = match hop {
             Hop::Port { port, mac } => {
@@ -725,22 +719,22 @@ impl Engine {
         f[6..12].copy_from_slice(&out.mac);
         ipv4_decrement_ttl(&mut f[L3..]);
         let stamp = self.restamp(f, L4, (rx_port, rx_role), (egress, out_role));
-        let meta = out.downlink.then_some(RoceMeta {
-            local: ip_key(IpAddr::V4(dst.into())),
-            remote: ip_key(IpAddr::V4(src.into())),
-            sport,
-            qpn,
-            psn,
-            span: 1,
-            full_payload: if op.full_segment { payload_len } else { 0 },
-            len,
-            kind: if op.fill {
+        let meta = out.downlink.then(|| {
+            let qp = QpRef {
+                local: ip_key(IpAddr::V4(dst.into())),
+                remote: ip_key(IpAddr::V4(src.into())),
+                sport,
+                qpn,
+            };
+            let kind = if op.fill {
                 MetaKind::Fill { ends: op.ends }
             } else {
                 MetaKind::Request { read_len: None }
-            },
-            path: self.path_of(pkt.rx_port),
-            stamp,
+            };
+            let full = if op.full_segment { payload_len } else { 0 };
+            RoceMeta::new(qp, psn, kind)
+                .sized(1, full, len)
+                .over(self.path_of(pkt.rx_port), stamp)
         });
         if op.full_segment && meta.is_some() {
             self.learn_pmtu_bytes(egress, payload_len);
@@ -926,18 +920,24 @@ pub fn towards_host(
             read_len: (op == Opcode::RcReadRequest).then(|| r.reth.map_or(0, |x| x.dma_len)),
         }
     };
-    RoceMeta {
-        local: ip_key(r.ip.dst),
-        remote: ip_key(r.ip.src),
+    RoceMeta::new(qp_of(r, true), r.bth.psn, kind)
+        .sized(r.psn_span_for(pmtu), full_payload(r), len as u32)
+        .over(path, stamp)
+}
+
+/// The QP a RoCE packet names, towards a local host (`towards_host`: the destination is the
+/// local end) or from one.
+fn qp_of(r: &RoceSummary, towards_host: bool) -> QpRef {
+    let (local, remote) = if towards_host {
+        (r.ip.dst, r.ip.src)
+    } else {
+        (r.ip.src, r.ip.dst)
+    };
+    QpRef {
+        local: ip_key(local),
+        remote: ip_key(remote),
         sport: r.ip.udp_ports().map_or(0, |p| p.0),
         qpn: r.bth.dest_qp,
-        psn: r.bth.psn,
-        span: r.psn_span_for(pmtu),
-        full_payload: full_payload(r),
-        len: len as u32,
-        kind,
-        path,
-        stamp,
     }
 }
 
@@ -967,23 +967,19 @@ pub fn cm_meta(
         .get(usize::from(r.payload_offset)..)?
         .get(..usize::from(r.payload_len))?;
     let msg = crate::wire::cm::parse(mad).ok()?;
-    Some(RoceMeta {
+    // A CM MAD (QP1, no UDP source port of a QP pair): the pairing reads the message.
+    let qp = QpRef {
         local: ip_key(r.ip.src),
         remote: ip_key(r.ip.dst),
         sport: 0,
         qpn: 1,
-        psn: r.bth.psn,
-        span: 1,
-        full_payload: 0,
-        len: frame.len() as u32,
-        kind: MetaKind::Cm {
-            sender_local,
-            receiver_local,
-            msg,
-        },
-        path: NO_PATH,
-        stamp: PathStamp::NONE,
-    })
+    };
+    let kind = MetaKind::Cm {
+        sender_local,
+        receiver_local,
+        msg,
+    };
+    Some(RoceMeta::new(qp, r.bth.psn, kind).sized(1, 0, frame.len() as u32))
 }
 
 /// What the reorder stage learns from a RoCE packet a local host sent, if anything.
@@ -1013,19 +1009,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         },
         _ => return None,
     };
-    Some(RoceMeta {
-        local: ip_key(r.ip.src),
-        remote: ip_key(r.ip.dst),
-        sport: r.ip.udp_ports().map_or(0, |p| p.0),
-        qpn: r.bth.dest_qp,
-        psn: r.bth.psn,
-        span,
-        full_payload: full_payload(r),
-        len: len as u32,
-        kind,
-        path: NO_PATH,
-        stamp: PathStamp::NONE,
-    })
+    Some(RoceMeta::new(qp_of(r, false), r.bth.psn, kind).sized(span, full_payload(r), len as u32))
 }
 
 #[cfg(test)]

@@ -727,10 +727,29 @@ impl<T> ReorderCore<T> {
     // ------------------------------------------------------------------ timers
 
     /// No timer of the core is due before this time (`u64::MAX`: none is running): a learning
-    /// window that ends, a gap whose hold runs out, the next look for idle streams, or the
-    /// paths' skew changing the holds. Calling [`ReorderCore::poll`] earlier does no harm.
+    /// window that ends, a gap whose hold runs out, or the paths' skew changing the holds. A
+    /// worker with nothing else to do sleeps until then. Calling [`ReorderCore::poll`] earlier
+    /// does no harm.
     pub fn poll_timeout(&self) -> u64 {
         self.deadline
+    }
+
+    /// When the next look for idle streams to evict is due (`u64::MAX`: no stream): upkeep,
+    /// not a reason to wake. It runs with the first poll from then on, which
+    /// [`ReorderCore::poll_due`] tells a caller to make.
+    pub fn sweep_at(&self) -> u64 {
+        if self.table.len() > 0 {
+            self.next_evict_scan
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// True when [`ReorderCore::poll`] has something to do at `now`: a timer is due or the
+    /// sweep for idle streams.
+    #[inline]
+    pub fn poll_due(&self, now: u64) -> bool {
+        now >= self.deadline || now >= self.sweep_at()
     }
 
     /// Checks timers at `now`: ends learning windows, declares timed-out gaps lost (releasing
@@ -772,9 +791,6 @@ impl<T> ReorderCore<T> {
                 let table = &self.table;
                 self.pairing.prune(|k| table.contains(k));
             }
-        }
-        if self.table.len() > 0 {
-            deadline = deadline.min(self.next_evict_scan);
         }
         if !self.table.active().is_empty() {
             // The paths' skew may shorten a hold when a period ends.

@@ -82,9 +82,11 @@ pub trait DownlinkStage: Send {
     /// Releases what timers make due at `now` (nothing before [`DownlinkStage::poll_timeout`]).
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>);
 
-    /// No timer is due before this time (`u64::MAX`: none runs).
+    /// No timer is due before this time (`u64::MAX`: none runs): an idle worker holding
+    /// packets waits no longer than that. A stage that does not know its timers keeps the
+    /// default, due at once.
     fn poll_timeout(&self) -> u64 {
-        u64::MAX
+        0
     }
 
     /// Packets held right now.

@@ -54,7 +54,7 @@ impl DownlinkStage for ReorderStage {
     }
 
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
-        if now >= self.core.poll_timeout() {
+        if self.core.poll_due(now) {
             self.core.poll(now, out);
         }
     }

@@ -197,6 +197,36 @@ fn in_order_held_drained() {
 }
 
 #[test]
+fn poll_timeout_is_the_hold_deadline_and_the_sweep_is_no_reason_to_wake() {
+    let mut h = H::new(ReorderConfig {
+        idle_evict_ns: 1_000_000,
+        ..cfg()
+    });
+    h.core.poll(0, &mut h.out);
+    assert_eq!(
+        h.core.poll_timeout(),
+        u64::MAX,
+        "nothing held, nothing timed"
+    );
+    h.ins(1, 0, 0, 10);
+    h.core.poll(10, &mut h.out); // its (empty) learning window ends
+    assert_eq!(h.core.poll_timeout(), u64::MAX);
+    assert_eq!(h.ins(1, 2, 2, 20), Insert::Held);
+    // The gap at 1 opened at 20 and is held 1 us (cfg's hold timeout).
+    assert_eq!(h.core.poll_timeout(), 1_020);
+    // The sweep for idle streams (every 10 us at most) is upkeep: due, but no deadline.
+    assert!(h.core.sweep_at() <= 10_000);
+    h.core.poll(500, &mut h.out);
+    assert_eq!(h.core.poll_timeout(), 1_020);
+    assert!(h.core.poll_due(1_020));
+    h.core.poll(1_019, &mut h.out);
+    assert_eq!(h.take(), vec![0], "nothing before the deadline");
+    h.core.poll(1_020, &mut h.out);
+    assert_eq!(h.take(), vec![2], "the gap timed out at its deadline");
+    assert_eq!(h.core.poll_timeout(), u64::MAX);
+}
+
+#[test]
 fn late_and_duplicate() {
     let mut h = H::new(cfg());
     h.ins(1, 10, 0, 0);

@@ -71,18 +71,22 @@ impl Worker {
     }
 
     /// How long an idle wait may last when something must happen at a time rather than on an
-    /// arrival (`None`: nothing is timed). Packets held for reordering (hold timers live in the
-    /// reorder stage), waiting for room in a transmit ring or a peer's hand-off ring, or in a
-    /// port's backlog whose release time the port does not tell: the policy's short wait
-    /// (`sleep_us`). A port that tells when its backlog moves (a fault-injected link's next
-    /// delayed packet): until then, at most the short wait. Path probes due: until then, at most
-    /// the short wait.
+    /// arrival (`None`: nothing is timed), at most the policy's short wait (`sleep_us`).
+    /// Packets waiting for room in a transmit ring or a peer's hand-off ring, or in a port's
+    /// backlog whose release time the port does not tell: the short wait. The reorder stage's
+    /// next deadline ([`crate::reorder::DownlinkStage::poll_timeout`]: a gap's hold timer, a
+    /// proof due), a port that tells when its backlog moves (a fault-injected link's next
+    /// delayed packet), path probes due: until then.
     pub(super) fn timed_wait(&self, now: u64) -> Option<Duration> {
         let short = self.cfg.idle.short_wait();
-        if self.reorder.held() > 0 || self.waiting > 0 {
+        if self.waiting > 0 {
             return Some(short);
         }
         let mut next: Option<Duration> = None;
+        if self.reorder.held() > 0 {
+            let due = self.reorder.poll_timeout();
+            next = Some(Duration::from_nanos(due.saturating_sub(now)));
+        }
         for p in &self.ports {
             let d = if !p.q.ready.is_empty() {
                 short
