@@ -8,9 +8,9 @@
 //! - [`ports`]: opens the ports a configuration describes (capture replay, AF_XDP, AF_PACKET)
 //!   before any worker starts.
 //!
-//! The `sprayswitch` binary lives here rather than in `dataplane/` (as the architecture notes
-//! first had it) because it needs the configuration, and the configuration needs the dataplane's
-//! types: the dependency runs one way, control -> dataplane.
+//! The `sprayswitch` binary lives here, not in `dataplane/`, because it needs the
+//! configuration, and the configuration needs the dataplane's types: the dependency runs one
+//! way, control -> dataplane.
 
 pub mod config;
 pub mod ctl;

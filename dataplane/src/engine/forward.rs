@@ -133,7 +133,7 @@ pub struct Engine {
     pub fast_hits: u64,
     /// What the fast path reads of each egress port, packed (a `PortInfo` is 88 bytes with its
     /// name and addresses; this is 16), rebuilt with the tables.
-    egress: Vec<Egress>,
+    port_facts: Vec<PortFacts>,
     /// Per port: the fabric path it is ([`Tables::path_of_ports`]), what RoCE packets it
     /// delivers carry to the reorder stage.
     rx_path: Vec<u8>,
@@ -147,7 +147,7 @@ pub struct Engine {
 
 /// The fast path's copy of a port's forwarding facts.
 #[derive(Debug, Clone, Copy)]
-struct Egress {
+struct PortFacts {
     mac: [u8; 6],
     peer_mac: Option<[u8; 6]>,
     mtu: u16,
@@ -155,10 +155,10 @@ struct Egress {
     admin_up: bool,
 }
 
-fn egress_table(t: &Tables) -> Vec<Egress> {
+fn port_facts(t: &Tables) -> Vec<PortFacts> {
     t.ports
         .iter()
-        .map(|p| Egress {
+        .map(|p| PortFacts {
             mac: p.mac,
             peer_mac: p.peer_mac,
             mtu: p.mtu,
@@ -193,7 +193,7 @@ impl Engine {
             tables_addr: t as *const Tables as usize,
             fast: true,
             fast_hits: 0,
-            egress: egress_table(t),
+            port_facts: port_facts(t),
             rx_path: t.path_of_ports(),
             stamp_port: t.stamp_ports(),
             stamper: crate::wire::stamp::Stamper::new(0, t.stamp_lane_bits),
@@ -208,7 +208,7 @@ impl Engine {
         self.learned_pmtu.resize(t.ports.len(), None);
         self.cache.invalidate();
         self.tables_addr = t as *const Tables as usize;
-        self.egress = egress_table(t);
+        self.port_facts = port_facts(t);
         self.rx_path = t.path_of_ports();
         self.stamp_port = t.stamp_ports();
         if t.stamp_lane_bits.min(crate::wire::stamp::MAX_LANE_BITS) != self.stamper.lane_bits() {
@@ -650,7 +650,7 @@ impl Engine {
         let (egress, mac) = match hop {
             Hop::Port { port, mac } => {
                 let up = self
-                    .egress
+                    .port_facts
                     .get(usize::from(port))
                     .is_some_and(|e| e.admin_up)
                     && status.get(usize::from(port)).is_some_and(|s| s.is_up());
@@ -687,7 +687,7 @@ impl Engine {
                 } else {
                     self.stats.hashed += 1;
                 }
-                match self.egress.get(usize::from(p)).and_then(|e| e.peer_mac) {
+                match self.port_facts.get(usize::from(p)).and_then(|e| e.peer_mac) {
                     Some(m) => (p, m),
                     None => {
                         return Some(Decision {
@@ -698,7 +698,7 @@ impl Engine {
                 }
             }
         };
-        let out = *self.egress.get(usize::from(egress))?;
+        let out = *self.port_facts.get(usize::from(egress))?;
         if total_len > usize::from(out.mtu) {
             // The spray choice above stands, as on the full path, which drops it too.
             return Some(Decision {

@@ -27,7 +27,7 @@ pub(super) fn hold_limit<T>(s: &Stream<T>, skew: Option<u64>) -> u64 {
         Some(k) if s.paths.tracked() => s.timeout.max(k.saturating_mul(SKEW_TIMEOUT_FACTOR)),
         _ => s.timeout,
     };
-    if s.recovery == LossRecovery::NakFirst && s.paths.host_naked(s.expected) {
+    if s.recovery == LossRecovery::NakFirst && s.paths.host_naked_psn(s.expected) {
         limit.saturating_mul(NAKED_WAIT_FACTOR)
     } else {
         limit

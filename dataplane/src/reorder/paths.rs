@@ -106,7 +106,7 @@ struct Track {
     deferred: bool,
     /// The PSN the host last NAKed (sequence error): its sender has been told and resends
     /// from there.
-    host_naked: Option<Psn>,
+    host_naked_psn: Option<Psn>,
     /// The last gap declared lost here: what fills it is the sender's retransmission.
     declared: Option<Psn>,
     /// When the first path joined the current pass (the sender's resent packets began to
@@ -235,14 +235,16 @@ impl PathTrack {
     /// The host NAKed `psn` (the PSN it expects next): its sender resends from there.
     pub(super) fn host_nak(&mut self, psn: Psn) {
         if let Some(t) = self.0.as_mut() {
-            t.host_naked = Some(psn);
+            t.host_naked_psn = Some(psn);
         }
     }
 
     /// Whether the host has NAKed exactly `psn`, so that what fills it is the sender's
     /// retransmission.
-    pub(super) fn host_naked(&self, psn: Psn) -> bool {
-        self.0.as_ref().is_some_and(|t| t.host_naked == Some(psn))
+    pub(super) fn host_naked_psn(&self, psn: Psn) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|t| t.host_naked_psn == Some(psn))
     }
 
     /// The gap at `psn` was declared lost.
@@ -258,7 +260,7 @@ impl PathTrack {
     pub(super) fn fill_is_sample(&self, psn: Psn) -> bool {
         self.0
             .as_ref()
-            .is_some_and(|t| t.host_naked != Some(psn) && t.declared != Some(psn))
+            .is_some_and(|t| t.host_naked_psn != Some(psn) && t.declared != Some(psn))
     }
 
     /// See [`Track::proof`]; never a proof without a packet from a path, nor before the
@@ -423,7 +425,7 @@ impl Track {
     /// was sent after the gap's. None for a selective-repeat host's gap it was told of (what
     /// fills it is a retransmission, sent after the remembered packets).
     fn gap_stamp(&self, gap: Psn) -> Option<u16> {
-        if self.selective && (self.declared == Some(gap) || self.host_naked == Some(gap)) {
+        if self.selective && (self.declared == Some(gap) || self.host_naked_psn == Some(gap)) {
             return None;
         }
         let mut best: Option<u16> = None;

@@ -1,6 +1,6 @@
 //! The request direction: packets towards a local responder, released in PSN order.
 //!
-//! The request direction follows the architecture notes ("Reorder semantics"):
+//! What the request direction does with each packet:
 //!
 //! | case (PSN `p`, expected `e`, window `W`) | action |
 //! |---|---|
@@ -177,7 +177,7 @@ impl<T> RequestStream<'_, T> {
         let s = &mut *self.s;
         s.stats.restarts += 1;
         s.paths.clear();
-        s.host_naked = NOT_NAKED;
+        s.host_naked_psn = NOT_NAKED;
         s.phase = Phase::Learning {
             until,
             min: s.expected,
@@ -427,7 +427,7 @@ impl<T> RequestStream<'_, T> {
         if psn.distance(old).unsigned_abs() > mask {
             // Far from where it was: a new PSN sequence (a CM exchange for a re-created QP).
             s.paths.clear();
-            s.host_naked = NOT_NAKED;
+            s.host_naked_psn = NOT_NAKED;
         } else if psn.is_before(old) {
             // The host asks for PSNs again: what the paths delivered is of the old pass.
             let selective = s.recovery == LossRecovery::ReleaseRun;
@@ -463,7 +463,7 @@ impl<T> RequestStream<'_, T> {
             self.totals.resyncs += 1;
         }
         self.s.paths.host_nak(psn);
-        self.s.host_naked = psn.value();
+        self.s.host_naked_psn = psn.value();
         moved
     }
 
@@ -496,7 +496,7 @@ impl<T> RequestStream<'_, T> {
         s.expected = start;
         s.last_seen = now;
         s.paths.clear();
-        s.host_naked = NOT_NAKED;
+        s.host_naked_psn = NOT_NAKED;
         s.stats.restarts += 1;
         self.totals.restarts += 1;
     }
@@ -572,7 +572,7 @@ impl<T> RequestStream<'_, T> {
     pub(super) fn give_up(&mut self) {
         self.s.paths.forget_pending();
         let stuck = self.s.recovery == LossRecovery::NakFirst
-            && self.s.host_naked == self.s.expected.value();
+            && self.s.host_naked_psn == self.s.expected.value();
         let after = self.flush();
         if stuck {
             self.s.paths.new_pass(false);

@@ -227,7 +227,7 @@ pub(super) struct Stream<T> {
     /// nothing more): [`super::core::ReorderCore`]'s `timeout` keeps the gap for it. A bare
     /// PSN value, not an `Option<Psn>`: its 4 bytes fit in the struct's padding, where an
     /// `Option` would grow every stream by 16 (100k streams must fit in 64 MiB).
-    pub(super) host_naked: u32,
+    pub(super) host_naked_psn: u32,
     /// Held packets a window or more beyond the expected PSN, in PSN order. PSNs are not
     /// packets: a READ REQUEST is one packet spanning many PSNs, and the responses a requester
     /// gets fill only the PSNs of its READs, not those of the WRITEs between them. So packets
@@ -267,7 +267,7 @@ impl<T> Stream<T> {
             paths: PathTrack::default(),
             in_active: false,
             peer_seen: false,
-            host_naked: NOT_NAKED,
+            host_naked_psn: NOT_NAKED,
             far: LazyDeque::default(),
             reads: LazyDeque::default(),
             acks: LazyDeque::default(),
@@ -301,7 +301,7 @@ impl<T> Stream<T> {
 
 pub(super) const NO_RING: u32 = u32::MAX;
 
-/// [`Stream::host_naked`] before the host NAKed anything (no PSN has this value).
+/// [`Stream::host_naked_psn`] before the host NAKed anything (no PSN has this value).
 pub(super) const NOT_NAKED: u32 = u32::MAX;
 
 /// A deque allocated on first use. Most streams are request streams that never need a far

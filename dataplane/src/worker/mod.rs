@@ -22,7 +22,7 @@
 //! and counted `unresolved`.
 //!
 //! The files: this one holds the worker's state and its loop; `handoff` the rings between
-//! workers; `egress` the transmit queues; `neigh` next hops that are not resolved yet; `wait`
+//! workers; `transmit` the transmit queues (the ports' egress queues, flushed in bursts); `neigh` next hops that are not resolved yet; `wait`
 //! the idle coordination with [`crate::idle`].
 
 use std::collections::VecDeque;
@@ -44,20 +44,20 @@ use crate::tables::status::PortStatus;
 use crate::tables::{Neighbor, Tables};
 use crate::time::now_ns;
 
-mod egress;
 mod handoff;
 mod neigh;
 #[cfg(test)]
 mod tests;
 mod times;
+mod transmit;
 mod wait;
 
 pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
 pub use handoff::{handoff_ring, Handoff, HandoffRx, HandoffTx};
 pub use neigh::{PARK_MAX, PARK_NS, PARK_PER_HOP};
 
-use egress::OwnedPort;
 use neigh::Parked;
+use transmit::OwnedPort;
 
 /// A question from the control side, answered by the worker between two bursts (so the
 /// control thread never touches a worker's state).
@@ -179,8 +179,8 @@ pub struct Worker {
     /// The reorder stage's hold and detection times, when it reorders.
     times: Option<times::StageTimes>,
     ports: Vec<OwnedPort>,
-    /// Index into `ports` for each port id (usize::MAX when not owned here).
-    slot: Vec<usize>,
+    /// Per port id of the switch: its index in `ports` when this worker owns it.
+    owned_at: Vec<Option<usize>>,
     rx: Vec<Pkt>,
     released: Vec<(PortId, Pkt)>,
     learned: Vec<(IpAddr, Neighbor)>,
@@ -224,17 +224,17 @@ impl Worker {
         seed: u64,
     ) -> Worker {
         let n = tables.ports.len();
-        let mut slot = vec![usize::MAX; n];
+        let mut owned_at = vec![None; n];
         let cap = cfg.tx_queue_limit.max(cfg.burst);
         let ports: Vec<OwnedPort> = ports
             .into_iter()
             .enumerate()
             .map(|(i, (id, port))| {
-                if let Some(s) = slot.get_mut(usize::from(id)) {
-                    *s = i;
+                if let Some(s) = owned_at.get_mut(usize::from(id)) {
+                    *s = Some(i);
                 }
                 let q = EgressQueue::new(
-                    egress::egress_config(&tables, id),
+                    transmit::egress_config(&tables, id),
                     cap,
                     seed ^ (u64::from(id) << 32),
                 );
@@ -247,7 +247,7 @@ impl Worker {
                     port,
                     q,
                     oldest_ns: 0,
-                    held: 0,
+                    reorder_held_bytes: 0,
                     rx_last: 0,
                 }
             })
@@ -271,7 +271,7 @@ impl Worker {
             times: reorder.reorders().then(times::StageTimes::new),
             reorder,
             ports,
-            slot,
+            owned_at,
             rx: Vec::with_capacity(burst),
             released: Vec::with_capacity(burst * 4),
             learned: Vec::with_capacity(256),
@@ -464,7 +464,7 @@ impl Worker {
                 .configure(&t, &owned, &self.sh.health, &self.sh.status, now);
             self.paths = t.paths();
             for op in &mut self.ports {
-                op.q.configure(egress::egress_config(&t, op.id));
+                op.q.configure(transmit::egress_config(&t, op.id));
             }
             if let (Some(ns), true) = (
                 t.hold_timeout_ns,
@@ -652,7 +652,7 @@ impl Worker {
             pc.pause_frames.set(c.pause_frames);
             pc.pfc_frames.set(c.pfc_frames);
             pc.paused_ns.set(c.paused_ns);
-            pc.queue_bytes.set(op.q.bytes() + op.held);
+            pc.queue_bytes.set(op.q.bytes() + op.reorder_held_bytes);
             if let Some(h) = self.monitor.counts(op.id, &self.tables) {
                 pc.probes_tx.set(h.probes_tx);
                 pc.probes_rx.set(h.probes_rx);
@@ -694,7 +694,7 @@ impl Worker {
         for f in frames.drain(..) {
             let mut pkt = self.spare.pop().unwrap_or_else(|| Pkt::with_capacity(128));
             pkt.set_data(&f.bytes[..f.len]);
-            let Some(&i) = self.slot.get(usize::from(f.port)) else {
+            let Some(i) = self.owned_index(f.port) else {
                 continue;
             };
             let Some(op) = self.ports.get_mut(i) else {
@@ -739,10 +739,16 @@ impl Worker {
         }
     }
 
+    /// Port `id`'s index in `ports`, when this worker owns it.
+    #[inline]
+    fn owned_index(&self, id: PortId) -> Option<usize> {
+        self.owned_at.get(usize::from(id)).copied().flatten()
+    }
+
     /// The depths (bytes) packets found entering port `id`'s egress queue, if this worker owns
     /// it (for loops that drive workers themselves).
     pub fn queue_depth_histogram(&self, id: PortId) -> Option<hdrhistogram::Histogram<u64>> {
-        let i = *self.slot.get(usize::from(id))?;
+        let i = self.owned_index(id)?;
         self.ports.get(i).map(|p| p.q.depths.histogram())
     }
 
@@ -759,7 +765,7 @@ impl Worker {
             Verdict::Consumed => self.sh.counters.consumed.add(1),
             Verdict::Pause(frame) => {
                 self.sh.counters.consumed.add(1);
-                if let Some(&i) = self.slot.get(usize::from(pkt.rx_port)) {
+                if let Some(i) = self.owned_index(pkt.rx_port) {
                     if let Some(op) = self.ports.get_mut(i) {
                         op.q.handle_pause(&frame, now);
                     }

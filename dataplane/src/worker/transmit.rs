@@ -20,7 +20,7 @@ pub(super) struct OwnedPort {
     pub(super) oldest_ns: u64,
     /// Bytes the reorder stage held for the port at its last flush (the depth an arriving
     /// packet adds to: read once per iteration, not per packet).
-    pub(super) held: u64,
+    pub(super) reorder_held_bytes: u64,
     /// Packets its last receive burst brought (fewer than a burst: its receive ring is empty).
     pub(super) rx_last: usize,
 }
@@ -40,17 +40,15 @@ pub(super) fn egress_config(tables: &Tables, id: PortId) -> EgressConfig {
 
 impl Worker {
     pub(super) fn route_to(&mut self, port: PortId, pkt: Pkt, reorder: Option<RoceMeta>, now: u64) {
-        if let Some(&i) = self.slot.get(usize::from(port)) {
-            if i != usize::MAX {
-                // One of this worker's ports.
-                match reorder {
-                    Some(meta) => self
-                        .reorder
-                        .insert(port, pkt, &meta, now, &mut self.released),
-                    None => self.enqueue_at(i, pkt, now),
-                }
-                return;
+        if let Some(i) = self.owned_index(port) {
+            // One of this worker's ports.
+            match reorder {
+                Some(meta) => self
+                    .reorder
+                    .insert(port, pkt, &meta, now, &mut self.released),
+                None => self.enqueue_at(i, pkt, now),
             }
+            return;
         }
         let owner = self
             .sh
@@ -71,9 +69,9 @@ impl Worker {
     }
 
     pub(super) fn enqueue_local(&mut self, port: PortId, pkt: Pkt, now: u64) {
-        match self.slot.get(usize::from(port)) {
-            Some(&i) if i != usize::MAX => self.enqueue_at(i, pkt, now),
-            _ => self.sh.counters.count_drop(DropReason::NoRoute, 1),
+        match self.owned_index(port) {
+            Some(i) => self.enqueue_at(i, pkt, now),
+            None => self.sh.counters.count_drop(DropReason::NoRoute, 1),
         }
     }
 
@@ -88,7 +86,7 @@ impl Worker {
         };
         let was_empty = op.q.ready.is_empty();
         let before = op.q.ready.len();
-        if !op.q.enqueue(pkt, now, op.held) {
+        if !op.q.enqueue(pkt, now, op.reorder_held_bytes) {
             self.sh.counters.count_drop(DropReason::TxQueueFull, 1);
             self.sh.port_counters[usize::from(op.id)]
                 .tx_queue_drops
@@ -114,7 +112,7 @@ impl Worker {
         let flush_ns = self.cfg.flush_ns;
         let op = &mut self.ports[i];
         let was_empty = op.q.ready.is_empty();
-        op.held = self.reorder.held_bytes_for(op.id);
+        op.reorder_held_bytes = self.reorder.held_bytes_for(op.id);
         if !op.q.is_empty() {
             let before = op.q.ready.len();
             op.q.service(now);
