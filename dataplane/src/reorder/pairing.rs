@@ -383,3 +383,173 @@ pub struct CmEvent {
     /// What it says.
     pub msg: CmMessage,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: u128 = 0xA; // a local host
+    const B: u128 = 0xB; // a remote host
+
+    fn qp(qpn: u32, sport: u16) -> QpRef {
+        QpRef {
+            local: A,
+            remote: B,
+            sport,
+            qpn,
+        }
+    }
+
+    fn req(sender: u128, receiver: u128, comm: u32, qpn: u32, psn: u32) -> CmEvent {
+        CmEvent {
+            sender,
+            receiver,
+            sender_local: sender == A,
+            receiver_local: receiver == A,
+            msg: CmMessage::Req {
+                local_comm_id: comm,
+                qpn,
+                starting_psn: Psn::new(psn),
+            },
+        }
+    }
+
+    fn rep(sender: u128, receiver: u128, comm: u32, qpn: u32, psn: u32) -> CmEvent {
+        CmEvent {
+            sender,
+            receiver,
+            sender_local: sender == A,
+            receiver_local: receiver == A,
+            msg: CmMessage::Rep {
+                local_comm_id: 99,
+                remote_comm_id: comm,
+                qpn,
+                starting_psn: Psn::new(psn),
+            },
+        }
+    }
+
+    #[test]
+    fn a_cm_exchange_binds_both_qps_exactly_and_names_each_responders_start() {
+        let mut p = Pairing::new(16);
+        let mut learned = Vec::new();
+        // Local A (QP 0x11, PSN 100) connects to remote B (QP 0x22, PSN 500).
+        assert_eq!(
+            p.observe_cm(&req(A, B, 7, 0x11, 100), &mut learned),
+            CmSeen::Other
+        );
+        assert!(learned.is_empty(), "a REQ alone completes nothing");
+        assert_eq!(
+            p.observe_cm(&rep(B, A, 7, 0x22, 500), &mut learned),
+            CmSeen::Other
+        );
+        // A's responder sees B's PSNs first.
+        assert_eq!(learned, vec![(A, B, 0x11, 0x22, Psn::new(500))]);
+        assert_eq!(p.remote_of(A, B, 0x11), Some(0x22));
+        assert_eq!(p.local_of(A, B, 0x22), Some(0x11));
+        let key = StreamKey::Request {
+            local: A,
+            qpn: 0x11,
+        };
+        assert_eq!(p.take_start(&key), Some(Psn::new(500)));
+        assert_eq!(p.take_start(&key), None, "taken once");
+        // A hint never overrides the exact binding.
+        p.bind_hint(A, B, 0x11, 0x33);
+        assert_eq!(p.remote_of(A, B, 0x11), Some(0x22));
+    }
+
+    #[test]
+    fn a_req_resent_after_its_rep_is_no_new_connection() {
+        let mut p = Pairing::new(16);
+        let mut learned = Vec::new();
+        p.observe_cm(&req(B, A, 3, 0x22, 500), &mut learned);
+        p.observe_cm(&rep(A, B, 3, 0x11, 100), &mut learned);
+        assert_eq!(learned, vec![(A, B, 0x11, 0x22, Psn::new(500))]);
+        learned.clear();
+        assert_eq!(
+            p.observe_cm(&req(B, A, 3, 0x22, 500), &mut learned),
+            CmSeen::Repeated
+        );
+        // Another starting PSN is a new connection.
+        assert_eq!(
+            p.observe_cm(&req(B, A, 3, 0x22, 900), &mut learned),
+            CmSeen::Other
+        );
+        // A REP nobody asked for completes nothing.
+        assert_eq!(
+            p.observe_cm(&rep(A, B, 4, 0x55, 1), &mut learned),
+            CmSeen::Other
+        );
+        assert!(learned.is_empty());
+    }
+
+    #[test]
+    fn a_qpn_reused_by_a_new_connection_drops_its_old_binding() {
+        let mut p = Pairing::new(16);
+        p.bind_hint(A, B, 0x11, 0x22);
+        p.bind_hint(A, B, 0x11, 0x33);
+        assert_eq!(p.remote_of(A, B, 0x11), Some(0x33));
+        assert_eq!(p.local_of(A, B, 0x22), None, "the old remote is unbound");
+        assert_eq!(p.local_of(A, B, 0x33), Some(0x11));
+        // Other host pairs are apart.
+        assert_eq!(p.remote_of(A, 0xC, 0x11), None);
+    }
+
+    #[test]
+    fn tables_are_bounded_and_start_over_when_full() {
+        let mut p = Pairing::new(4);
+        for q in 0..4 {
+            p.bind_hint(A, B, q, 100 + q);
+        }
+        assert_eq!(p.remote_of(A, B, 0), Some(100));
+        p.bind_hint(A, B, 9, 109);
+        assert_eq!(p.remote_of(A, B, 0), None, "full: started over");
+        assert_eq!(p.remote_of(A, B, 9), Some(109));
+        // Host pairs seen: at most `cap`, then over again.
+        for h in 0..5u128 {
+            p.saw_local(&QpRef {
+                local: A,
+                remote: 0x100 + h,
+                sport: 1,
+                qpn: 1,
+            });
+        }
+        assert!(p.entries() <= 4, "{}", p.entries());
+    }
+
+    #[test]
+    fn seen_qps_are_kept_with_their_port_and_pruned_with_their_streams() {
+        let mut p = Pairing::new(16);
+        p.saw_local(&qp(0x11, 0xC011));
+        p.saw_local(&qp(0x12, 0xC012));
+        p.saw_remote(&qp(0x22, 0xC011));
+        p.saw_remote(&qp(0x22, 0xC011));
+        assert_eq!(p.entries(), 3, "a QP seen twice counts once");
+        let mut locals: Vec<_> = p.locals(A, B).collect();
+        locals.sort();
+        assert_eq!(locals, vec![(0x11, 0xC011), (0x12, 0xC012)]);
+        assert_eq!(p.remotes(A, B).collect::<Vec<_>>(), vec![(0x22, 0xC011)]);
+        // Only local QP 0x11 still has a stream.
+        p.prune(|k| matches!(k, StreamKey::Request { qpn: 0x11, .. }));
+        assert_eq!(p.entries(), 1);
+        assert_eq!(p.locals(A, B).collect::<Vec<_>>(), vec![(0x11, 0xC011)]);
+        assert_eq!(p.remotes(A, B).count(), 0);
+    }
+
+    #[test]
+    fn the_pick_takes_the_one_qp_that_fits_preferring_the_packets_port() {
+        let none = Pick::default();
+        assert_eq!(none.choose(), Ok(None));
+        let mut one = Pick::default();
+        one.fits(0x11, 1, false);
+        assert_eq!(one.choose(), Ok(Some((0x11, 1))));
+        let mut port_decides = Pick::default();
+        port_decides.fits(0x11, 1, false);
+        port_decides.fits(0x12, 2, true);
+        assert_eq!(port_decides.choose(), Ok(Some((0x12, 2))));
+        let mut ambiguous = Pick::default();
+        ambiguous.fits(0x11, 1, true);
+        ambiguous.fits(0x12, 2, true);
+        assert_eq!(ambiguous.choose(), Err(()));
+    }
+}
