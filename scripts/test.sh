@@ -8,18 +8,53 @@
 #   - qemu-system-x86 and cpio (Soft-RoCE guests; their image is built from Debian packages by
 #     scripts/rxe-guest.sh and cached in /var/cache/sprayswitch)
 #   - iproute2, ping, ethtool and tcpdump (the real-port tests build veth topologies in their own network
-#     namespaces; as root they are required, otherwise they report themselves skipped)
+#     namespaces; as root they are required, otherwise they are skipped and listed as such)
 #   - libdpdk-dev and pkg-config (DPDK 22.11: the `dpdk` port backend's build and its tests on
 #     net_af_packet vdevs, as root)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, the DPDK
 # backend's tests (as root), the release reorder stress test and fault scenarios, Soft-RoCE guests through the
 # switches (as root), fuzz smoke run.
 #
+# Skipped tests: a test that cannot run here (not root, a tool missing) passes, and says so on
+# stderr, which cargo shows only for failing tests. So each such test also appends a line
+# `TEST: WHY` to the file named by SPRAYSWITCH_SKIP_LOG (`sprayswitch_tests::skip`), which this
+# script sets; so do the steps below that it skips itself. The summary at the end lists them
+# as `SKIPPED: TEST: WHY` with their count, also when a step fails. What may be skipped at
+# all: as root (as CI runs) nothing that needs root (SPRAYSWITCH_REQUIRE_NETNS=1 makes such a
+# test fail instead of skipping), and never a missing interop tool
+# (SPRAYSWITCH_REQUIRE_INTEROP=1: this script installs them). Tests that need a release build
+# are `#[ignore]`d in the debug run (cargo's summary counts them) and run in their own release
+# steps below.
+#
 # Environment: FUZZ_SECONDS (default 20) bounds the fuzz smoke run per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+
+SPRAYSWITCH_SKIP_LOG=$(mktemp)
+export SPRAYSWITCH_SKIP_LOG
+fuzz_tmp=""
+# skipped WHAT WHY: a step this script does not run here, for the summary.
+skipped() { printf '%s: %s\n' "$1" "$2" >>"$SPRAYSWITCH_SKIP_LOG"; step "$1: SKIPPED ($2)"; }
+# Every skip of the run (tests and steps), once each, and their count.
+skip_summary() {
+  local n
+  n=$(sort -u "$SPRAYSWITCH_SKIP_LOG" | grep -c . || true)
+  if [ "$n" -gt 0 ]; then
+    step "skipped: $n (these did not run here)"
+    sort -u "$SPRAYSWITCH_SKIP_LOG" | sed 's/^/SKIPPED: /'
+  fi
+}
+on_exit() {
+  local rc=$?
+  # A failed run lists what it skipped too (a passing one does so before its last line).
+  [ "$rc" -ne 0 ] && skip_summary
+  rm -f "$SPRAYSWITCH_SKIP_LOG"
+  [ -n "$fuzz_tmp" ] && rm -rf "$fuzz_tmp"
+  return "$rc"
+}
+trap on_exit EXIT
 
 step "installing test prerequisites"
 if ! python3 -c 'import scapy.contrib.roce' 2>/dev/null; then
@@ -47,7 +82,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
 fi
-# As root the network-namespace tests must run; elsewhere they say they were skipped.
+# As root the network-namespace tests must run (a skip fails them); elsewhere they are skipped
+# and listed in the summary.
 if [ "$(id -u)" = 0 ]; then
   export SPRAYSWITCH_REQUIRE_NETNS=1
 fi
@@ -83,7 +119,7 @@ if [ "$(id -u)" = 0 ]; then
   cargo build --workspace --bins --features sprayswitch-tests/dpdk
   cargo test -p sprayswitch-tests --features dpdk --test real_ports --test netns_rack dpdk
 else
-  step "DPDK backend: SKIPPED (its tests need root for namespaces and raw sockets)"
+  skipped "DPDK backend (scripts/test.sh)" "its tests need root for namespaces and raw sockets"
 fi
 
 step "reorder stress: 4 workers, 10 million packets (release build)"
@@ -94,8 +130,8 @@ step "faults: dead, lossy and flapping paths, a ToR restart, a silent host, a de
 cargo test --release -p sprayswitch-tests --test faults
 
 step "fabric simulator against the real-time rack: the demo's scenarios (release build)"
-# The real-time rack reaches the demo's rates only when optimised: in a debug build the test
-# says so and stops.
+# The real-time rack reaches the demo's rates only when optimised: the debug run above lists
+# the test as ignored.
 cargo test --release -p sprayswitch-tests --test sim_replay
 
 step "fabric simulator: 10 ms of AliStorage flows at 50% load on the embedded leaf-spine"
@@ -115,12 +151,11 @@ if [ "$(id -u)" = 0 ]; then
     TESTS_OVERRIDE="ib_write_bw -s 65536 -n 300;ib_read_bw -s 65536 -n 300 -o 64" \
     scripts/rxe-rack.sh quick
 else
-  step "Soft-RoCE guests: SKIPPED (needs root for taps, namespaces and AF_XDP)"
+  skipped "Soft-RoCE guests (scripts/test.sh)" "needs root for taps, namespaces and AF_XDP"
 fi
 
 step "fuzz targets: build, then a bounded run from the seed corpus"
 fuzz_tmp=$(mktemp -d)
-trap 'rm -rf "$fuzz_tmp"' EXIT
 (
   cd dataplane/fuzz
   cargo fuzz build -s none
@@ -137,4 +172,5 @@ trap 'rm -rf "$fuzz_tmp"' EXIT
     tail -n 1 "$log"
   done
 )
+skip_summary
 step "all checks passed"

@@ -85,6 +85,39 @@ pub fn interop_required() -> bool {
     std::env::var("SPRAYSWITCH_REQUIRE_INTEROP").is_ok_and(|v| v == "1")
 }
 
+/// Says that `test` does not run here and why: on stderr (which cargo shows only for a
+/// failing test), and as a line `TEST: WHY` appended to the file named by
+/// `SPRAYSWITCH_SKIP_LOG` when it is set. `scripts/test.sh` sets it and lists every skipped
+/// test in its summary, so that a skip is never seen as a pass. Whether a skip is allowed at
+/// all is the caller's to decide first ([`interop_required`], [`netns::available`]).
+pub fn skip(test: &str, why: &str) {
+    use std::io::Write as _;
+    eprintln!("SKIPPED {test}: {why}");
+    let Some(log) = std::env::var_os("SPRAYSWITCH_SKIP_LOG") else {
+        return;
+    };
+    // One short append per line: the test threads and processes writing at once do not mix
+    // their lines (O_APPEND).
+    let line = format!("{test}: {why}\n");
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = written {
+        panic!("{test} is skipped ({why}) but SPRAYSWITCH_SKIP_LOG cannot say so: {e}");
+    }
+}
+
+/// The name of the test running on this thread (libtest names each test's thread after it),
+/// for [`skip`] in helpers that are not told it.
+pub fn current_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("an unnamed test")
+        .to_string()
+}
+
 /// Network namespaces and veth pairs for the real-port tests.
 pub mod netns;
 

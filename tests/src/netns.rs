@@ -21,9 +21,9 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-/// True when the test may run. Otherwise prints why it is skipped, or panics when
-/// `SPRAYSWITCH_REQUIRE_NETNS=1` (set by `scripts/test.sh` when running as root), so CI never
-/// passes a skipped test silently.
+/// True when the test may run. Otherwise reports it skipped ([`crate::skip`]: listed in the
+/// summary of `scripts/test.sh`), or panics when `SPRAYSWITCH_REQUIRE_NETNS=1` (set by
+/// `scripts/test.sh` when running as root), so CI never passes a skipped test silently.
 pub fn available(test: &str) -> bool {
     match unavailable() {
         None => true,
@@ -31,7 +31,7 @@ pub fn available(test: &str) -> bool {
             if std::env::var("SPRAYSWITCH_REQUIRE_NETNS").as_deref() == Ok("1") {
                 panic!("{test}: required but cannot run: {why}");
             }
-            eprintln!("SKIPPED {test}: {why}");
+            crate::skip(test, &why);
             false
         }
     }

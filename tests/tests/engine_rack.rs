@@ -1,13 +1,16 @@
 //! The engine end to end over an in-process rack pair: hosts that behave like Linux (ARP, ND,
 //! ping, TCP, with nothing but a default route via the ToR), spraying that neither loses nor
-//! duplicates, uplinks going down, and drops counted by reason.
+//! duplicates (and with the reorder stage keeps each QP in PSN order), uplinks going down, and
+//! drops counted by reason.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr};
 
-use sprayswitch::engine::{DropReason, SprayPolicy};
-use sprayswitch::port::Port;
+use sprayswitch::engine::DropReason;
 use sprayswitch::pkt::Pkt;
+use sprayswitch::port::Port;
+use sprayswitch::switch::Switch;
+use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{classify, FrameClass, L4Summary, Pmtu};
 use sprayswitch_tests::frames::*;
 use sprayswitch_tests::wait_for;
@@ -77,11 +80,11 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
         icmp_type(&r).unwrap(),
         (IpAddr::V4(a1.gw4), IpAddr::V4(a1.ip4), 0, 64)
     );
-    assert!(sprayswitch::engine::local::ipv4_checksum_ok(&r[14..34]));
+    assert!(sprayswitch::wire::checksum::ipv4_checksum_ok(&r[14..34]));
     send(a1, ns(a1, a1.gw6));
     let advert = recv_until(a1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 136)).expect("NA");
     assert_eq!(
-        sprayswitch::engine::local::nd_lladdr(&advert, 54, 86, 2),
+        sprayswitch::wire::control::nd_lladdr(&advert, 54, 86, 2),
         Some(a1.gw_mac)
     );
     send(a1, ping6(a1, a1.gw6, 1));
@@ -115,7 +118,7 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
         "the held ping, not a later one"
     );
     assert_eq!((&req[0..6], &req[6..12]), (&b1.mac[..], &b1.gw_mac[..]));
-    assert!(sprayswitch::engine::local::ipv4_checksum_ok(&req[14..34]));
+    assert!(sprayswitch::wire::checksum::ipv4_checksum_ok(&req[14..34]));
     assert_eq!(rp.tor_b.stats().dropped(DropReason::Unresolved), 0);
     assert!(rp.tor_b.stats().resolve_sent >= 1);
 
@@ -128,7 +131,7 @@ fn linux_hosts_resolve_ping_and_connect_through_two_tors() {
     send(a1, ping6(a1, b1.ip6, 1));
     let sol = recv_until(b1, 5.0, |f| icmp_type(f).is_some_and(|t| t.2 == 135)).expect("NS for b1");
     assert_eq!(
-        sprayswitch::engine::local::nd_target(&sol, 54),
+        sprayswitch::wire::control::nd_target(&sol, 54),
         Some(b1.ip6)
     );
     send(b1, na(b1, b1.gw_mac, b1.gw6));
@@ -188,25 +191,51 @@ fn data_tx(p: &sprayswitch::stats::PortStats) -> u64 {
     p.tx_pkts - p.probes_tx
 }
 
-/// Sends `n` tagged RoCE packets from a1 to b1 over several QPs and collects the tags b1 sees.
-fn spray_run(rp: &mut RackPair, n: u32, first_tag: u32) -> Vec<u32> {
+/// What host b1 received of a spray run: one RoCE WRITE's QP, PSN and tag.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    qp: u32,
+    psn: u32,
+    tag: u32,
+}
+
+/// QPs of a spray run, and how many consecutive PSNs a QP sends before the next QP's turn.
+const SPRAY_QPS: u32 = 8;
+const SPRAY_RUN: u32 = 4;
+
+/// The QP (index from 0) and PSN of the packet tagged `tag` in a spray run: QPs take turns
+/// sending `SPRAY_RUN` consecutive PSNs each, so that every QP's PSNs count up from 0 without a
+/// gap, and a round-robin ToR puts the packets of each run on as many different uplinks.
+fn spray_qp_psn(tag: u32) -> (u32, u32) {
+    let turn = tag / SPRAY_RUN;
+    (
+        turn % SPRAY_QPS,
+        turn / SPRAY_QPS * SPRAY_RUN + tag % SPRAY_RUN,
+    )
+}
+
+/// Sends `n` tagged RoCE packets from a1 to b1 over [`SPRAY_QPS`] QPs (see [`spray_qp_psn`])
+/// and collects what b1 receives, in arrival order.
+fn spray_run(rp: &mut RackPair, n: u32, first_tag: u32) -> Vec<Arrival> {
     let dst = IpAddr::V4(rp.hosts_b[0].ip4);
-    let mut tags = Vec::with_capacity(n as usize);
+    let mut got = Vec::with_capacity(n as usize);
     let mut sent = 0u32;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut rx = Vec::with_capacity(512);
-    while (tags.len() as u32) < n && std::time::Instant::now() < deadline {
+    while (got.len() as u32) < n && std::time::Instant::now() < deadline {
         if sent < n {
             let chunk: Vec<Pkt> = (sent..(sent + 256).min(n))
                 .map(|i| {
+                    let tag = first_tag + i;
+                    let (qp, psn) = spray_qp_psn(tag);
                     roce_write(
                         &rp.hosts_a[0],
                         dst,
-                        0x100 + i % 8,
-                        i,
-                        49152 + (i % 8) as u16,
+                        0x100 + qp,
+                        psn,
+                        49152 + qp as u16,
                         256,
-                        first_tag + i,
+                        tag,
                     )
                 })
                 .collect();
@@ -218,31 +247,142 @@ fn spray_run(rp: &mut RackPair, n: u32, first_tag: u32) -> Vec<u32> {
             sent += k;
         }
         rp.hosts_b[0].port.rx_burst(0, &mut rx, 512);
-        tags.extend(rx.drain(..).map(|p| tag_of(p.data())));
+        got.extend(rx.drain(..).map(|p| {
+            let f = p.data();
+            let bth = classify(f, Pmtu::DEFAULT)
+                .expect("RoCE")
+                .roce()
+                .expect("RoCE")
+                .bth;
+            Arrival {
+                qp: bth.dest_qp - 0x100,
+                psn: bth.psn.value(),
+                tag: tag_of(f),
+            }
+        }));
         if sent >= n {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
-    tags
+    got
 }
 
+/// The tags of a spray run's arrivals.
+fn tags(got: &[Arrival]) -> Vec<u32> {
+    got.iter().map(|a| a.tag).collect()
+}
+
+/// Each QP's PSNs in the order b1 received them.
+fn psns_by_qp(got: &[Arrival]) -> BTreeMap<u32, Vec<u32>> {
+    let mut by = BTreeMap::new();
+    for a in got {
+        by.entry(a.qp).or_insert_with(Vec::new).push(a.psn);
+    }
+    by
+}
+
+/// Turns on capture at ToR B's uplinks, where the fabric delivers; returns their port ids. A
+/// capture holds 8192 packets a port ([`sprayswitch::capture::TAP_QUEUE`]): a spray run of
+/// 20,000 packets puts at most 8000 on one uplink.
+fn capture_uplinks(tor: &Switch) -> Vec<u16> {
+    let t = tor.tables();
+    let ids: Vec<u16> = (0..).map_while(|u| t.port_id(&format!("u{u}"))).collect();
+    for id in &ids {
+        assert!(tor.capture_taps().set(*id, true));
+    }
+    ids
+}
+
+/// Whether the fabric delivered some QP's packets to ToR B out of PSN order, from the captures
+/// [`capture_uplinks`] started: in the order ToR B's workers took them from its uplinks (by
+/// the time of the worker iteration, then, within one iteration, by port as a worker polls its
+/// ports, then as each port delivered them), some PSN came before a lower PSN of its QP.
+fn reordered_on_the_way(tor: &Switch, uplinks: &[u16]) -> bool {
+    let taps = tor.capture_taps();
+    // (iteration time, uplink, position on it, QP, PSN)
+    let mut taken: Vec<(u64, usize, usize, u32, u32)> = Vec::new();
+    for (u, id) in uplinks.iter().enumerate() {
+        taps.set(*id, false);
+        assert_eq!(taps.dropped(*id), 0, "the capture kept every packet");
+        let mut k = 0;
+        taps.drain(*id, |at, p| {
+            if let Some(bth) = classify(p.data(), Pmtu::DEFAULT)
+                .ok()
+                .and_then(|c| c.roce().map(|r| r.bth))
+            {
+                taken.push((at, u, k, bth.dest_qp, bth.psn.value()));
+                k += 1;
+            }
+        });
+    }
+    taken.sort_unstable();
+    let mut last: BTreeMap<u32, u32> = BTreeMap::new();
+    taken
+        .iter()
+        .any(|&(.., qp, psn)| last.insert(qp, psn).is_some_and(|before| psn < before))
+}
+
+/// Sprays 20,000 packets of 8 QPs (each QP's PSNs consecutive) over four paths of 0 to 100 us,
+/// with or without the reorder stage at ToR B. Every packet arrives exactly once either way.
+/// Without the stage some QP's packets reach b1 out of PSN order (the paths reorder them); with
+/// it every QP's do in PSN order. Either way the paths reordered the QPs on their way to ToR B
+/// (seen in captures of its uplinks), so that the order at b1 is the stage's work.
 fn spray_delivers_every_packet_once(workers: usize, reorder: bool) {
     let spec = RackPairSpec {
         paths: [0, 20_000, 50_000, 100_000].map(PathSpec::delay).to_vec(),
         workers,
-        reorder: reorder.then(sprayswitch_tests::shared_cpu_reorder),
+        // Nothing is lost here, so long timers cost nothing: only a gap's own packet ends it,
+        // and the paths' order (not a timer) ends a stream's learning, never a thread kept off
+        // a shared core: beside two busy loops on 2 cores, two workers per ToR kept gaps open
+        // for 20-75 ms on these 100 us paths (the stage's longest gap).
+        reorder: reorder.then(|| sprayswitch::reorder::ReorderConfig {
+            hold_timeout_ns: 2_000_000_000,
+            learn_ns: 2_000_000_000,
+            ..sprayswitch::reorder::ReorderConfig::default()
+        }),
         ..RackPairSpec::default()
     };
     let mut rp = RackPair::start(&spec).unwrap();
+    let uplinks = capture_uplinks(&rp.tor_b);
     let n = 20_000;
-    let tags = spray_run(&mut rp, n, 0);
+    let got = spray_run(&mut rp, n, 0);
+    assert!(
+        reordered_on_the_way(&rp.tor_b, &uplinks),
+        "the skewed paths deliver some QP's packets to tor-b out of PSN order"
+    );
+    let tags = tags(&got);
     let unique: HashSet<u32> = tags.iter().copied().collect();
     assert_eq!(tags.len(), n as usize, "every packet arrived exactly once");
     assert_eq!(unique.len(), n as usize, "no duplicates");
-    assert!(
-        tags.windows(2).any(|w| w[1] < w[0]),
-        "skewed paths reorder a sprayed stream"
+    let by_qp = psns_by_qp(&got);
+    assert_eq!(by_qp.len(), SPRAY_QPS as usize);
+    let in_psn_order = |psns: &[u32]| psns.windows(2).all(|w| w[0] < w[1]);
+    let b = rp.tor_b.stats();
+    let r = &b.reorder;
+    let stage = format!(
+        "tor-b's stage: held {}, late {}, overflows {}, hold timeouts {}, path-order losses {}, \
+         longest gap {} us",
+        r.held_total,
+        r.late,
+        r.overflows,
+        r.timeouts,
+        r.path_losses,
+        r.peak_path_skew_ns / 1000
     );
+    if reorder {
+        for (qp, psns) in &by_qp {
+            assert!(
+                in_psn_order(psns) && psns.len() == (n / SPRAY_QPS) as usize,
+                "QP {qp}: its {} packets reach b1 once each, in PSN order ({stage})",
+                n / SPRAY_QPS
+            );
+        }
+    } else {
+        assert!(
+            by_qp.values().any(|p| !in_psn_order(p)),
+            "without the stage some QP reaches b1 out of PSN order"
+        );
+    }
     let s = rp.tor_a.stats();
     assert_eq!(s.sprayed, u64::from(n));
     assert_eq!(s.drops_total(), 0);
@@ -251,8 +391,18 @@ fn spray_delivers_every_packet_once(workers: usize, reorder: bool) {
         .collect();
     if workers == 1 {
         assert_eq!(per_uplink, vec![5000; 4], "round robin is exact");
+        assert_eq!((s.handoff_out, b.handoff_out), (0, 0), "one worker");
     } else {
         assert!(per_uplink.iter().all(|c| *c >= 4000), "{per_uplink:?}");
+        // ToR B's uplinks are spread over its two workers, b1's port is one worker's: what
+        // arrives on the other worker's uplinks is handed to the owner of b1's port (and its
+        // reorder stage), and ToR A hands what it sprays to the owners of the uplinks.
+        assert!(
+            s.handoff_out > 0 && b.handoff_out > 0,
+            "hand-offs at tor-a {}, tor-b {}",
+            s.handoff_out,
+            b.handoff_out
+        );
     }
     let (a, b) = rp.stop();
     assert_eq!(a.unsent + b.unsent, 0);
@@ -269,7 +419,7 @@ fn spray_with_reorder_delivers_every_packet_once_in_order() {
 }
 
 #[test]
-fn spray_with_two_workers_hands_off_without_loss() {
+fn spray_with_two_workers_hands_off_and_delivers_every_packet_once_in_order() {
     spray_delivers_every_packet_once(2, true);
 }
 
@@ -382,7 +532,7 @@ fn every_policy_delivers_everything() {
             ..RackPairSpec::default()
         };
         let mut rp = RackPair::start(&spec).unwrap();
-        let tags = spray_run(&mut rp, 4000, 0);
+        let tags = tags(&spray_run(&mut rp, 4000, 0));
         let unique: HashSet<u32> = tags.iter().copied().collect();
         assert_eq!((tags.len(), unique.len()), (4000, 4000), "{policy:?}");
         let s = rp.tor_a.stats();

@@ -28,7 +28,10 @@ fn need_scapy() -> bool {
         "SPRAYSWITCH_REQUIRE_INTEROP=1 but python3 cannot import scapy.contrib.roce \
          (pip install scapy)"
     );
-    eprintln!("SKIPPED: python3 with scapy is not installed; run scripts/test.sh to include it");
+    sprayswitch_tests::skip(
+        &sprayswitch_tests::current_test(),
+        "python3 with scapy is not installed; run scripts/test.sh to include it",
+    );
     false
 }
 

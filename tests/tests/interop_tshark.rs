@@ -24,7 +24,10 @@ fn have_tshark() -> bool {
         "SPRAYSWITCH_REQUIRE_INTEROP=1 but tshark is not installed"
     );
     if !ok {
-        eprintln!("SKIPPED: tshark is not installed; run scripts/test.sh to include it");
+        sprayswitch_tests::skip(
+            &sprayswitch_tests::current_test(),
+            "tshark is not installed; run scripts/test.sh to include it",
+        );
     }
     ok
 }

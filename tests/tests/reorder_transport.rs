@@ -382,8 +382,17 @@ fn mix() -> impl Strategy<Value = Mix> {
         })
 }
 
+/// `PROPTEST_CASES` when set, else `default`.
+fn cases_or(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    // 24 cases in the suite; `PROPTEST_CASES=800` for a long run.
+    #![proptest_config(ProptestConfig { cases: cases_or(24), ..ProptestConfig::default() })]
 
     /// Any mix of RC workloads on Go-Back-N and selective-repeat RNICs, every packet sprayed,
     /// nothing lost: every transfer completes and no model counts a transport error; the

@@ -1,4 +1,5 @@
-//! The worker driven by hand: parking for unresolved next hops, idle waits.
+//! The worker driven by hand, on the tests' own clock: parking for unresolved next hops, idle
+//! waits, rates, ECN marking, pauses, carrier loss.
 
 use std::time::Duration;
 
@@ -124,14 +125,16 @@ fn a_host_that_never_answers_is_asked_three_times_then_its_held_packets_are_drop
 fn an_idle_wait_lasts_until_a_delayed_packet_is_due() {
     // A worker whose uplink delays packets by 2 ms (a fault-injected link) waits until the
     // held packet is due, not a fixed tick: here the short wait is 10 ms, so only the
-    // release time can make the wait shorter.
+    // release time can make the wait shorter. On the test's own clock: the wait's length is
+    // exact, whatever else shares the machine's cores.
+    const MS: u64 = 1_000_000;
     let tables = tor_tables(1, 1, SprayPolicy::RoundRobin);
     let (mut host, d0) = mem::link("host", "d0", 64);
     let (u0, mut far) = mem::link("u0", "far", 64);
     let delayed = FaultInjector::new(
         u0,
         FaultConfig {
-            delay_ns: 2_000_000,
+            delay_ns: 2 * MS,
             ..FaultConfig::default()
         },
     );
@@ -147,25 +150,37 @@ fn an_idle_wait_lasts_until_a_delayed_packet_is_due() {
     );
     assert_eq!(w.prepare_wait(), Some(None), "nothing timed yet");
     w.end_wait();
+    assert_eq!(w.timed_wait(MS), None);
 
+    // The worker forwards the packet at t0; the link holds it until t0 + 2 ms.
+    let t0 = 5 * MS;
     let frame = roce_frame(0, "10.9.0.5".parse().unwrap(), 1, 0, 64);
-    host.tx_burst(0, &mut vec![Pkt::from_slice(&frame)]);
-    while w.iterate(now_ns()) {}
-    let timed = w
-        .prepare_wait()
-        .expect("nothing else is queued")
-        .expect("the delayed packet is timed work");
-    w.end_wait();
+    host.tx_burst(t0, &mut vec![Pkt::from_slice(&frame)]);
+    while w.iterate(t0) {}
+    // (`prepare_wait` reads the process's clock for the length: here only that it is timed.)
     assert!(
-        timed <= Duration::from_millis(2) && timed > Duration::from_millis(1),
-        "waits until the release, not the 10 ms short wait: {timed:?}"
+        matches!(w.prepare_wait(), Some(Some(_))),
+        "the delayed packet is timed work"
+    );
+    w.end_wait();
+    assert_eq!(
+        w.timed_wait(t0),
+        Some(Duration::from_millis(2)),
+        "waits until the release, not the 10 ms short wait"
+    );
+    assert_eq!(
+        w.timed_wait(t0 + MS / 2),
+        Some(Duration::from_micros(1500)),
+        "what is left of it"
     );
 
-    // Once due, it leaves, and nothing is timed any more.
-    std::thread::sleep(Duration::from_millis(3));
-    w.iterate(now_ns());
+    // Not before it is due; once due, it leaves, and nothing is timed any more.
     let mut got = Vec::new();
+    w.iterate(t0 + 2 * MS - 1);
+    assert_eq!(far.rx_burst(0, &mut got, 8), 0, "not yet due");
+    w.iterate(t0 + 2 * MS);
     assert_eq!(far.rx_burst(0, &mut got, 8), 1);
+    assert_eq!(w.timed_wait(t0 + 2 * MS), None);
     assert_eq!(w.prepare_wait(), Some(None));
     w.end_wait();
 }

@@ -178,17 +178,32 @@ impl ModeRecord {
     /// at the requester count too); reorder on a loss-free fabric makes neither guest count
     /// `out_of_seq_request`, `duplicate_request`, `rcvd_seq_err` or `completer_retry_err`
     /// (unless packets were lost inside a host in that test: [`ModeRecord::notes`]); with
-    /// loss, the ToRs declare losses (by path order or hold timeout). `threads_sampled`: THREADS=1 was on (every mode but
-    /// spray must then have a thread report).
+    /// loss, the ToRs declare losses (by path order or hold timeout), and a ToR whose counters
+    /// are missing or did not parse fails that check as not checked. `threads_sampled`:
+    /// THREADS=1 was on (every mode but spray must then have a thread report).
     pub fn failures(&self, threads_sampled: bool) -> Vec<String> {
         let (m, p) = (&self.mode, self.pmtu);
         let mut out = Vec::new();
         if m == "reorder" && !self.loss.is_empty() {
-            if let [Some(b), Some(a)] = self.tors {
-                if a.timeouts + b.timeouts + a.path_losses + b.path_losses == 0 {
+            match self.tors {
+                [Some(b), Some(a)] => {
+                    if a.timeouts + b.timeouts + a.path_losses + b.path_losses == 0 {
+                        out.push(format!(
+                            "reorder {p} with loss '{}': no loss declared at either ToR (hold timeouts tor-b/tor-a {}/{}, path order {}/{})",
+                            self.loss, b.timeouts, a.timeouts, b.path_losses, a.path_losses
+                        ));
+                    }
+                }
+                tors => {
+                    let missing: Vec<&str> = ["tor-b", "tor-a"]
+                        .into_iter()
+                        .zip(tors)
+                        .filter_map(|(name, t)| t.is_none().then_some(name))
+                        .collect();
                     out.push(format!(
-                        "reorder {p} with loss '{}': no loss declared at either ToR (hold timeouts tor-b/tor-a {}/{}, path order {}/{})",
-                        self.loss, b.timeouts, a.timeouts, b.path_losses, a.path_losses
+                        "reorder {p} with loss '{}': losses declared by the ToRs not checked: the counters of {} (sprayctl --json show counters) are missing or did not parse",
+                        self.loss,
+                        missing.join(" and ")
                     ));
                 }
             }
@@ -833,6 +848,69 @@ mod tests {
         assert!(
             s.contains("reorder  1024  write_bw           0/0       80 Mb/s"),
             "{s}"
+        );
+    }
+
+    #[test]
+    fn a_lossy_reorder_run_whose_tor_counters_did_not_parse_fails_as_not_checked() {
+        // The files a run leaves: ToR B's counter file garbled (a `sprayctl` that failed
+        // half-way), ToR A's fine.
+        let dir = std::env::temp_dir().join(format!("rxerack-garbled-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (garbled, good) = (dir.join("counters-b.json"), dir.join("counters-a.json"));
+        std::fs::write(&garbled, "{\"ok\":true,\"data\":{\"reorder\":{\"timeo").unwrap();
+        std::fs::write(
+            &good,
+            r#"{"ok":true,"data":{"reorder":{"timeouts":2,"path_losses":5,"resyncs":0}}}"#,
+        )
+        .unwrap();
+        let files = |tors: [Option<std::path::PathBuf>; 2]| super::super::RunFiles {
+            dir: dir.clone(),
+            tors,
+            ..Default::default()
+        };
+        let run = |f| super::super::record(1, "reorder", 1024, "ib_write_bw", "0 0.01 0 0", &f);
+        let r = run(files([Some(garbled.clone()), Some(good.clone())]));
+        let missing = run(files([Some(good.clone()), Some(dir.join("absent.json"))]));
+        let both = run(files([Some(good.clone()), Some(good.clone())]));
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        assert_eq!(r.tors[0], None, "the garbled file gives no sums");
+        let f = r.failures(false);
+        assert!(
+            f.iter().any(|l| l.contains(
+                "losses declared by the ToRs not checked: the counters of tor-b (sprayctl --json show counters) are missing or did not parse"
+            )),
+            "{f:?}"
+        );
+        // ToR A's losses alone do not pass the check while ToR B's counters are unknown.
+        assert!(!f.iter().any(|l| l.contains("no loss declared")), "{f:?}");
+        let f = missing.failures(false);
+        assert!(
+            f.iter()
+                .any(|l| l.contains("not checked: the counters of tor-a ")),
+            "{f:?}"
+        );
+        // Both read: the check runs, and these counters pass it.
+        assert!(
+            !both
+                .failures(false)
+                .iter()
+                .any(|l| l.contains("not checked") || l.contains("no loss declared")),
+            "{:?}",
+            both.failures(false)
+        );
+        // Without loss nothing is asked of the ToRs' counters.
+        let mut clean = record(
+            1,
+            "reorder",
+            vec![row("write_bw", "ib_write_bw", 1.0, CLEAN)],
+        );
+        assert!(clean.failures(false).is_empty());
+        clean.loss = "0 0.01 0 0".into();
+        assert_eq!(
+            clean.failures(false),
+            vec!["reorder 1024 with loss '0 0.01 0 0': losses declared by the ToRs not checked: the counters of tor-b and tor-a (sprayctl --json show counters) are missing or did not parse"]
         );
     }
 
