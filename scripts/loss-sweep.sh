@@ -25,7 +25,7 @@ LOSS=${LOSS:-0,0.01,0,0}
 SCALE=${SCALE:-1.0}
 BIN=${BIN:-target/release}
 if [ "${NO_BUILD:-0}" != 1 ]; then
-    cargo build --release -q -p sprayswitch-tools --bin sprayswitch-demo
+    cargo build --release -q -p sprayswitch-harness --bin sprayswitch-demo
 fi
 
 # One table row of the demo: "<workload>[, loss ...] spray+reorder <rnic> <goodput> Mb <of cap>

@@ -6,7 +6,7 @@
 # Two qemu guests (TCG; stock Debian kernel, built by scripts/rxe-guest.sh) attach to taps that
 # are the ToRs' downlinks of the rack of scripts/netns-rack.sh. For each RoCE MTU and mode the
 # guests run the profile's perftest list. This script only orchestrates (guests, taps,
-# namespaces, processes); `rxerack` (tools/src/rxerack) reads what each run left, checks it and
+# namespaces, processes); `rxerack` (tools/harness/src/rxerack) reads what each run left, checks it and
 # prints the tables: per test, what it alone did to each guest's rxe hw counters (server/client),
 # the goodput ratios, where the cores went. `rxerack --help` and `rxerack list full` say more.
 #

@@ -136,7 +136,7 @@ cargo test --release -p sprayswitch-tests --test sim_replay
 
 step "fabric simulator: 10 ms of AliStorage flows at 50% load on the embedded leaf-spine"
 # Spray + reorder must beat ECMP on average and p99 FCT slowdown (--check).
-cargo run --release -q -p sprayswitch-tools --bin sprayswitch-sim -- \
+cargo run --release -q -p sprayswitch-harness --bin sprayswitch-sim -- \
   --duration-ms 10 --schemes ecmp,spray+reorder --quiet --check
 
 if [ "$(id -u)" = 0 ]; then

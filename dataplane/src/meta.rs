@@ -85,6 +85,7 @@ impl RoceMeta {
     /// one PSN, no payload size or length known, over no path whose order counts, unstamped
     /// ([`RoceMeta::sized`] and [`RoceMeta::over`] say more where known). The one place a
     /// `RoceMeta` is built.
+    #[inline]
     pub fn new(qp: QpRef, psn: Psn, kind: MetaKind) -> RoceMeta {
         RoceMeta {
             local: qp.local,

@@ -1,6 +1,6 @@
 //! Building blocks for benchmarks and allocation tests that drive one worker by hand: a ToR's
 //! tables without a configuration file, and RoCE frames as a host behind it sends them.
-//! (Whole topologies from configuration live in `sprayswitch-tools::topo`.)
+//! (Whole topologies from configuration live in `sprayswitch-harness`'s `rack::topo`.)
 
 use std::net::{IpAddr, Ipv4Addr};
 

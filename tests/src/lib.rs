@@ -133,7 +133,7 @@ pub mod frames {
     use sprayswitch::wire::control::{arp_request, neighbor_solicit};
     use sprayswitch::wire::frame::ipv4_header_checksum;
     use sprayswitch::wire::{BthRepr, ExtRepr, IpRepr, Opcode, Psn, RethRepr, RoceFrameRepr};
-    use sprayswitch_tools::rack::topo::Host;
+    use sprayswitch_harness::rack::topo::Host;
 
     /// An RC RDMA WRITE packet from `h` to `dst` (through the gateway) with QP, PSN and a
     /// payload whose first 4 bytes carry `tag`.
@@ -359,7 +359,9 @@ pub fn bin_dir(want: &[&str]) -> PathBuf {
             "-p",
             "sprayswitch-control",
             "-p",
-            "sprayswitch-tools",
+            "sprayswitch-packet",
+            "-p",
+            "sprayswitch-harness",
         ]);
         if release {
             c.arg("--release");

@@ -1,11 +1,11 @@
 //! Congestion signals end to end, in virtual time: an 8:1 incast at 100 Gbit/s through the real
 //! ToRs (spray, reorder, egress queues with their rates, ECN marking, pauses) between RNIC
-//! models running DCQCN (`sprayswitch_tools::rack::incast`). With marking, DCQCN holds the
+//! models running DCQCN (`sprayswitch_harness::rack::incast`). With marking, DCQCN holds the
 //! receiver's ToR port near the marking thresholds and nothing is lost; without it the queue sits
 //! at its cap and drops; a receiver that pauses its port now and then loses nothing while the
 //! queue stays within its bound.
 
-use sprayswitch_tools::rack::incast::{run, scenarios, IncastOpts, IncastOutcome};
+use sprayswitch_harness::rack::incast::{run, scenarios, IncastOpts, IncastOutcome};
 
 /// The demo's scenario of that name, as the demo runs it.
 fn scenario(name: &str) -> IncastOpts {
@@ -16,7 +16,7 @@ fn scenario(name: &str) -> IncastOpts {
 }
 
 fn report(r: &IncastOutcome) -> String {
-    sprayswitch_tools::rack::incast::table(std::slice::from_ref(r))
+    sprayswitch_harness::rack::incast::table(std::slice::from_ref(r))
 }
 
 #[test]

@@ -26,9 +26,9 @@ use sprayswitch::stats::{PortStats, Stats};
 use sprayswitch_control::ctl::Control;
 use sprayswitch_control::server::ControlServer;
 use sprayswitch_control::{Config, DEFAULT_CONFIG};
+use sprayswitch_harness::rack::topo::{RackPair, RackPairSpec};
 use sprayswitch_tests::frames::{roce_write, tag_of};
 use sprayswitch_tests::{bin_dir, shared_cpu_reorder};
-use sprayswitch_tools::rack::topo::{RackPair, RackPairSpec};
 
 fn tmp(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ssw-ctl-{tag}-{}", std::process::id()));
@@ -187,7 +187,7 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
 
     let spec = RackPairSpec {
         reorder: Some(shared_cpu_reorder()),
-        health_interval_us: Some(sprayswitch_tools::rack::topo::REAL_TIME_PROBE_US),
+        health_interval_us: Some(sprayswitch_harness::rack::topo::REAL_TIME_PROBE_US),
         ..RackPairSpec::default()
     };
     let RackPair {

@@ -12,9 +12,9 @@ use sprayswitch::port::Port;
 use sprayswitch::switch::Switch;
 use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{classify, FrameClass, L4Summary, Pmtu};
+use sprayswitch_harness::rack::topo::{Host, PathSpec, RackPair, RackPairSpec};
 use sprayswitch_tests::frames::*;
 use sprayswitch_tests::wait_for;
-use sprayswitch_tools::rack::topo::{Host, PathSpec, RackPair, RackPairSpec};
 
 fn send(h: &mut Host, p: Pkt) {
     let mut v = vec![p];

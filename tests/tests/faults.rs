@@ -11,11 +11,11 @@
 //! 500 ns step of a few hundred simulated milliseconds (a few seconds optimised, minutes not);
 //! `scripts/test.sh` runs this binary with `--release`.
 
-use sprayswitch_tools::rack::demo::{self, DemoOpts, FaultTiming, Mode, Outcome};
-use sprayswitch_tools::sim::topo::{Scheme, SpineFault, Topology};
-use sprayswitch_tools::sim::workload::{Arrivals, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{run, SimOpts};
-use sprayswitch_tools::traffic::rnic::ReceiverMode;
+use sprayswitch_harness::rack::demo::{self, DemoOpts, FaultTiming, Mode, Outcome};
+use sprayswitch_harness::sim::topo::{Scheme, SpineFault, Topology};
+use sprayswitch_harness::sim::workload::{Arrivals, Pattern, SizeCdf};
+use sprayswitch_harness::sim::{run, SimOpts};
+use sprayswitch_models::rnic::ReceiverMode;
 
 const RECEIVERS: [ReceiverMode; 2] = [ReceiverMode::Gbn, ReceiverMode::Sr];
 

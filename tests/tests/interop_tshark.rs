@@ -221,8 +221,8 @@ fn marked_frames_of_real_stacks_keep_their_icrc_and_header_checksum() {
     use sprayswitch::pcap::CapturedFrame;
     use sprayswitch::pkt::Pkt;
     use sprayswitch::wire::ecn::{codepoint, Codepoint};
+    use sprayswitch_packet::capture::decode::decode;
     use sprayswitch_tests::{data, read_capture};
-    use sprayswitch_tools::capture::decode::decode;
 
     let every = EgressConfig {
         rate_bps: None,

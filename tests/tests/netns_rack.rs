@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use sprayswitch::port::afpacket::AfPacketPort;
 use sprayswitch::port::Port;
 use sprayswitch::wire::{Pmtu, Psn};
+use sprayswitch_harness::rack::topo::mac;
+use sprayswitch_models::rnic::{Endpoint, ReceiverMode, Requester, Responder, Work};
+use sprayswitch_packet::capture::analyze::Analyzer;
 use sprayswitch_tests::netns::{available, ChildGuard};
 use sprayswitch_tests::read_capture;
-use sprayswitch_tools::capture::analyze::Analyzer;
-use sprayswitch_tools::rack::topo::mac;
-use sprayswitch_tools::traffic::rnic::{Endpoint, ReceiverMode, Requester, Responder, Work};
 
 /// One rack at a time: the tests share the machine's two cores.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -11,8 +11,8 @@ use sprayswitch::pkt::Pkt;
 use sprayswitch::port::Port;
 use sprayswitch::switch::Stats;
 use sprayswitch::wire::{Pmtu, Psn};
-use sprayswitch_tools::rack::topo::{PathSpec, RackPair, RackPairSpec};
-use sprayswitch_tools::traffic::rnic::{
+use sprayswitch_harness::rack::topo::{PathSpec, RackPair, RackPairSpec};
+use sprayswitch_models::rnic::{
     Endpoint, Requester, RequesterStats, Responder, ResponderStats, Work,
 };
 

@@ -1,4 +1,4 @@
-//! The reorder engine against real transports: Soft-RoCE QP models (`sprayswitch_tools::traffic::rxe`,
+//! The reorder engine against real transports: Soft-RoCE QP models (`sprayswitch_models::rxe`,
 //! written from rxe's state machines, not from the engine) behind a rack pair whose every
 //! packet is sprayed over four skewed paths, on a virtual clock. When nothing is lost, no model
 //! may count a sequence error, implied NAK, duplicate or retry, on any RC workload; without the
@@ -9,9 +9,9 @@ use proptest::prelude::*;
 use sprayswitch::reorder::ReorderConfig;
 use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{Pmtu, Psn};
-use sprayswitch_tools::rack::topo::{PathSpec, RackPairSpec};
-use sprayswitch_tools::traffic::qp_rack::{run, Connection, RunReport, Step};
-use sprayswitch_tools::traffic::rxe::{Device, QpConfig, Verb};
+use sprayswitch_harness::qp_rack::{run, Connection, RunReport, Step};
+use sprayswitch_harness::rack::topo::{PathSpec, RackPairSpec};
+use sprayswitch_models::rxe::{Device, QpConfig, Verb};
 
 /// Four paths of 2 Gbit/s with 0/20/50/100 us of delay: 100 us of skew is about 25 packets of
 /// 1 KiB per path, well within the reorder window.

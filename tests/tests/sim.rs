@@ -4,11 +4,11 @@
 //! average and p99 slowdown, and Go-Back-N receivers behind it see no NAK and no
 //! retransmission.
 
-use sprayswitch_tools::sim::report::slowdowns;
-use sprayswitch_tools::sim::topo::{Scheme, Topology};
-use sprayswitch_tools::sim::workload::{Arrivals, Flow, Pattern, SizeCdf};
-use sprayswitch_tools::sim::{ideal_fct_ns, run, run_all, SimOpts, SimOutcome};
-use sprayswitch_tools::traffic::rnic::ReceiverMode;
+use sprayswitch_harness::sim::report::slowdowns;
+use sprayswitch_harness::sim::topo::{Scheme, Topology};
+use sprayswitch_harness::sim::workload::{Arrivals, Flow, Pattern, SizeCdf};
+use sprayswitch_harness::sim::{ideal_fct_ns, run, run_all, SimOpts, SimOutcome};
+use sprayswitch_models::rnic::ReceiverMode;
 
 fn small() -> Topology {
     Topology::parse(
@@ -164,7 +164,7 @@ fn spray_with_reorder_beats_ecmp_on_average_and_p99_and_go_back_n_sees_nothing()
     assert!(flows.len() > 300, "{}", flows.len());
     let ecmp = run_one(Scheme::Ecmp, &flows);
     let sr = run_one(Scheme::SprayReorder, &flows);
-    let table = sprayswitch_tools::sim::report::table(&[ecmp.clone(), sr.clone()]);
+    let table = sprayswitch_harness::sim::report::table(&[ecmp.clone(), sr.clone()]);
     for r in [&ecmp, &sr] {
         assert!(r.flows.iter().all(|f| f.fct_ns.is_some()), "{table}");
     }
@@ -184,8 +184,8 @@ fn spray_with_reorder_beats_ecmp_on_average_and_p99_and_go_back_n_sees_nothing()
     assert_eq!(fct(&ecmp), fct(&both[0]));
     assert_eq!(fct(&sr), fct(&both[1]));
     assert_eq!(
-        sprayswitch_tools::sim::report::json(&[ecmp, sr]),
-        sprayswitch_tools::sim::report::json(&both)
+        sprayswitch_harness::sim::report::json(&[ecmp, sr]),
+        sprayswitch_harness::sim::report::json(&both)
     );
 }
 
@@ -195,8 +195,8 @@ fn spray_with_reorder_beats_ecmp_on_average_and_p99_and_go_back_n_sees_nothing()
 /// ECMP's goodput (the colliding QPs share one path under ECMP).
 #[test]
 fn the_demos_lossy_scenario_completes_in_the_simulator() {
-    use sprayswitch_tools::rack::demo::{self, DemoOpts, Mode};
-    use sprayswitch_tools::sim::replay;
+    use sprayswitch_harness::rack::demo::{self, DemoOpts, Mode};
+    use sprayswitch_harness::sim::replay;
     let w = demo::workloads(0.25)
         .into_iter()
         .find(|w| w.colliding)

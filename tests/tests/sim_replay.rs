@@ -9,9 +9,9 @@
 //! simulated one is tried again, up to three times in all. Release builds only (ignored in a debug
 //! build).
 
-use sprayswitch_tools::rack::demo::{self, DemoOpts, Mode};
-use sprayswitch_tools::sim::replay;
-use sprayswitch_tools::traffic::rnic::ReceiverMode;
+use sprayswitch_harness::rack::demo::{self, DemoOpts, Mode};
+use sprayswitch_harness::sim::replay;
+use sprayswitch_models::rnic::ReceiverMode;
 
 // Unoptimised, the real-time rack's ToRs do not keep up with 1 Gbit/s of fabric (spray +
 // reorder at 40-45% of it, measured): this compares only in a release build, which

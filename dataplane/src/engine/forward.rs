@@ -927,6 +927,7 @@ pub fn towards_host(
 
 /// The QP a RoCE packet names, towards a local host (`towards_host`: the destination is the
 /// local end) or from one.
+#[inline]
 fn qp_of(r: &RoceSummary, towards_host: bool) -> QpRef {
     let (local, remote) = if towards_host {
         (r.ip.dst, r.ip.src)

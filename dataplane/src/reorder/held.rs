@@ -3,6 +3,8 @@
 //! ([`super::request::RequestStream`], [`super::response::ResponseStream`]) are built on it;
 //! this file has what both do: release in order or late, hold, take, flush.
 
+use std::ops::DerefMut;
+
 use super::config::ReorderConfig;
 use super::pool::{NoHold, SlotPool};
 use super::stream::{Insert, Slot, Stream};
@@ -179,4 +181,64 @@ impl<T> Held<'_, T> {
             self.s.gap_since = self.now;
         }
     }
+}
+
+/// What a direction does at the two edges of the placement both share ([`place`]): a packet at
+/// the expected PSN is released and the expected PSN moves past it (by its span for a request,
+/// to the next unfilled response PSN for a response), then what follows it is drained; and when
+/// a packet beyond the window does not fit the far list, held packets go in order, skipping
+/// gaps, until it fits.
+pub(super) trait Direction<'a, T: 'a>: DerefMut<Target = Held<'a, T>> {
+    /// Releases `slot`, at the expected PSN, and what it makes due.
+    fn release_expected(&mut self, slot: Slot<T>);
+
+    /// Releases held packets in order, skipping gaps, until `psn` fits the window; returns
+    /// how many went.
+    fn make_room(&mut self, psn: Psn) -> u32;
+}
+
+/// Places `slot` on an active stream, the same way in both directions: at the expected PSN
+/// released; behind it late; already held a duplicate; within the window held (or passed when
+/// it cannot be); beyond it held in the far list, or, when that is full, room made by
+/// releasing in order ([`overflow`]).
+pub(super) fn place<'a, T: 'a, D: Direction<'a, T>>(d: &mut D, slot: Slot<T>) -> Insert {
+    let psn = slot.psn;
+    let ahead = psn.distance(d.s.expected);
+    if ahead == 0 {
+        d.release_expected(slot);
+        return Insert::Released;
+    }
+    if ahead < 0 {
+        d.late(slot.item);
+        return Insert::Late;
+    }
+    if d.holds(psn) {
+        return d.duplicate();
+    }
+    if ahead as u32 <= d.mask() {
+        return d.hold_or_pass(slot);
+    }
+    match d.put_far(slot) {
+        Ok(()) => Insert::Held,
+        Err(slot) => overflow(d, slot),
+    }
+}
+
+/// A packet beyond the window that the far list cannot hold: room is made, then it is placed
+/// where the expected PSN now is (released, late when it was released on the way or is a copy
+/// now, else held).
+pub(super) fn overflow<'a, T: 'a, D: Direction<'a, T>>(d: &mut D, slot: Slot<T>) -> Insert {
+    let psn = slot.psn;
+    let released = d.make_room(psn);
+    d.s.stats.overflows += 1;
+    d.totals.overflows += 1;
+    let e = d.s.expected;
+    if psn == e {
+        d.release_expected(slot);
+    } else if psn.is_before(e) || d.holds(psn) {
+        d.late(slot.item);
+    } else {
+        d.hold_or_pass(slot);
+    }
+    Insert::Overflowed { released }
 }

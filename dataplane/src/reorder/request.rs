@@ -34,7 +34,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::config::{HOST_PSN_REACH, NEW_SEQUENCE_AHEAD};
-use super::held::Held;
+use super::held::{self, Direction, Held};
 use super::pool::NoHold;
 use super::stream::{Insert, LossRecovery, Phase, Slot, NOT_NAKED};
 use crate::wire::Psn;
@@ -60,6 +60,47 @@ impl<'a, T> Deref for RequestStream<'a, T> {
 impl<T> DerefMut for RequestStream<'_, T> {
     fn deref_mut(&mut self) -> &mut Self::Target {
         &mut self.0
+    }
+}
+
+impl<'a, T: 'a> Direction<'a, T> for RequestStream<'a, T> {
+    fn release_expected(&mut self, slot: Slot<T>) {
+        let (span, read) = (slot.span, slot.read);
+        self.in_order(slot.item);
+        self.advance(span, read);
+        self.drain();
+    }
+
+    /// Releases held packets in PSN order, skipping gaps, until `psn` fits the window; when
+    /// nothing is left to release and it still does not fit, `psn` becomes the expected PSN
+    /// (the packets between are more than a window behind it: lost, or too late to order).
+    fn make_room(&mut self, psn: Psn) -> u32 {
+        let mut released = 0;
+        loop {
+            let e = self.s.expected;
+            if (psn.distance(e) as u32) <= self.mask() {
+                break;
+            }
+            let Some(q) = self.next_held_psn(e) else {
+                self.s.expected = psn;
+                break;
+            };
+            // Give up on the gap before the next held packet and release it.
+            let Some(slot) = self.take_held(q) else {
+                break;
+            };
+            released += 1;
+            if q.is_before(e) {
+                self.late(slot.item);
+                continue;
+            }
+            self.s.expected = q;
+            let (span, read) = (slot.span, slot.read);
+            self.in_order(slot.item);
+            self.advance(span, read);
+        }
+        self.drain();
+        released
     }
 }
 
@@ -254,52 +295,7 @@ impl<T> RequestStream<'_, T> {
 
     /// Inserts `slot` into an active stream.
     fn insert_active(&mut self, slot: Slot<T>) -> Insert {
-        let psn = slot.psn;
-        let d = psn.distance(self.s.expected);
-        if d == 0 {
-            let (span, read) = (slot.span, slot.read);
-            self.in_order(slot.item);
-            self.advance(span, read);
-            self.drain();
-            return Insert::Released;
-        }
-        if d < 0 {
-            self.late(slot.item);
-            return Insert::Late;
-        }
-        if self.holds(psn) {
-            return self.duplicate();
-        }
-        if d as u32 > self.mask() {
-            // Beyond the ring's window: the far list holds it if it can.
-            return match self.put_far(slot) {
-                Ok(()) => Insert::Held,
-                Err(slot) => self.overflow(slot),
-            };
-        }
-        self.hold_or_pass(slot)
-    }
-
-    /// A packet beyond the window that the far list cannot hold: release held packets in
-    /// order, skipping gaps, until it fits.
-    fn overflow(&mut self, slot: Slot<T>) -> Insert {
-        let psn = slot.psn;
-        let released = self.make_room(psn);
-        self.s.stats.overflows += 1;
-        self.totals.overflows += 1;
-        let e = self.s.expected;
-        if e == psn {
-            let (span, read) = (slot.span, slot.read);
-            self.in_order(slot.item);
-            self.advance(span, read);
-            self.drain();
-        } else if psn.is_before(e) || self.holds(psn) {
-            // Released on the way, or a copy now: it goes as late.
-            self.late(slot.item);
-        } else {
-            self.hold_or_pass(slot);
-        }
-        Insert::Overflowed { released }
+        held::place(self, slot)
     }
 
     /// Moves `e` past a packet of `span` PSNs (a READ REQUEST, `read`: its DMA length, spans
@@ -360,38 +356,6 @@ impl<T> RequestStream<'_, T> {
             self.advance(span, read);
         }
         self.restart_gap_timer();
-    }
-
-    /// Releases held packets in PSN order, skipping gaps, until `psn` fits the window; when
-    /// nothing is left to release and it still does not fit, `psn` becomes the expected PSN
-    /// (the packets between are more than a window behind it: lost, or too late to order).
-    fn make_room(&mut self, psn: Psn) -> u32 {
-        let mut released = 0;
-        loop {
-            let e = self.s.expected;
-            if (psn.distance(e) as u32) <= self.mask() {
-                break;
-            }
-            let Some(q) = self.next_held_psn(e) else {
-                self.s.expected = psn;
-                break;
-            };
-            // Give up on the gap before the next held packet and release it.
-            let Some(slot) = self.take_held(q) else {
-                break;
-            };
-            released += 1;
-            if q.is_before(e) {
-                self.late(slot.item);
-                continue;
-            }
-            self.s.expected = q;
-            let (span, read) = (slot.span, slot.read);
-            self.in_order(slot.item);
-            self.advance(span, read);
-        }
-        self.drain();
-        released
     }
 
     /// Moves the expected PSN to `psn` (the host's NAK, RNR NAK, ACK or a CM exchange named

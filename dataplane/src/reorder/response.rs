@@ -23,7 +23,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::config::HOST_PSN_REACH;
-use super::held::Held;
+use super::held::{self, Direction, Held};
 use super::pool::NoHold;
 use super::stream::{Insert, ReadRange, Slot, Stream, WaitingAck};
 use crate::wire::Psn;
@@ -180,6 +180,36 @@ impl<T> DerefMut for ResponseStream<'_, T> {
     }
 }
 
+impl<'a, T: 'a> Direction<'a, T> for ResponseStream<'a, T> {
+    fn release_expected(&mut self, slot: Slot<T>) {
+        self.in_order(slot.item);
+        self.advance();
+        self.drain();
+    }
+
+    /// Releases held responses in PSN order, skipping the missing ones, until `psn` fits the
+    /// window. The ranges stay: the requester retries what was skipped, and its retry is
+    /// ordered like the first attempt.
+    fn make_room(&mut self, psn: Psn) -> u32 {
+        let mut released = 0;
+        loop {
+            let e = self.s.expected;
+            if (psn.distance(e) as u32) <= self.mask() {
+                break;
+            }
+            match self.next_held_psn(e) {
+                Some(q) => released += u32::from(self.skip_and_release(q)),
+                None => {
+                    self.skip_to(psn);
+                    break;
+                }
+            }
+        }
+        self.drain();
+        released
+    }
+}
+
 impl<T> ResponseStream<'_, T> {
     /// The local host sent a READ REQUEST (or an atomic, FLUSH or ATOMIC WRITE) with `psn`:
     /// its responses will fill the PSNs from `psn` on. A request at or before PSNs already
@@ -326,43 +356,7 @@ impl<T> ResponseStream<'_, T> {
         } else if d >= r.span {
             r.span = d + 1;
         }
-        let ahead = psn.distance(s.expected);
-        if ahead == 0 {
-            self.in_order(slot.item);
-            self.advance();
-            self.drain();
-            return Insert::Released;
-        }
-        if ahead < 0 {
-            self.late(slot.item);
-            return Insert::Late;
-        }
-        if self.holds(psn) {
-            return self.duplicate();
-        }
-        if ahead as u32 <= self.mask() {
-            return self.hold_or_pass(slot);
-        }
-        // Beyond the ring's window (the PSNs of the WRITEs between READs are never filled):
-        // the far list holds it if it can; else held responses go in order, skipping what is
-        // missing, until it fits.
-        let Err(slot) = self.put_far(slot) else {
-            return Insert::Held;
-        };
-        let released = self.make_room(psn);
-        self.s.stats.overflows += 1;
-        self.totals.overflows += 1;
-        let e = self.s.expected;
-        if psn == e {
-            self.in_order(slot.item);
-            self.advance();
-            self.drain();
-        } else if psn.is_before(e) || self.holds(psn) {
-            self.late(slot.item);
-        } else {
-            self.hold_or_pass(slot);
-        }
-        Insert::Overflowed { released }
+        held::place(self, slot)
     }
 
     /// What makes the requester retry the request whose response the stream expects: the
@@ -539,28 +533,6 @@ impl<T> ResponseStream<'_, T> {
             self.advance();
         }
         self.restart_gap_timer();
-    }
-
-    /// Releases held responses in PSN order, skipping the missing ones, until `psn` fits the
-    /// window. The ranges stay: the requester retries what was skipped, and its retry is
-    /// ordered like the first attempt.
-    fn make_room(&mut self, psn: Psn) -> u32 {
-        let mut released = 0;
-        loop {
-            let e = self.s.expected;
-            if (psn.distance(e) as u32) <= self.mask() {
-                break;
-            }
-            match self.next_held_psn(e) {
-                Some(q) => released += u32::from(self.skip_and_release(q)),
-                None => {
-                    self.skip_to(psn);
-                    break;
-                }
-            }
-        }
-        self.drain();
-        released
     }
 
     /// Gives up on the missing responses before the held one with `q` and releases it (in

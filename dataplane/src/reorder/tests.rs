@@ -809,8 +809,8 @@ proptest! {
     /// random interleavings, timeouts, NAKs and the PSN wrap. It proves the rings implement the
     /// table; it cannot show the table is what hosts need, since the model makes the core's own
     /// choices. The oracle for that is independent of this code: RNIC models that follow the
-    /// real transports (`sprayswitch_tools::traffic::rxe`, after the Linux rxe state machines;
-    /// the Go-Back-N models of `tools/src/traffic/rnic.rs`) behind a sprayed rack, which must
+    /// real transports (`sprayswitch_models::rxe`, after the Linux rxe state machines;
+    /// the Go-Back-N models of `tools/models/src/rnic.rs`) behind a sprayed rack, which must
     /// see no sequence error when nothing is lost. Those tests are
     /// `no_rnic_sees_a_transport_error_when_nothing_is_lost` and
     /// `every_rc_verb_in_order_through_spray_and_reorder` in `tests/tests/reorder_transport.rs`
