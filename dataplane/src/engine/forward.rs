@@ -719,7 +719,9 @@ impl Engine {
         f[6..12].copy_from_slice(&out.mac);
         ipv4_decrement_ttl(&mut f[L3..]);
         let stamp = self.restamp(f, L4, (rx_port, rx_role), (egress, out_role));
-        let meta = out.downlink.then(|| {
+        // An `if`, not `bool::then` with a closure: the closure was not inlined (8% of the
+        // routed forward bench).
+        let meta = if out.downlink {
             let qp = QpRef {
                 local: ip_key(IpAddr::V4(dst.into())),
                 remote: ip_key(IpAddr::V4(src.into())),
@@ -732,10 +734,14 @@ impl Engine {
                 MetaKind::Request { read_len: None }
             };
             let full = if op.full_segment { payload_len } else { 0 };
-            RoceMeta::new(qp, psn, kind)
-                .sized(1, full, len)
-                .over(self.path_of(pkt.rx_port), stamp)
-        });
+            Some(
+                RoceMeta::new(qp, psn, kind)
+                    .sized(1, full, len)
+                    .over(self.path_of(pkt.rx_port), stamp),
+            )
+        } else {
+            None
+        };
         if op.full_segment && meta.is_some() {
             self.learn_pmtu_bytes(egress, payload_len);
         }
