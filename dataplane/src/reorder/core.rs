@@ -480,14 +480,7 @@ impl<T> ReorderCore<T> {
             });
         }
         let mut pick = Pick::default();
-        for (rq, rsport) in self.pairing.remotes(local, remote) {
-            if self
-                .pairing
-                .local_of(local, remote, rq)
-                .is_some_and(|lq| lq != qp.qpn)
-            {
-                continue; // paired with another local QP
-            }
+        for (rq, rsport) in self.pairing.remote_candidates(local, remote, qp.qpn) {
             let key = StreamKey::Response {
                 local,
                 remote,
@@ -646,14 +639,7 @@ impl<T> ReorderCore<T> {
             return self.table.find(&StreamKey::Request { local, qpn: lq });
         }
         let mut pick = Pick::default();
-        for (lq, lsport) in self.pairing.locals(local, remote) {
-            if self
-                .pairing
-                .remote_of(local, remote, lq)
-                .is_some_and(|rq| rq != qp.qpn)
-            {
-                continue; // paired with another remote QP
-            }
+        for (lq, lsport) in self.pairing.local_candidates(local, remote, qp.qpn) {
             let Some(id) = self.table.find(&StreamKey::Request { local, qpn: lq }) else {
                 continue;
             };

@@ -220,6 +220,36 @@ impl Pairing {
             .flat_map(|s| s.locals.iter().map(|(q, p)| (*q, *p)))
     }
 
+    /// Candidates for pairing local QP `local_qpn`: the host pair's remote QPs seen so far,
+    /// with their UDP source ports, that are not paired with another local QP.
+    pub(super) fn remote_candidates(
+        &self,
+        local: u128,
+        remote: u128,
+        local_qpn: u32,
+    ) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.remotes(local, remote).filter(move |&(rq, _)| {
+            !self
+                .local_of(local, remote, rq)
+                .is_some_and(|lq| lq != local_qpn)
+        })
+    }
+
+    /// Candidates for pairing remote QP `remote_qpn`: the host pair's local QPs seen so far,
+    /// with their UDP source ports, that are not paired with another remote QP.
+    pub(super) fn local_candidates(
+        &self,
+        local: u128,
+        remote: u128,
+        remote_qpn: u32,
+    ) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.locals(local, remote).filter(move |&(lq, _)| {
+            !self
+                .remote_of(local, remote, lq)
+                .is_some_and(|rq| rq != remote_qpn)
+        })
+    }
+
     /// The remote QPN bound to a local one.
     pub(super) fn remote_of(&self, local: u128, remote: u128, local_qpn: u32) -> Option<u32> {
         self.by_local
@@ -534,6 +564,24 @@ mod tests {
         assert_eq!(p.entries(), 1);
         assert_eq!(p.locals(A, B).collect::<Vec<_>>(), vec![(0x11, 0xC011)]);
         assert_eq!(p.remotes(A, B).count(), 0);
+    }
+
+    #[test]
+    fn candidates_leave_out_qps_paired_elsewhere() {
+        let mut p = Pairing::new(16);
+        p.saw_remote(&qp(0x21, 1));
+        p.saw_remote(&qp(0x22, 2));
+        p.saw_local(&qp(0x11, 1));
+        p.saw_local(&qp(0x12, 2));
+        p.bind_hint(A, B, 0x11, 0x21);
+        let mut r: Vec<_> = p.remote_candidates(A, B, 0x12).collect();
+        r.sort();
+        assert_eq!(r, vec![(0x22, 2)], "0x21 is 0x11's");
+        let mut r: Vec<_> = p.remote_candidates(A, B, 0x11).collect();
+        r.sort();
+        assert_eq!(r, vec![(0x21, 1), (0x22, 2)]);
+        let l: Vec<_> = p.local_candidates(A, B, 0x22).collect();
+        assert_eq!(l, vec![(0x12, 2)], "0x11 is 0x21's");
     }
 
     #[test]
