@@ -229,9 +229,8 @@ impl Pairing {
         local_qpn: u32,
     ) -> impl Iterator<Item = (u32, u16)> + '_ {
         self.remotes(local, remote).filter(move |&(rq, _)| {
-            !self
-                .local_of(local, remote, rq)
-                .is_some_and(|lq| lq != local_qpn)
+            self.local_of(local, remote, rq)
+                .is_none_or(|lq| lq == local_qpn)
         })
     }
 
@@ -244,9 +243,8 @@ impl Pairing {
         remote_qpn: u32,
     ) -> impl Iterator<Item = (u32, u16)> + '_ {
         self.locals(local, remote).filter(move |&(lq, _)| {
-            !self
-                .remote_of(local, remote, lq)
-                .is_some_and(|rq| rq != remote_qpn)
+            self.remote_of(local, remote, lq)
+                .is_none_or(|rq| rq == remote_qpn)
         })
     }
 
