@@ -280,5 +280,5 @@ case "$cmd" in
   up) up ;;
   down) down ;;
   status) status ;;
-  *) sed -n '2,31p' "$0"; exit 2 ;;
+  *) sed -n '2,51p' "$0"; exit 2 ;;
 esac

@@ -1,17 +1,16 @@
-//! Forwarding decisions over classified frames: the FIB, neighbours and ARP/ND, answers to the
-//! switch's own addresses, spraying policies. Pure logic: it reads no clock (the worker passes
-//! `now`) and moves no packets (the worker does).
+//! Forwarding decisions over classified frames: routing, neighbours and ARP/ND, answers to the
+//! switch's own addresses, spraying. Pure logic: it reads no clock (the worker passes `now`)
+//! and moves no packets (the worker does).
 //!
-//! The control side builds an immutable [`Tables`] snapshot (ports, uplink groups, routes,
-//! static neighbours, own addresses, spray policy) and publishes it as an `Arc`; a worker looks
-//! at the newest snapshot once per loop iteration, never per packet. Neighbours learned from
-//! ARP and ND are kept per worker ([`neigh`]) and shared with the other workers through bounded
-//! channels.
+//! It reads the immutable [`crate::tables::Tables`] snapshot the control side publishes (a
+//! worker looks at the newest once per loop iteration, never per packet). Neighbours learned
+//! from ARP and ND are kept per worker ([`neigh`]) and shared with the other workers through
+//! bounded channels.
 //!
 //! The files: [`forward`] the per-packet decision, [`fast`] its shortcut for RoCE data to known
-//! destinations, [`fib`] the routes, [`neigh`] the neighbour table, [`local`] what the switch
-//! answers itself (ARP, ND, echo), [`spray`] the uplink choice, [`stamp`] the path stamps
-//! of path-order loss detection.
+//! destinations, [`neigh`] the neighbour table, [`spray`] the uplink choice. The frames the
+//! switch answers with (ARP, ND, echo) and the path stamps are wire formats
+//! ([`crate::wire::control`], [`crate::wire::stamp`]); the routes are [`crate::tables::fib`].
 
 pub mod fast;
 pub mod forward;

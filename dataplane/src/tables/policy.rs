@@ -1,5 +1,5 @@
 //! How RoCE packets are spread over an uplink group: the policy the operator picks
-//! (`[switch] spray`), which the sprayer ([`crate::engine::spray`]) carries out.
+//! (`[switch] spray_policy`), which the sprayer ([`crate::engine::spray`]) carries out.
 
 /// How RoCE packets are spread over an uplink group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
