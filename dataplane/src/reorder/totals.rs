@@ -15,7 +15,7 @@ counter_table! {
     rows {
     released_in_order: Counter, Packets, Switch, "sprayswitch_reorder_released_packets_total", "Packets released in PSN order (directly or from the ring).";
     held_total: Counter, Packets, Switch, "sprayswitch_reorder_held_packets_total", "Packets held for a gap at some point.";
-    held_now: Gauge, Packets, Switch, "sprayswitch_reorder_holding_packets", "Packets held now (reorder rings, ACKs waiting behind READ responses, pacing queues).";
+    held_now: Gauge, Packets, Switch, "sprayswitch_reorder_holding_packets", "Packets held now (reorder rings, far lists, ACKs waiting behind READ responses).";
     max_depth: Max, Packets, Switch, "sprayswitch_reorder_max_depth_packets", "Most packets one stream has held at once.";
     late: Counter, Packets, Switch, "sprayswitch_reorder_late_packets_total", "Packets behind their stream's expected PSN (retransmissions, copies of released packets), released at once.";
     duplicates: Counter, Packets, Switch, "sprayswitch_reorder_duplicate_packets_total", "Copies of held packets, discarded.";
@@ -35,7 +35,6 @@ counter_table! {
     table_full: Counter, Packets, Switch, "sprayswitch_reorder_table_full_packets_total", "Packets not reordered because the stream table was full.";
     no_room: Counter, Packets, Switch, "sprayswitch_reorder_no_room_packets_total", "Packets not held because no ring or byte budget was left.";
     slot_collisions: Counter, Packets, Switch, "sprayswitch_reorder_slot_collision_packets_total", "Packets not held because their ring slot held a PSN one window apart.";
-    pacing_drops: Counter, Packets, Switch, "sprayswitch_reorder_pacing_drop_packets_total", "Packets dropped because a downlink's pacing queue was full.";
     learned: Counter, Count, Switch, "sprayswitch_reorder_learned_total", "Streams that chose their starting PSN by learning.";
     learned_by_paths: Counter, Count, Switch, "sprayswitch_reorder_learned_by_paths_total", "Streams whose learning ended before its window: every path-order fabric path that is up (after 1024 packets, every one the stream uses) had delivered a packet of the stream or a later path stamp of its source, so nothing below the lowest PSN held could still come (counted in learned_total too).";
     cm_learned: Counter, Count, Switch, "sprayswitch_reorder_cm_learned_total", "QP pairings and starting PSNs learned from RDMA CM exchanges.";
