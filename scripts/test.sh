@@ -5,6 +5,8 @@
 #   - python3 with scapy (an independent RoCEv2 implementation the interop tests check against)
 #   - tshark (Wireshark's dissectors check our RDMA CM parsing and read our pcap files)
 #   - cargo-fuzz (the fuzz targets are built and run briefly over their seed corpus)
+#   - cargo-deb, at the version scripts/package.sh pins (the Debian package is built, installed
+#     into a throwaway root and its switch run with only its unit's capabilities)
 #   - qemu-system-x86 and cpio (Soft-RoCE guests; their image is built from Debian packages by
 #     scripts/rxe-guest.sh and cached in /var/cache/sprayswitch)
 #   - iproute2, ping, ethtool and tcpdump (the real-port tests build veth topologies in their own network
@@ -13,7 +15,8 @@
 #     net_af_packet vdevs, as root)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, the DPDK
 # backend's tests (as root), the release reorder stress test and fault scenarios, Soft-RoCE guests through the
-# switches (as root), fuzz smoke run.
+# switches (as root), the Debian package (installed into a throwaway root, its switch run with
+# only its unit's capabilities, as root), fuzz smoke run.
 #
 # Skipped tests: a test that cannot run here (not root, a tool missing) passes, and says so on
 # stderr, which cargo shows only for failing tests. So each such test also appends a line
@@ -90,6 +93,10 @@ fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install --locked cargo-fuzz
 fi
+cargo_deb_version=$(sed -n 's/^CARGO_DEB_VERSION=//p' scripts/package.sh)
+if ! cargo deb --version 2>/dev/null | grep -qx "cargo-deb $cargo_deb_version"; then
+  cargo install --locked --quiet cargo-deb --version "$cargo_deb_version"
+fi
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -153,6 +160,12 @@ if [ "$(id -u)" = 0 ]; then
 else
   skipped "Soft-RoCE guests (scripts/test.sh)" "needs root for taps, namespaces and AF_XDP"
 fi
+
+step "Debian package: contents, install into a throwaway root, AF_XDP forwarding with only the unit's capabilities"
+# Release: scripts/package.sh builds the package's own release binaries (sprayswitch-control
+# alone, as `cargo install` does). Not root: only its man page and completion test runs, and
+# the package test is listed as skipped.
+cargo test --release -p sprayswitch-tests --test package
 
 step "fuzz targets: build, then a bounded run from the seed corpus"
 fuzz_tmp=$(mktemp -d)

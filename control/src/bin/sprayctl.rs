@@ -1,6 +1,8 @@
 //! `sprayctl`: talks to a running sprayswitch over its control socket. Prints tables by default,
 //! the switch's JSON answer with `--json`. The protocol is one JSON request per line (see the
-//! `ctl` module of sprayswitch-control).
+//! `ctl` module of sprayswitch-control). The unlisted `sprayctl man --out DIR` and
+//! `sprayctl completions --shell SHELL` write this command line's man pages and shell
+//! completions (the Debian package ships them; docs/packaging.md).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -8,8 +10,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::{json, Value};
+
+#[path = "shared/docs.rs"]
+mod docs;
 
 #[derive(Parser)]
 #[command(name = "sprayctl", version, about = "Control a running sprayswitch")]
@@ -179,6 +184,9 @@ fn render(v: &Value) -> String {
 }
 
 fn main() -> ExitCode {
+    if let Some(done) = docs::generate_if_asked(Cli::command) {
+        return done;
+    }
     let cli = Cli::parse();
     let req = match request(&cli) {
         Ok(r) => r,
@@ -229,5 +237,17 @@ fn main() -> ExitCode {
             eprintln!("sprayctl: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks of the command line (names, conflicts, defaults), which
+    /// the man pages and completions are generated from.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

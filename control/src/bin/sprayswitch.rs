@@ -1,8 +1,11 @@
 //! `sprayswitch`: the switch.
 //!
 //! `sprayswitch check` validates a configuration (the embedded default unless `--config`),
-//! `sprayswitch show-config` prints the embedded default, `sprayswitch run` runs the switch
-//! until SIGINT/SIGTERM, a `--duration`, or the end of every replayed capture.
+//! `sprayswitch show-config` prints the annotated default, `sprayswitch run` runs the switch
+//! until SIGINT/SIGTERM, a `--duration`, or the end of every replayed capture. The unlisted
+//! `sprayswitch man --out DIR` and `sprayswitch completions --shell SHELL` write this command
+//! line's man pages and shell completions (the Debian package ships them; docs/packaging.md).
+//! `sprayswitch config-reference` writes docs/configuration.md, the reference of every key.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,13 +14,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sprayswitch::engine::DropReason;
 use sprayswitch::switch::Stats;
 use sprayswitch_control::ctl::Control;
 use sprayswitch_control::ports::open_ports;
 use sprayswitch_control::server::ControlServer;
 use sprayswitch_control::{Backend, Config, Validated, DEFAULT_CONFIG};
+
+#[path = "shared/docs.rs"]
+mod docs;
 
 #[derive(Parser)]
 #[command(
@@ -37,8 +43,16 @@ struct Cli {
 enum Cmd {
     /// Validate the configuration and print what it describes.
     Check,
-    /// Print the embedded default configuration.
+    /// Print the embedded default configuration, each key annotated with its type, default,
+    /// range and meaning.
     ShowConfig,
+    /// Write the configuration reference (every key: type, default, range, meaning) as
+    /// Markdown.
+    ConfigReference {
+        /// File to write (`-`: standard output).
+        #[arg(long, default_value = sprayswitch_control::config::reference::REFERENCE_PATH)]
+        out: PathBuf,
+    },
     /// Run the switch.
     Run {
         /// Stop after this many seconds.
@@ -74,6 +88,21 @@ fn load_config(path: &Option<PathBuf>) -> anyhow::Result<Config> {
 
 fn load(path: &Option<PathBuf>) -> anyhow::Result<Validated> {
     Ok(load_config(path)?.validate()?)
+}
+
+/// Writes the configuration reference to `out` (`-`: standard output), creating its directory.
+fn write_reference(out: &std::path::Path) -> anyhow::Result<()> {
+    let text = sprayswitch_control::config::reference::markdown();
+    if out == std::path::Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))?;
+    println!("wrote {}", out.display());
+    Ok(())
 }
 
 fn describe(v: &Validated) {
@@ -268,12 +297,19 @@ fn run(
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    if let Some(done) = docs::generate_if_asked(Cli::command) {
+        return done;
+    }
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::ShowConfig => {
-            print!("{DEFAULT_CONFIG}");
+            print!(
+                "{}",
+                sprayswitch_control::config::reference::annotated_default()
+            );
             Ok(())
         }
+        Cmd::ConfigReference { out } => write_reference(&out),
         Cmd::Check => load(&cli.config).map(|v| {
             describe(&v);
             println!("configuration is valid");
@@ -307,5 +343,17 @@ fn main() -> ExitCode {
             eprintln!("sprayswitch: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks of the command line (names, conflicts, defaults), which
+    /// the man pages and completions are generated from.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

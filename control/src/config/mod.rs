@@ -1,5 +1,6 @@
 //! The configuration file: model (this file), named choices ([`Choice`]), validation
-//! (`validate`, section by section) and the start of a validated switch.
+//! (`validate`, section by section), the reference of every key ([`keys`], rendered by
+//! [`reference`](mod@reference)) and the start of a validated switch.
 //!
 //! Every problem is reported before anything starts, as `field: reason`, where the field is a
 //! path into the file (`port[2].addresses[0]`, `route[1].group`, ...).
@@ -13,6 +14,8 @@ use sprayswitch::switch::RunConfig;
 use sprayswitch::tables::{LossDetection, Role, SprayPolicy, Tables};
 
 mod choice;
+pub mod keys;
+pub mod reference;
 mod validate;
 
 pub use choice::{BackendKind, Choice, XdpModeChoice};

@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::port::pcap::Pace;
 use sprayswitch::reorder::{PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
 use sprayswitch::tables::{
@@ -16,7 +15,13 @@ use sprayswitch::tables::{
 use sprayswitch::wire::Pmtu;
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
-use super::choice::{BackendKind, XdpModeChoice};
+use super::choice::BackendKind;
+use super::keys::{
+    BURST, BUSY_POLL_US, DEFAULT_DPDK_MBUFS, DEFAULT_PACE, DEFAULT_PATH_STAMPS, DEFAULT_QUEUES,
+    DEFAULT_RING_SIZE, DEFAULT_RX_BUFFERS, DEFAULT_XDP_MODE, DETECT_INTERVALS, DPDK_MBUFS, ECN_KB,
+    FAST_LOSS_OUT, FILL_RING_MAX, GROUP_WEIGHT, HEALTH_INTERVAL_US, HOLD_TIMEOUT_US, LOSS_OUT, MTU,
+    PATH_STAMP_LANES, QUEUES, RATE_GBPS, RESTORE_MS, RING_SIZE, RX_BUFFERS, WORKERS,
+};
 use super::{
     err, parse_mac, Backend, Config, ConfigError, DpdkRun, DpdkSection, EcnSetting, GroupSection,
     NeighborSection, PortSection, RealKind, ReorderSection, RouteSection, SwitchSection, Validated,
@@ -37,10 +42,10 @@ impl Config {
         let mut t = Tables::new(ports.infos);
         t.policy = policy;
         t.flowlet_gap_ns = s.flowlet_gap_us.saturating_mul(1000);
-        if !matches!(s.path_stamp_lanes, 1 | 2 | 4 | 8) {
+        if !PATH_STAMP_LANES.admits(s.path_stamp_lanes as u64) {
             return err(
                 "switch.path_stamp_lanes",
-                format!("{}: use 1, 2, 4 or 8", s.path_stamp_lanes),
+                format!("{}: use {PATH_STAMP_LANES}", s.path_stamp_lanes),
             );
         }
         t.stamp_lane_bits = s.path_stamp_lanes.trailing_zeros() as u8;
@@ -86,11 +91,11 @@ impl DpdkSection {
             }
             return Ok(None);
         }
-        let mbufs = self.mbufs.unwrap_or(DPDK_MBUFS);
-        if !(1024..=1 << 22).contains(&mbufs) {
+        let mbufs = self.mbufs.unwrap_or(DEFAULT_DPDK_MBUFS);
+        if !DPDK_MBUFS.admits(u64::from(mbufs)) {
             return err(
                 "dpdk.mbufs",
-                format!("{mbufs}: use 1024 to 4194304 (every queue's rings must fill)"),
+                format!("{mbufs}: use {DPDK_MBUFS} (every queue's rings must fill)"),
             );
         }
         // Each port's pool fills its receive rings and a transmit ring and keeps 1024 for what
@@ -129,22 +134,13 @@ impl DpdkSection {
     }
 }
 
-/// Receive buffers of an AF_PACKET or AF_XDP port beyond its rings when `rx_buffers` is not
-/// given (AF_PACKET's own pool; AF_XDP: its share of the worker's UMEM).
-const DEFAULT_RX_BUFFERS: u32 = 4096;
-
-/// Mbufs per DPDK port pool when `[dpdk] mbufs` is not given: its receive and transmit rings
-/// (1024 descriptors each), plus what the switch holds (egress queues and reorder rings keep
-/// received packets in their mbufs).
-const DPDK_MBUFS: u32 = 16 * 1024;
-
 impl SwitchSection {
     /// `[switch]`: worker count, cores, idle policy, burst and queue limits, spray policy.
     fn validate(&self) -> Result<(IdlePolicy, SprayPolicy), ConfigError> {
-        if self.workers == 0 || self.workers > 64 {
+        if !WORKERS.admits(self.workers as u64) {
             return err(
                 "switch.workers",
-                format!("{} workers: use 1 to 64", self.workers),
+                format!("{} workers: use {WORKERS}", self.workers),
             );
         }
         if let Some(cores) = &self.cores {
@@ -161,8 +157,8 @@ impl SwitchSection {
                 reason,
             }
         })?;
-        if self.burst == 0 || self.burst > 1024 {
-            return err("switch.burst", format!("{}: use 1 to 1024", self.burst));
+        if !BURST.admits(self.burst as u64) {
+            return err("switch.burst", format!("{}: use {BURST}", self.burst));
         }
         if self.tx_queue_limit < self.burst {
             return err(
@@ -213,13 +209,10 @@ fn ecn_profile(
         ),
         EcnSetting::Thresholds(t) => {
             let kb = |v: f64, name: &str| {
-                if v.is_finite() && (0.0..=1e6).contains(&v) {
+                if ECN_KB.admits(v) {
                     Ok((v * 1000.0) as u64)
                 } else {
-                    err(
-                        format!("{field}.{name}"),
-                        format!("{v}: use 0 to 1000000 KB"),
-                    )
+                    err(format!("{field}.{name}"), format!("{v}: use {ECN_KB} KB"))
                 }
             };
             let p = EcnProfile {
@@ -303,8 +296,8 @@ impl PortSection {
         if mac[0] & 1 == 1 || mac == [0; 6] {
             return err(f("mac"), format!("'{}' is not a unicast address", self.mac));
         }
-        if !(68..=9000).contains(&self.mtu) {
-            return err(f("mtu"), format!("{}: use 68 to 9000", self.mtu));
+        if !MTU.admits(u64::from(self.mtu)) {
+            return err(f("mtu"), format!("{}: use {MTU}", self.mtu));
         }
         let pmtu = match self.pmtu {
             Some(v) => Pmtu::new(v).map_err(|v| ConfigError {
@@ -315,13 +308,8 @@ impl PortSection {
                 .unwrap_or(Pmtu::new(256).unwrap_or_default()),
         };
         let rate_bps = match self.rate_gbps {
-            Some(g) if g.is_finite() && g > 0.0 && g <= 1000.0 => Some((g * 1e9) as u64),
-            Some(g) => {
-                return err(
-                    f("rate_gbps"),
-                    format!("{g}: use a rate above 0 and at most 1000"),
-                )
-            }
+            Some(g) if RATE_GBPS.admits(g) => Some((g * 1e9) as u64),
+            Some(g) => return err(f("rate_gbps"), format!("{g}: use a rate {RATE_GBPS}")),
             None => None,
         };
         let peer_mac = match &self.peer_mac {
@@ -386,7 +374,7 @@ impl PortSection {
                     return err(f("backend"), "a pcap port needs pcap_in, pcap_out or both");
                 }
                 let pace = match &self.pace {
-                    None => Pace::Recorded,
+                    None => DEFAULT_PACE,
                     Some(c) => c.get(|| f("pace"))?,
                 };
                 Backend::Pcap {
@@ -463,23 +451,20 @@ impl PortSection {
         .find_map(|(name, set)| set.then_some(name))
     }
 
-    /// The ring size of an AF_XDP or DPDK port (default 1024).
+    /// The ring size of an AF_XDP or DPDK port.
     fn ring_size(&self, f: &impl Fn(&str) -> String) -> Result<u32, ConfigError> {
-        let ring = self.ring_size.unwrap_or(1024);
-        if !ring.is_power_of_two() || !(64..=32768).contains(&ring) {
-            return err(
-                f("ring_size"),
-                format!("{ring}: a power of two from 64 to 32768"),
-            );
+        let ring = self.ring_size.unwrap_or(DEFAULT_RING_SIZE);
+        if !RING_SIZE.admits(u64::from(ring)) {
+            return err(f("ring_size"), format!("{ring}: {RING_SIZE}"));
         }
         Ok(ring)
     }
 
-    /// The queues of an AF_XDP or DPDK port (default 1).
+    /// The queues of an AF_XDP or DPDK port.
     fn queue_count(&self, f: &impl Fn(&str) -> String) -> Result<u32, ConfigError> {
-        let queues = self.queues.unwrap_or(1);
-        if !(1..=64).contains(&queues) {
-            return err(f("queues"), format!("{queues} queues: use 1 to 64"));
+        let queues = self.queues.unwrap_or(DEFAULT_QUEUES);
+        if !QUEUES.admits(u64::from(queues)) {
+            return err(f("queues"), format!("{queues} queues: use {QUEUES}"));
         }
         Ok(queues)
     }
@@ -546,7 +531,7 @@ impl PortSection {
         }
         let queues = self.queue_count(f)?;
         let xdp_mode = match &self.xdp_mode {
-            None => XdpModeChoice::Auto,
+            None => DEFAULT_XDP_MODE,
             Some(c) => c.get(|| f("xdp_mode"))?,
         };
         if kind == BackendKind::AfPacket && (self.queues.is_some() || self.xdp_field().is_some()) {
@@ -558,23 +543,24 @@ impl PortSection {
         }
         let ring = self.ring_size(f)?;
         let fill = self.fill_ring_size.unwrap_or(2 * ring);
-        if !fill.is_power_of_two() || fill < ring || fill > 65536 {
+        if !fill.is_power_of_two() || fill < ring || fill > FILL_RING_MAX {
             return err(
                 f("fill_ring_size"),
                 format!(
-                    "{fill}: a power of two from ring_size ({ring}) to 65536 (a fill ring smaller \
-                     than the receive ring drops frames when the receive ring is full)"
+                    "{fill}: a power of two from ring_size ({ring}) to {FILL_RING_MAX} (a fill \
+                     ring smaller than the receive ring drops frames when the receive ring is \
+                     full)"
                 ),
             );
         }
         if let Some(us) = self.busy_poll_us {
-            if !(1..=1000).contains(&us) {
-                return err(f("busy_poll_us"), format!("{us}: use 1 to 1000"));
+            if !BUSY_POLL_US.admits(u64::from(us)) {
+                return err(f("busy_poll_us"), format!("{us}: use {BUSY_POLL_US}"));
             }
         }
         let rx_buffers = self.rx_buffers.unwrap_or(DEFAULT_RX_BUFFERS);
-        if !(64..=1 << 20).contains(&rx_buffers) {
-            return err(f("rx_buffers"), format!("{rx_buffers}: use 64 to 1048576"));
+        if !RX_BUFFERS.admits(u64::from(rx_buffers)) {
+            return err(f("rx_buffers"), format!("{rx_buffers}: use {RX_BUFFERS}"));
         }
         Ok(Backend::Real {
             kind: match kind {
@@ -642,8 +628,8 @@ fn validate_groups(
                     format!("{} weights for {} ports", w.len(), members.len()),
                 )
             }
-            Some(w) if w.iter().any(|x| *x == 0 || *x > 1_000_000) => {
-                return err(f("weights"), "weights must be 1 to 1000000")
+            Some(w) if w.iter().any(|x| !GROUP_WEIGHT.admits(u64::from(*x))) => {
+                return err(f("weights"), format!("weights must be {GROUP_WEIGHT}"))
             }
             Some(w) => w.clone(),
             None => members
@@ -659,7 +645,7 @@ fn validate_groups(
             Some(c) => c.get(|| f("loss_detection"))?,
             None => LossDetection::default(),
         };
-        let path_stamps = g.path_stamps.unwrap_or(false);
+        let path_stamps = g.path_stamps.unwrap_or(DEFAULT_PATH_STAMPS);
         if path_stamps && loss_detection != LossDetection::PathOrder {
             return err(
                 f("path_stamps"),
@@ -795,35 +781,38 @@ fn validate_health(groups: &[GroupSection], t: &mut Tables) -> Result<(), Config
             }
         }
         if let Some(us) = h.interval_us {
-            if !(10..=1_000_000).contains(&us) {
-                return err(f("interval_us"), format!("{us}: use 10 to 1000000"));
+            if !HEALTH_INTERVAL_US.admits(us) {
+                return err(f("interval_us"), format!("{us}: use {HEALTH_INTERVAL_US}"));
             }
             spec.interval_ns = us * 1000;
         }
         if let Some(n) = h.detect_intervals {
-            if !(2..=100).contains(&n) {
-                return err(f("detect_intervals"), format!("{n}: use 2 to 100"));
+            if !DETECT_INTERVALS.admits(u64::from(n)) {
+                return err(
+                    f("detect_intervals"),
+                    format!("{n}: use {DETECT_INTERVALS}"),
+                );
             }
             spec.detect_intervals = n;
         }
         if let Some(x) = h.loss_out {
-            if !(0.001..=0.5).contains(&x) {
-                return err(f("loss_out"), format!("{x}: use 0.001 to 0.5"));
+            if !LOSS_OUT.admits(x) {
+                return err(f("loss_out"), format!("{x}: use {LOSS_OUT}"));
             }
             spec.loss_out = x;
         }
         if let Some(x) = h.fast_loss_out {
-            if !(0.05..=1.0).contains(&x) || x < spec.loss_out {
+            if !FAST_LOSS_OUT.admits(x) || x < spec.loss_out {
                 return err(
                     f("fast_loss_out"),
-                    format!("{x}: use 0.05 to 1, at least loss_out"),
+                    format!("{x}: use {FAST_LOSS_OUT}, at least loss_out"),
                 );
             }
             spec.fast_loss_out = x;
         }
         if let Some(ms) = h.restore_ms {
-            if !(1..=3_600_000).contains(&ms) {
-                return err(f("restore_ms"), format!("{ms}: use 1 to 3600000"));
+            if !RESTORE_MS.admits(ms) {
+                return err(f("restore_ms"), format!("{ms}: use {RESTORE_MS}"));
             }
             spec.restore_ns = ms * 1_000_000;
         }
@@ -950,8 +939,11 @@ impl ReorderSection {
             };
             return err(field, e);
         }
-        if self.hold_timeout_us == 0 {
-            return err("reorder.hold_timeout_us", "must be at least 1");
+        if !HOLD_TIMEOUT_US.admits(self.hold_timeout_us) {
+            return err(
+                "reorder.hold_timeout_us",
+                format!("must be {HOLD_TIMEOUT_US}"),
+            );
         }
         Ok(rcfg)
     }
@@ -967,7 +959,12 @@ fn port_reorder(
     for (i, p) in ports.iter().enumerate() {
         let downlink = p.role.value() == Some(Role::Downlink);
         let hold_timeout_ns = match p.hold_timeout_us {
-            Some(0) => return err(format!("port[{i}].hold_timeout_us"), "must be at least 1"),
+            Some(us) if !HOLD_TIMEOUT_US.admits(us) => {
+                return err(
+                    format!("port[{i}].hold_timeout_us"),
+                    format!("must be {HOLD_TIMEOUT_US}"),
+                )
+            }
             Some(_) if !downlink => {
                 return err(
                     format!("port[{i}].hold_timeout_us"),
