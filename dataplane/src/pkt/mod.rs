@@ -1,7 +1,7 @@
 //! The packet: a buffer it owns, the frame's length, and where and when it was received. The
 //! one vocabulary every layer above moves (ports receive and transmit it, the engine rewrites
 //! it, the reorder stage holds it). Its buffer is on the heap, a frame of an [`area::FrameArea`]
-//! (AF_XDP's UMEM, AF_PACKET's pool) or a DPDK mbuf ([`mbuf`]).
+//! (AF_XDP's UMEM, AF_PACKET's pool) or a DPDK mbuf (`mbuf`).
 
 pub mod area;
 #[cfg(all(feature = "dpdk", target_os = "linux"))]

@@ -5,7 +5,7 @@
 pub const READ_WAIT_FACTOR: u64 = 10;
 
 /// How many hold timeouts a Go-Back-N host's gap is held once the host has NAKed it (see
-/// [`super::loss::hold_limit`]).
+/// `super::loss::hold_limit`).
 pub const NAKED_WAIT_FACTOR: u64 = 64;
 
 /// Packets one stream holds beyond its ring's window, in windows: 4 (1024 packets at the

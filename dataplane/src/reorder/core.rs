@@ -1,10 +1,10 @@
 //! The reorder core: per-stream PSN rings over one preallocated slot pool, generic over what is
 //! held, driven by the caller's clock.
 //!
-//! It is made of parts that each own their state: the stream table ([`super::table`]), the
-//! slot pool ([`super::pool`]), the fabric's evidence ([`super::evidence`]) and the QP pairing
+//! It is made of parts that each own their state: the stream table (`super::table`), the
+//! slot pool (`super::pool`), the fabric's evidence (`super::evidence`) and the QP pairing
 //! ([`super::pairing`]); the request and response directions ([`super::request`],
-//! [`super::response`]) and the loss decisions ([`super::loss`]) work on one stream at a time
+//! [`super::response`]) and the loss decisions (`super::loss`) work on one stream at a time
 //! over them. This file joins them behind a small interface:
 //!
 //! - [`ReorderCore::handle_packet`]: a packet towards a local host, with the facts the engine

@@ -10,15 +10,15 @@
 //!
 //! - [`config`]: the limits and timers, and the bounds every part shares;
 //! - [`stream`]: what is kept per stream (its key, phase, expected PSN, READ ranges);
-//! - [`table`]: every stream by index, the free list, the streams whose timers run, eviction;
-//! - [`pool`]: where held packets live: rings of PSN slots, far lists, the bytes held;
+//! - `table`: every stream by index, the free list, the streams whose timers run, eviction;
+//! - `pool`: where held packets live: rings of PSN slots, far lists, the bytes held;
 //! - [`paths`]: what each fabric path delivered of a stream (path-order loss detection);
 //! - [`sources`]: what each source host's path stamps showed (evidence for all its QPs);
 //! - [`skew`]: how late the paths deliver (the hold timeout in force is never shorter);
-//! - [`evidence`]: the fabric's evidence shared by every stream (paths up, sources, skew);
+//! - `evidence`: the fabric's evidence shared by every stream (paths up, sources, skew);
 //! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
-//! - [`held`]: one stream at work over the pool; [`request`] and [`response`]: the two
-//!   directions' operations on it; [`loss`]: when and how a stream gives up on its gap;
+//! - `held`: one stream at work over the pool; [`request`] and [`response`]: the two
+//!   directions' operations on it; `loss`: when and how a stream gives up on its gap;
 //! - [`core`]: [`ReorderCore`], the parts joined behind `handle_packet`, `handle_host`,
 //!   `poll` and `poll_timeout`;
 //! - [`totals`]: the counters, declared once;

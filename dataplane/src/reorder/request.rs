@@ -26,7 +26,7 @@
 //!
 //! **Loss.** A gap open longer than the stream's hold timeout is declared lost: everything held
 //! is released in order so that the RNIC sees the gap and NAKs. The host's NAK then moves the
-//! stream's expected PSN to the NAKed PSN ([`RequestStream::host_nak`]), so the retransmission
+//! stream's expected PSN to the NAKed PSN (`RequestStream::host_nak`), so the retransmission
 //! is reordered too. A gap the Go-Back-N host has NAKed already keeps the expected PSN when it
 //! is given up (the host takes nothing else, and NAKs no more): the sender's next pass, after
 //! its retransmission timer, is ordered as well.

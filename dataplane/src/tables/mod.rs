@@ -118,7 +118,7 @@ pub enum LossDetection {
     /// member is one FIFO path through the fabric (a two-tier leaf-spine: one uplink, one
     /// spine, one downlink queue), so a QP's PSNs arrive in increasing order on every member,
     /// and a gap is lost once every path the stream uses delivered a PSN above it (or, with
-    /// the group's `path_stamps`, a packet its source host sent later: [`stamp`]).
+    /// the group's `path_stamps`, a packet its source host sent later: [`crate::wire::stamp`]).
     #[default]
     PathOrder,
     /// By the hold timeout alone: for members with several paths behind them (a LAG, a
@@ -150,7 +150,7 @@ pub struct UplinkGroup {
     /// How loss is told from reordering on what its members deliver.
     pub loss_detection: LossDetection,
     /// The ToRs at the other end of these paths stamp what they send over them and read what
-    /// they receive ([`stamp`]); only with [`LossDetection::PathOrder`]. Off by default: a ToR
+    /// they receive ([`crate::wire::stamp`]); only with [`LossDetection::PathOrder`]. Off by default: a ToR
     /// that does not clear the stamp hands its hosts a wrong UDP checksum.
     pub path_stamps: bool,
     /// Path health: probes to the ToRs at the other end of the members, and members taken out
@@ -268,7 +268,7 @@ pub struct Tables {
     /// Switch-wide gap hold timeout of the reorder stage set at run time (`None`: as the stage
     /// was built). Workers apply a change when they pick the tables up.
     pub hold_timeout_ns: Option<u64>,
-    /// Bits of a path stamp that name the worker that gave it ([`stamp`]'s lanes: log2 of
+    /// Bits of a path stamp that name the worker that gave it ([`crate::wire::stamp`]'s lanes: log2 of
     /// `path_stamp_lanes`), as written and as read.
     pub stamp_lane_bits: u8,
 }
