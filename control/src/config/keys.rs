@@ -843,7 +843,8 @@ pub static SECTIONS: &[Section] = &[
         about: "ECN marking thresholds on an egress queue's depth, WRED-style, as the inline \
                 table of `[switch] ecn` or a `[[port]] ecn`: no mark below `kmin_kb`, a \
                 probability rising to `pmax` at `kmax_kb`, every ECN-capable packet above. \
-                Towards a host the depth includes what the reorder stage holds for it.",
+                The depth is the queue's own: what the reorder stage holds for a host is \
+                shown with it but not marked on.",
         keys: &[
             Key::new(
                 "kmin_kb",
