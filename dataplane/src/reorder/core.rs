@@ -214,7 +214,10 @@ impl<T> ReorderCore<T> {
     fn settle(&mut self, id: StreamId, now: u64) {
         self.table.track(id);
         let d = loss::deadline(self.table.get(id), self.evidence.skew(now));
-        self.deadline = self.deadline.min(d);
+        if d < self.deadline {
+            // The paths' skew may shorten this hold when its period ends, as in `poll`.
+            self.deadline = d.min(self.evidence.skew_changes_at(now));
+        }
     }
 
     /// The stream of `key`, created for downlink `port` (learning for request streams without
@@ -720,11 +723,11 @@ impl<T> ReorderCore<T> {
         self.deadline
     }
 
-    /// When the next look for idle streams to evict is due (`u64::MAX`: no stream): upkeep,
-    /// not a reason to wake. It runs with the first poll from then on, which
-    /// [`ReorderCore::poll_due`] tells a caller to make.
+    /// When the next look for idle streams to evict (and QPs of streams gone to forget) is
+    /// due (`u64::MAX`: none to look at): upkeep, not a reason to wake. It runs with the first
+    /// poll from then on, which [`ReorderCore::poll_due`] tells a caller to make.
     pub fn sweep_at(&self) -> u64 {
-        if self.table.len() > 0 {
+        if self.table.len() > 0 || self.pairing.entries() > SEEN_SLACK {
             self.next_evict_scan
         } else {
             u64::MAX

@@ -140,7 +140,11 @@ impl<T> RequestStream<'_, T> {
             let mut again = Vec::new();
             while let Some(f) = self.far_front() {
                 match self.take_held(f) {
-                    Some(sl) => again.push(sl),
+                    // Held again as if it came now: the new sequence's gap starts now.
+                    Some(sl) => again.push(Slot {
+                        arrived: self.now,
+                        ..sl
+                    }),
                     None => break,
                 }
             }

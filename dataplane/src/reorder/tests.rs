@@ -229,6 +229,29 @@ fn poll_timeout_is_the_hold_deadline_and_the_sweep_is_no_reason_to_wake() {
 }
 
 #[test]
+fn packets_held_again_at_a_restart_start_their_gap_at_the_restart() {
+    let mut h = H::new(cfg()); // hold timeout 1 us, no learning window
+    assert_eq!(h.ins(1, 0, 0, 0), Insert::Released);
+    // Far beyond the window: the far list.
+    assert_eq!(h.ins(1, 100_001, 1, 0), Insert::Held);
+    assert_eq!(h.ins(1, 100_003, 3, 0), Insert::Held);
+    assert_eq!(h.take(), vec![0]);
+    // A packet far from the old sequence with only that sequence's far packets held: a new
+    // sequence starts at the lowest of them, and what is held is held again, from now.
+    h.ins(1, 1 + (1 << 22) + 1000, 9, 500);
+    assert_eq!(h.take(), vec![1]);
+    h.core.poll(1_000, &mut h.out);
+    assert_eq!(
+        h.take(),
+        Vec::<u32>::new(),
+        "the gap opened at 500, not at 0"
+    );
+    h.core.poll(1_500, &mut h.out);
+    assert_eq!(h.take(), vec![3, 9]);
+    assert_eq!(h.core.totals().timeouts, 1);
+}
+
+#[test]
 fn late_and_duplicate() {
     let mut h = H::new(cfg());
     h.ins(1, 10, 0, 0);
