@@ -50,7 +50,8 @@ fn generic_hint(e: &io::Error) -> Option<String> {
     Some(
         match e.raw_os_error()? {
             libc::EPERM | libc::EACCES => {
-                "needs root, or CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF: run it with sudo"
+                "needs root, or the capabilities of its backend (AF_PACKET: CAP_NET_RAW; AF_XDP: also \
+                 CAP_NET_ADMIN, CAP_BPF and CAP_IPC_LOCK; see docs/packaging.md)"
             }
             libc::ENODEV | libc::ENXIO => "no such interface in this network namespace",
             libc::EAFNOSUPPORT => "the kernel was built without this socket family",
