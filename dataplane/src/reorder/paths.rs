@@ -510,6 +510,18 @@ impl Track {
 mod tests {
     use super::*;
 
+    /// A selective-repeat host's packet without a stamp or source, the stream learning.
+    fn unstamped_selective(path: u8, psn: Psn) -> Arrival {
+        Arrival {
+            path,
+            psn,
+            stamp: PathStamp::NONE,
+            source: None,
+            selective: true,
+            expected: None,
+        }
+    }
+
     fn p(v: u32) -> Psn {
         Psn::new(v)
     }
@@ -666,39 +678,9 @@ mod tests {
         t.saw(1, p(21));
         t.new_pass(true);
         // Path 1 carries the resent 10 (below its 21); path 0 goes on with new PSNs.
-        t.see(
-            Arrival {
-                path: 1,
-                psn: p(10),
-                stamp: PathStamp::NONE,
-                source: None,
-                selective: true,
-                expected: None,
-            },
-            0,
-        );
-        t.see(
-            Arrival {
-                path: 0,
-                psn: p(22),
-                stamp: PathStamp::NONE,
-                source: None,
-                selective: true,
-                expected: None,
-            },
-            0,
-        );
-        t.see(
-            Arrival {
-                path: 1,
-                psn: p(23),
-                stamp: PathStamp::NONE,
-                source: None,
-                selective: true,
-                expected: None,
-            },
-            0,
-        );
+        t.see(unstamped_selective(1, p(10)), 0);
+        t.see(unstamped_selective(0, p(22)), 0);
+        t.see(unstamped_selective(1, p(23)), 0);
         assert!(t.all_above(p(10), 2, 0));
     }
 
