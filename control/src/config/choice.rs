@@ -131,6 +131,27 @@ impl FromStr for XdpModeChoice {
     }
 }
 
+/// How the RNICs behind a downlink recover from what they see out of order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RnicKind {
+    /// Go-Back-N (ConnectX-5, Soft-RoCE, most RNICs): out-of-order packets are dropped.
+    GoBackN,
+    /// Selective repeat (ConnectX-6 Dx/7 in lossy mode, IRN): out-of-order packets within the
+    /// window are kept.
+    SelectiveRepeat,
+}
+
+impl FromStr for RnicKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "go_back_n" => RnicKind::GoBackN,
+            "selective_repeat" => RnicKind::SelectiveRepeat,
+            other => return Err(format!("'{other}': use 'go_back_n' or 'selective_repeat'")),
+        })
+    }
+}
+
 impl fmt::Display for BackendKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -109,6 +109,8 @@ const SPRAY_POLICIES: &[&str] = &[
 ];
 const ECN_WORDS: &[&str] = &["off", "for_rate"];
 const LOSS_RECOVERY: &[&str] = &["nak_first", "release_run"];
+const DOWNLINK_MODES: &[&str] = &["reorder", "nak_filter", "pass"];
+const RNICS: &[&str] = &["go_back_n", "selective_repeat"];
 const BACKENDS: &[&str] = &["mem", "pcap", "af_xdp", "af_packet", "auto", "dpdk"];
 const XDP_MODES: &[&str] = &["auto", "native", "skb"];
 const ROLES: &[&str] = &["downlink", "uplink"];
@@ -622,9 +624,30 @@ pub static SECTIONS: &[Section] = &[
                  neighbours' losses. `[32, 128]`: each host on its own.",
             ),
             Key::new(
+                "mode",
+                STRING,
+                Value(|| toml(ReorderSection::default().mode.text())),
+                Range::Choices(DOWNLINK_MODES),
+                "What downlinks do with the fabric's reordering of RoCE: `reorder` holds and \
+                 releases in PSN order (every RNIC; the only mode that keeps a WRITE's data \
+                 placed before a later WRITE's), `nak_filter` forwards at once and drops the \
+                 host's NAKs for PSNs still on their way (selective-repeat RNICs only: \
+                 `rnic`), `pass` forwards and judges nothing. A downlink's `mode` overrides it.",
+            ),
+            Key::new(
+                "rnic",
+                STRING,
+                Value(|| toml(ReorderSection::default().rnic.text())),
+                Range::Choices(RNICS),
+                "The hosts' RNICs: `go_back_n` (ConnectX-5, Soft-RoCE) or `selective_repeat` \
+                 (ConnectX-6 Dx/7 in lossy mode, IRN). It decides `loss_recovery` when that is \
+                 not given and whether `nak_filter` is allowed. A downlink's `rnic` overrides \
+                 it.",
+            ),
+            Key::new(
                 "loss_recovery",
                 STRING,
-                Value(|| toml(ReorderSection::default().loss_recovery.text())),
+                Means("what `rnic` needs: `nak_first` for `go_back_n`, `release_run` for `selective_repeat`"),
                 Range::Choices(LOSS_RECOVERY),
                 "What a declared loss releases towards a host: `nak_first` for Go-Back-N RNICs \
                  (ConnectX-5, Soft-RoCE), `release_run` for selective repeat (ConnectX-6/7). A \
@@ -822,6 +845,23 @@ pub static SECTIONS: &[Section] = &[
                 Range::Choices(LOSS_RECOVERY),
                 "What a declared loss releases towards this downlink's hosts (as `[reorder] \
                  loss_recovery`): for a rack whose hosts differ in their RNICs.",
+            )
+            .requires("downlinks only"),
+            Key::new(
+                "mode",
+                STRING,
+                Means("`[reorder] mode`"),
+                Range::Choices(DOWNLINK_MODES),
+                "What this downlink does with the fabric's reordering (as `[reorder] mode`): \
+                 `nak_filter` needs `rnic = \"selective_repeat\"`.",
+            )
+            .requires("downlinks only"),
+            Key::new(
+                "rnic",
+                STRING,
+                Means("`[reorder] rnic`"),
+                Range::Choices(RNICS),
+                "The RNICs of this downlink's hosts (as `[reorder] rnic`).",
             )
             .requires("downlinks only"),
             Key::new(

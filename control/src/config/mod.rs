@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use sprayswitch::port::pcap::Pace;
-use sprayswitch::reorder::{LossRecovery, PortReorder, ReorderConfig};
+use sprayswitch::reorder::{DownlinkMode, LossRecovery, PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
 use sprayswitch::tables::{LossDetection, Role, SprayPolicy, Tables};
 
@@ -18,7 +18,7 @@ pub mod keys;
 pub mod reference;
 mod validate;
 
-pub use choice::{BackendKind, Choice, XdpModeChoice};
+pub use choice::{BackendKind, Choice, RnicKind, XdpModeChoice};
 pub use sprayswitch::wire::parse_mac;
 
 /// The embedded default configuration (ToR "tor-a" of the demo rack pair).
@@ -160,7 +160,13 @@ pub struct ReorderSection {
     pub stamp_source_prefix: [u8; 2],
     /// What a declared loss releases towards a host: `nak_first` (Go-Back-N RNICs: ConnectX-5,
     /// Soft-RoCE) or `release_run` (selective repeat: ConnectX-6/7); ports may override it.
-    pub loss_recovery: Choice<LossRecovery>,
+    /// Default: what `rnic` needs.
+    pub loss_recovery: Option<Choice<LossRecovery>>,
+    /// What downlinks do with the fabric's reordering: `reorder`, `nak_filter` or `pass`;
+    /// ports may override it.
+    pub mode: Choice<DownlinkMode>,
+    /// The hosts' RNICs: `go_back_n` or `selective_repeat`; ports may override it.
+    pub rnic: Choice<RnicKind>,
 }
 
 impl Default for ReorderSection {
@@ -177,7 +183,9 @@ impl Default for ReorderSection {
             idle_evict_ms: d.idle_evict_ns / 1_000_000,
             max_reads: d.max_reads,
             stamp_source_prefix: [d.stamp_source_prefix.0, d.stamp_source_prefix.1],
-            loss_recovery: Choice::new("nak_first"),
+            loss_recovery: None,
+            mode: Choice::new("reorder"),
+            rnic: Choice::new("go_back_n"),
         }
     }
 }
@@ -244,6 +252,10 @@ pub struct PortSection {
     /// What a declared loss releases towards the hosts of this downlink (overrides
     /// `[reorder]`): `nak_first` or `release_run`.
     pub loss_recovery: Option<Choice<LossRecovery>>,
+    /// What this downlink does with the fabric's reordering (overrides `[reorder]`).
+    pub mode: Option<Choice<DownlinkMode>>,
+    /// The RNICs of this downlink's hosts (overrides `[reorder]`).
+    pub rnic: Option<Choice<RnicKind>>,
     /// ECN marking of this port's egress queue (overrides `[switch]`; `"off"`: none).
     pub ecn: Option<EcnSetting>,
 }

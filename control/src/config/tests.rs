@@ -385,6 +385,44 @@ fn errors_name_the_field_and_reason() {
             "only downlinks reorder",
         ),
         (
+            with_port("mode = \"nak_filter\""),
+            "port[6].mode",
+            "nak_filter needs selective-repeat RNICs",
+        ),
+        (
+            with_port("mode = \"nak_filter\"\nrnic = \"go_back_n\""),
+            "port[6].mode",
+            "declared go_back_n",
+        ),
+        (
+            with_port("mode = \"nak_filter\"\nrnic = \"selective_repeat\"\nhold_timeout_us = 0"),
+            "port[6].hold_timeout_us",
+            "must be",
+        ),
+        (
+            Config::parse(
+                &DEFAULT_CONFIG
+                    .replace("enabled = true", "enabled = false")
+                    .replace("mode = \"reorder\"", "mode = \"nak_filter\"")
+                    .replace("rnic = \"go_back_n\"", "rnic = \"selective_repeat\""),
+                "t.toml",
+            )
+            .and_then(|c| c.validate())
+            .unwrap_err(),
+            "reorder.mode",
+            "needs the reorder stage",
+        ),
+        (
+            check("[[port]]\nname = \"y\"\nrole = \"uplink\"\nmac = \"02:00:00:00:00:09\"\nmode = \"pass\""),
+            "port[6].mode",
+            "only downlinks reorder",
+        ),
+        (
+            with_port("rnic = \"infiniband\""),
+            "port[6].rnic",
+            "use 'go_back_n' or 'selective_repeat'",
+        ),
+        (
             check("[[neighbor]]\nip = \"10.1.1.7\"\nmac = \"02:00:00:00:00:07\"\nport = \"h7\""),
             "neighbor[0].port",
             "unknown port 'h7'",
@@ -480,4 +518,27 @@ fn ecn_comes_from_the_port_else_the_switch_and_bad_settings_name_their_field() {
     assert!(e.reason.contains("pmax"), "{e}");
     let e = with_port("ecn = { kmin_kb = -1, kmax_kb = 10, pmax = 0.5 }");
     assert_eq!(e.field, "port[6].ecn.kmin_kb");
+}
+
+#[test]
+fn downlink_modes_and_rnics_decide_each_downlinks_settings() {
+    use sprayswitch::reorder::{DownlinkMode, LossRecovery};
+    let text = format!(
+        "{DEFAULT_CONFIG}\n[[port]]\nname = \"x\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:09\"\n\
+         mode = \"nak_filter\"\nrnic = \"selective_repeat\"\n\
+         [[port]]\nname = \"z\"\nrole = \"downlink\"\nmac = \"02:00:00:00:00:0a\"\n\
+         rnic = \"selective_repeat\"\nmode = \"pass\""
+    );
+    let v = Config::parse(&text, "t.toml")
+        .and_then(|c| c.validate())
+        .expect("valid");
+    let n = v.port_reorder.len();
+    let (x, z) = (v.port_reorder[n - 2], v.port_reorder[n - 1]);
+    assert_eq!(x.mode, DownlinkMode::NakFilter);
+    // Unset, loss recovery follows the RNIC: selective repeat keeps the run.
+    assert_eq!(x.recovery, LossRecovery::ReleaseRun);
+    assert_eq!(z.mode, DownlinkMode::Pass);
+    // The embedded default's downlinks: reorder, Go-Back-N, one packet out of sequence.
+    assert_eq!(v.port_reorder[0].mode, DownlinkMode::Reorder);
+    assert_eq!(v.port_reorder[0].recovery, LossRecovery::NakFirst);
 }

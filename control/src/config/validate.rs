@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use sprayswitch::egress::EcnProfile;
-use sprayswitch::reorder::{PortReorder, ReorderConfig};
+use sprayswitch::reorder::{DownlinkMode, LossRecovery, PortReorder, ReorderConfig};
 use sprayswitch::switch::RunConfig;
 use sprayswitch::tables::{
     ip_key, LossDetection, Neighbor, PortInfo, Prefix, Role, RouteTarget, SprayPolicy, Tables,
@@ -15,7 +15,7 @@ use sprayswitch::tables::{
 use sprayswitch::wire::Pmtu;
 use sprayswitch::worker::{IdlePolicy, WorkerConfig};
 
-use super::choice::BackendKind;
+use super::choice::{BackendKind, RnicKind};
 use super::keys::{
     BURST, BUSY_POLL_US, DEFAULT_DPDK_MBUFS, DEFAULT_PACE, DEFAULT_PATH_STAMPS, DEFAULT_QUEUES,
     DEFAULT_RING_SIZE, DEFAULT_RX_BUFFERS, DEFAULT_XDP_MODE, DETECT_INTERVALS, DPDK_MBUFS, ECN_KB,
@@ -954,10 +954,16 @@ fn port_reorder(
     ports: &[PortSection],
     r: &ReorderSection,
 ) -> Result<Vec<PortReorder>, ConfigError> {
-    let recovery = r.loss_recovery.get(|| "reorder.loss_recovery".into())?;
+    let rnic = r.rnic.get(|| "reorder.rnic".into())?;
+    let mode = r.mode.get(|| "reorder.mode".into())?;
+    let recovery = match &r.loss_recovery {
+        Some(c) => Some(c.get(|| "reorder.loss_recovery".into())?),
+        None => None,
+    };
     let mut out = Vec::with_capacity(ports.len());
     for (i, p) in ports.iter().enumerate() {
         let downlink = p.role.value() == Some(Role::Downlink);
+        let only_downlinks = |key: &str| err(format!("port[{i}].{key}"), "only downlinks reorder");
         let hold_timeout_ns = match p.hold_timeout_us {
             Some(us) if !HOLD_TIMEOUT_US.admits(us) => {
                 return err(
@@ -965,24 +971,55 @@ fn port_reorder(
                     format!("must be {HOLD_TIMEOUT_US}"),
                 )
             }
-            Some(_) if !downlink => {
-                return err(
-                    format!("port[{i}].hold_timeout_us"),
-                    "only downlinks reorder",
-                )
-            }
+            Some(_) if !downlink => return only_downlinks("hold_timeout_us"),
             v => v.map(|us| us.saturating_mul(1000)),
         };
-        let recovery = match &p.loss_recovery {
-            Some(_) if !downlink => {
-                return err(format!("port[{i}].loss_recovery"), "only downlinks reorder")
-            }
-            Some(c) => c.get(|| format!("port[{i}].loss_recovery"))?,
+        let port_rnic = match &p.rnic {
+            Some(_) if !downlink => return only_downlinks("rnic"),
+            Some(c) => c.get(|| format!("port[{i}].rnic"))?,
+            None => rnic,
+        };
+        let (port_mode, mode_field) = match &p.mode {
+            Some(_) if !downlink => return only_downlinks("mode"),
+            Some(c) => (
+                c.get(|| format!("port[{i}].mode"))?,
+                format!("port[{i}].mode"),
+            ),
+            None => (mode, "reorder.mode".to_string()),
+        };
+        let port_recovery = match &p.loss_recovery {
+            Some(_) if !downlink => return only_downlinks("loss_recovery"),
+            Some(c) => Some(c.get(|| format!("port[{i}].loss_recovery"))?),
             None => recovery,
         };
+        if downlink && port_mode == DownlinkMode::NakFilter {
+            if port_rnic != RnicKind::SelectiveRepeat {
+                return err(
+                    mode_field,
+                    format!(
+                        "nak_filter needs selective-repeat RNICs, and the hosts of port[{i}]                          ('{}') are declared go_back_n (`rnic`): a Go-Back-N RNIC drops what                          comes out of order, so every NAK filtered would cost it a                          retransmission timeout; use `reorder`, or declare `rnic = \
+                         \"selective_repeat\"` if its RNICs are",
+                        p.name
+                    ),
+                );
+            }
+            if !r.enabled {
+                return err(
+                    mode_field,
+                    "nak_filter needs the reorder stage (`[reorder] enabled = true`), which                      keeps the state it judges NAKs by",
+                );
+            }
+        }
+        // Without a choice, what the RNIC needs: one packet out of sequence makes a
+        // Go-Back-N RNIC NAK; a selective-repeat one keeps the whole run.
+        let recovery = port_recovery.unwrap_or(match port_rnic {
+            RnicKind::GoBackN => LossRecovery::NakFirst,
+            RnicKind::SelectiveRepeat => LossRecovery::ReleaseRun,
+        });
         out.push(PortReorder {
             hold_timeout_ns,
             recovery,
+            mode: port_mode,
         });
     }
     Ok(out)

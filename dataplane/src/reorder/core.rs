@@ -29,13 +29,15 @@ use super::config::{ReorderConfig, READ_WAIT_FACTOR};
 use super::evidence::{PathEvidence, Stamped};
 use super::held::Held;
 use super::loss;
+use super::nak_filter;
 use super::pairing::{CmEvent, CmSeen, Pairing, Pick, SEEN_SLACK};
 use super::paths::{Arrival, Proof};
 use super::pool::SlotPool;
 use super::request::RequestStream;
 use super::response::{self, HostRequest, ResponseKind, ResponseStream};
 use super::stream::{
-    Insert, LossRecovery, Phase, PortReorder, Slot, Stream, StreamId, StreamKey, StreamStats,
+    DownlinkMode, Insert, LossRecovery, Phase, PortReorder, Slot, Stream, StreamId, StreamKey,
+    StreamStats,
 };
 use super::table::StreamTable;
 use super::totals::ReorderTotals;
@@ -220,6 +222,16 @@ impl<T> ReorderCore<T> {
         }
     }
 
+    /// [`ReorderCore::settle`] after an operation that may have moved stream `id` past the PSN
+    /// a NAK it keeps back names (nak_filter): the NAK goes on to `out`.
+    fn after(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
+        if self.table.get(id).judge.is_some() {
+            let (mut h, _) = self.at(id, now, out);
+            nak_filter::send_on_if_skipped(&mut h, false);
+        }
+        self.settle(id, now);
+    }
+
     /// The stream of `key`, created for downlink `port` (learning for request streams without
     /// a starting PSN from CM, active otherwise) when there is room.
     fn stream_for(&mut self, key: StreamKey, port: u16, now: u64) -> Option<StreamId> {
@@ -247,6 +259,12 @@ impl<T> ReorderCore<T> {
         let mut s = Stream::new(key, phase, start.unwrap_or(Psn::new(0)), now);
         s.timeout = settings.hold_timeout_ns.unwrap_or(self.cfg.hold_timeout_ns);
         s.recovery = settings.recovery;
+        s.nak_filter =
+            settings.mode == DownlinkMode::NakFilter && matches!(key, StreamKey::Request { .. });
+        if s.nak_filter {
+            // The host keeps what follows a gap: a declared loss moves past it.
+            s.recovery = LossRecovery::ReleaseRun;
+        }
         s.port = port;
         self.pool.add_port(port);
         let id = self.table.insert(s);
@@ -315,7 +333,7 @@ impl<T> ReorderCore<T> {
             for &id in &due {
                 let (h, ev) = self.at(id, now, out);
                 loss::check(h, ev, id);
-                self.settle(id, now);
+                self.after(id, now, out);
             }
             self.evidence.give_back(due);
         }
@@ -345,7 +363,7 @@ impl<T> ReorderCore<T> {
             if let Some(id) = self.table.find(&key) {
                 let (h, _) = self.at(id, now, out);
                 RequestStream(h).learn_pmtu(u32::from(meta.full_payload));
-                self.settle(id, now);
+                self.after(id, now, out);
             }
         }
         let Some(id) = self.stream_for(key, port, now) else {
@@ -397,6 +415,10 @@ impl<T> ReorderCore<T> {
         if res == Insert::Released {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
+        if r.s.nak_filter {
+            let filled = res == Insert::Released && gap.is_some();
+            nak_filter::arrived(&mut r, meta.psn, filled);
+        }
         if matches!(res, Insert::Late | Insert::Released) && r.s.paths.retransmitted(meta.psn) {
             // The retransmission of a gap released to a selective-repeat RNIC passed (late, or
             // in order when the host's NAK moved `e` back to it): a later gap that waited for
@@ -409,7 +431,7 @@ impl<T> ReorderCore<T> {
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
         }
-        self.settle(id, now);
+        self.after(id, now, out);
         res
     }
 
@@ -466,7 +488,7 @@ impl<T> ReorderCore<T> {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);
         }
-        self.settle(id, now);
+        self.after(id, now, out);
         res
     }
 
@@ -549,7 +571,7 @@ impl<T> ReorderCore<T> {
                 };
                 let (h, _) = self.at(id, now, out);
                 RequestStream(h).host_nak(meta.psn);
-                self.settle(id, now);
+                self.after(id, now, out);
             }
             MetaKind::HostPmtu => {
                 // Every READ RESPONSE FIRST or MIDDLE shows it again: looked up once per QP
@@ -567,9 +589,10 @@ impl<T> ReorderCore<T> {
                 let Some(id) = self.request_stream_of(&qp, next) else {
                     return;
                 };
-                let (h, _) = self.at(id, now, out);
+                let (mut h, _) = self.at(id, now, out);
+                nak_filter::acked(&mut h, next);
                 RequestStream(h).host_ack(next);
-                self.settle(id, now);
+                self.after(id, now, out);
             }
             MetaKind::Cm {
                 sender_local,
@@ -587,6 +610,69 @@ impl<T> ReorderCore<T> {
             }
             _ => {}
         }
+    }
+
+    /// A sequence NAK (`meta`, of kind [`MetaKind::HostNak`]) a local host on downlink `port`
+    /// sent, as `item`, already routed towards the fabric. Towards a `reorder` downlink it
+    /// moves the stream it concerns ([`ReorderCore::handle_host`]) and goes on; towards a
+    /// `nak_filter` downlink it is judged ([`super::nak_filter`]): given back when it passes,
+    /// kept back or dropped when the PSN it names is still on its way. What that releases
+    /// (a NAK kept earlier and moot now is not released) goes to `out`.
+    pub fn handle_host_nak(
+        &mut self,
+        port: u16,
+        meta: &RoceMeta,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Option<T> {
+        let filtering = self
+            .ports
+            .get(usize::from(port))
+            .is_some_and(|p| p.mode == DownlinkMode::NakFilter);
+        if !filtering || meta.kind != MetaKind::HostNak {
+            self.handle_host(port, meta, now, out);
+            return Some(item);
+        }
+        let qp = meta.qp();
+        self.pairing.saw_remote(&qp);
+        let id = self.request_stream_of(&qp, meta.psn).filter(|&id| {
+            let s = self.table.get(id);
+            let StreamKey::Request { qpn, .. } = s.key else {
+                return false;
+            };
+            s.nak_filter && self.pairing.surely_pairs(&qp, qpn)
+        });
+        let Some(id) = id else {
+            self.totals.naks_passed += 1;
+            self.totals.naks_unjudged += 1;
+            return Some(item);
+        };
+        let (mut h, _) = self.at(id, now, out);
+        let n = meta.psn;
+        let verdict = nak_filter::judge(&h, n);
+        h.s.paths.host_nak(n);
+        h.s.host_naked_psn = n.value();
+        let passed = match verdict {
+            nak_filter::Judgement::Pass => {
+                h.totals.naks_passed += 1;
+                if n.distance(h.s.expected) > 0 {
+                    h.totals.naks_unjudged += 1;
+                }
+                Some(item)
+            }
+            nak_filter::Judgement::Crossed => {
+                h.totals.naks_filtered += 1;
+                None
+            }
+            nak_filter::Judgement::Keep => {
+                h.totals.naks_filtered += 1;
+                nak_filter::keep(&mut h, n, item);
+                None
+            }
+        };
+        self.after(id, now, out);
+        passed
     }
 
     /// The local host sent a request to the remote QP `meta` names whose responses will fill
@@ -611,7 +697,7 @@ impl<T> ReorderCore<T> {
         };
         let (h, _) = self.at(id, now, out);
         ResponseStream(h).register(meta.psn, req);
-        self.settle(id, now);
+        self.after(id, now, out);
     }
 
     /// The local host's responder showed path MTU `pmtu` to the remote QP `qp` names: its
@@ -624,7 +710,7 @@ impl<T> ReorderCore<T> {
         };
         let (h, _) = self.at(id, now, out);
         RequestStream(h).learn_pmtu(pmtu);
-        self.settle(id, now);
+        self.after(id, now, out);
         self.table.get(id).pmtu == pmtu
     }
 
@@ -678,7 +764,7 @@ impl<T> ReorderCore<T> {
             self.pairing.forget_start(&key);
             let (h, _) = self.at(id, now, out);
             RequestStream(h).cm_start(start);
-            self.settle(id, now);
+            self.after(id, now, out);
         }
     }
 
@@ -708,7 +794,7 @@ impl<T> ReorderCore<T> {
             if let Some(id) = self.table.active_at(i) {
                 let (h, ev) = self.at(id, now, out);
                 loss::check(h, ev, id);
-                self.settle(id, now);
+                self.after(id, now, out);
             }
         }
     }
@@ -762,6 +848,10 @@ impl<T> ReorderCore<T> {
             {
                 self.timeout(id, now, out);
             }
+            if self.table.get(id).judge.is_some() {
+                let (mut h, _) = self.at(id, now, out);
+                nak_filter::send_on_if_skipped(&mut h, false);
+            }
             let s = self.table.get(id);
             if s.held == 0 && !s.learning() {
                 self.table.unlist(i);
@@ -810,7 +900,7 @@ impl<T> ReorderCore<T> {
                 .active()
                 .iter()
                 .copied()
-                .filter(|&id| table.get(id).held > 0)
+                .filter(|&id| table.get(id).held > 0 && !table.get(id).nak_filter)
                 .min_by_key(|&id| table.get(id).gap_since);
             let Some(id) = oldest else { break };
             if self.table.get(id).learning() {
@@ -824,7 +914,7 @@ impl<T> ReorderCore<T> {
             self.totals.pool_give_ups += 1;
             let (h, _) = self.at(id, now, out);
             loss::give_up(h);
-            self.settle(id, now);
+            self.after(id, now, out);
             if self.table.get(id).held >= held {
                 // Nothing could go (cannot happen: a give-up releases what is held); never
                 // spin on it.
@@ -859,6 +949,8 @@ impl<T> ReorderCore<T> {
     fn forget(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
         let (mut h, _) = self.at(id, now, out);
         h.flush();
+        // A NAK kept back can no longer be judged: it goes.
+        nak_filter::send_on_if_skipped(&mut h, true);
         while let Some(a) = h.s.acks.pop_front() {
             h.pool.ack_taken(h.s, &a, now);
             h.out.push(a.item);

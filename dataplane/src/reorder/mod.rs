@@ -17,6 +17,7 @@
 //! - [`skew`]: how late the paths deliver (the hold timeout in force is never shorter);
 //! - `evidence`: the fabric's evidence shared by every stream (paths up, sources, skew);
 //! - [`pairing`]: which local QP a remote QP talks to (RDMA CM, UDP source port, PSN);
+//! - `nak_filter`: the other road, judging a selective-repeat host's NAKs instead of holding;
 //! - `held`: one stream at work over the pool; [`request`] and [`response`]: the two
 //!   directions' operations on it; `loss`: when and how a stream gives up on its gap;
 //! - [`core`]: [`ReorderCore`], the parts joined behind `handle_packet`, `handle_host`,
@@ -30,6 +31,7 @@ pub mod core;
 pub(crate) mod evidence;
 pub(crate) mod held;
 pub(crate) mod loss;
+pub(crate) mod nak_filter;
 pub mod pairing;
 pub mod paths;
 pub(crate) mod pool;
@@ -47,7 +49,9 @@ pub use self::core::ReorderCore;
 pub use self::pairing::CmEvent;
 pub use self::response::{HostRequest, ResponseKind};
 pub use self::stage::ReorderStage;
-pub use self::stream::{Insert, LossRecovery, PortReorder, ReadRange, StreamKey, StreamStats};
+pub use self::stream::{
+    DownlinkMode, Insert, LossRecovery, PortReorder, ReadRange, StreamKey, StreamStats,
+};
 pub use self::totals::{ReorderCounters, ReorderTotals};
 
 pub use crate::meta::{MetaKind, QpRef, RoceMeta};
@@ -77,6 +81,22 @@ pub trait DownlinkStage: Send {
         _now: u64,
         _out: &mut Vec<(PortId, Pkt)>,
     ) {
+    }
+
+    /// Judges a sequence NAK a local host on downlink `port` sent (`nak`, already routed
+    /// towards the fabric): gives it back when it goes on now, keeps or drops it otherwise (a
+    /// `nak_filter` downlink). Learns from it as [`DownlinkStage::observe`]
+    /// does.
+    fn host_nak(
+        &mut self,
+        port: PortId,
+        meta: &RoceMeta,
+        nak: (PortId, Pkt),
+        now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    ) -> Option<(PortId, Pkt)> {
+        self.observe(port, meta, now, out);
+        Some(nak)
     }
 
     /// Releases what timers make due at `now` (nothing before [`DownlinkStage::poll_timeout`]).

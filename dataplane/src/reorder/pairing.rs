@@ -248,6 +248,21 @@ impl Pairing {
         })
     }
 
+    /// Whether the local QP `local_qpn` surely is the one the remote QP `qp` names talks to,
+    /// surely enough to drop a NAK on its say: an RDMA CM exchange bound them, or the local
+    /// QP's requests came with the UDP source port the NAK carries (a PSN that fits is not
+    /// enough: another QP's NAK can fit too).
+    pub(super) fn surely_pairs(&self, qp: &QpRef, local_qpn: u32) -> bool {
+        let exact = self
+            .by_remote
+            .get(&PairQp(qp.local, qp.remote, qp.qpn))
+            .is_some_and(|b| b.exact && b.qpn == local_qpn);
+        exact
+            || self
+                .locals(qp.local, qp.remote)
+                .any(|(lq, sport)| lq == local_qpn && sport == qp.sport)
+    }
+
     /// The remote QPN bound to a local one.
     pub(super) fn remote_of(&self, local: u128, remote: u128, local_qpn: u32) -> Option<u32> {
         self.by_local

@@ -1,9 +1,14 @@
 //! The reorder stage for real packets: a [`ReorderCore`] over `(egress port, Pkt)`, fed by the
 //! worker with the RoCE facts the engine extracted ([`RoceMeta`]).
+//!
+//! Each downlink has its mode ([`DownlinkMode`]): `reorder` holds through the core; `nak_filter`
+//! forwards each packet at once and gives the core a mark in its place (an empty packet, which
+//! the stage drops wherever the core releases it), so that the core keeps the stream's state
+//! and judges the host's NAKs ([`super::nak_filter`]); `pass` forwards without the core.
 
 use super::config::ReorderConfig;
 use super::core::ReorderCore;
-use super::stream::PortReorder;
+use super::stream::{DownlinkMode, PortReorder};
 use super::totals::ReorderTotals;
 use super::{DownlinkStage, RoceMeta, StreamRow};
 use crate::ids::PortId;
@@ -13,6 +18,31 @@ use crate::tables::Tables;
 /// Reordering of one worker's downlinks.
 pub struct ReorderStage {
     core: ReorderCore<(PortId, Pkt)>,
+    /// Each port's mode, by port index.
+    modes: Vec<DownlinkMode>,
+    /// Whether any port filters NAKs (marks may come out of the core).
+    marks: bool,
+}
+
+/// A mark in the core for a packet already forwarded (`nak_filter`): no bytes, no buffer.
+#[inline]
+fn mark(egress: PortId) -> (PortId, Pkt) {
+    (egress, Pkt::with_capacity(0))
+}
+
+/// Drops the marks among what the core released into `out` from `from` on.
+#[inline]
+fn drop_marks(out: &mut Vec<(PortId, Pkt)>, from: usize) {
+    if out[from.min(out.len())..].iter().any(|(_, p)| p.is_empty()) {
+        let mut i = from;
+        while i < out.len() {
+            if out[i].1.is_empty() {
+                out.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 impl ReorderStage {
@@ -24,10 +54,30 @@ impl ReorderStage {
     /// If `cfg` fails [`ReorderConfig::check`] (the control side checks it first).
     pub fn new(cfg: ReorderConfig, tables: &Tables, per_port: &[PortReorder]) -> ReorderStage {
         let mut core = ReorderCore::new(cfg);
+        let mut modes = Vec::with_capacity(tables.ports.len());
         for i in 0..tables.ports.len() {
-            core.set_port(i as PortId, per_port.get(i).copied().unwrap_or_default());
+            let settings = per_port.get(i).copied().unwrap_or_default();
+            core.set_port(i as PortId, settings);
+            modes.push(settings.mode);
         }
-        ReorderStage { core }
+        let marks = modes.contains(&DownlinkMode::NakFilter);
+        ReorderStage { core, modes, marks }
+    }
+
+    #[inline]
+    fn mode(&self, port: PortId) -> DownlinkMode {
+        self.modes
+            .get(usize::from(port))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// What the core released since `from`, without marks.
+    #[inline]
+    fn unmarked(&self, out: &mut Vec<(PortId, Pkt)>, from: usize) {
+        if self.marks {
+            drop_marks(out, from);
+        }
     }
 
     /// The core, for inspection.
@@ -45,17 +95,49 @@ impl DownlinkStage for ReorderStage {
         now: u64,
         out: &mut Vec<(PortId, Pkt)>,
     ) {
-        self.core
-            .handle_packet(egress, meta, (egress, pkt), now, out);
+        match self.mode(egress) {
+            DownlinkMode::Reorder => {
+                self.core
+                    .handle_packet(egress, meta, (egress, pkt), now, out);
+            }
+            DownlinkMode::NakFilter => {
+                out.push((egress, pkt));
+                let from = out.len();
+                // A mark holds no bytes.
+                let meta = RoceMeta { len: 0, ..*meta };
+                self.core
+                    .handle_packet(egress, &meta, mark(egress), now, out);
+                drop_marks(out, from);
+            }
+            DownlinkMode::Pass => out.push((egress, pkt)),
+        }
     }
 
     fn observe(&mut self, port: PortId, meta: &RoceMeta, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        let from = out.len();
         self.core.handle_host(port, meta, now, out);
+        self.unmarked(out, from);
+    }
+
+    fn host_nak(
+        &mut self,
+        port: PortId,
+        meta: &RoceMeta,
+        nak: (PortId, Pkt),
+        now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    ) -> Option<(PortId, Pkt)> {
+        let from = out.len();
+        let passed = self.core.handle_host_nak(port, meta, nak, now, out);
+        self.unmarked(out, from);
+        passed
     }
 
     fn poll(&mut self, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         if self.core.poll_due(now) {
+            let from = out.len();
             self.core.poll(now, out);
+            self.unmarked(out, from);
         }
     }
 
@@ -64,6 +146,7 @@ impl DownlinkStage for ReorderStage {
     }
 
     fn relieve(&mut self, packets: usize, now: u64, out: &mut Vec<(PortId, Pkt)>) -> usize {
+        // Marks hold no buffer: the core never gives up a nak_filter stream's gap for one.
         self.core.relieve(packets, now, out)
     }
 
@@ -133,7 +216,9 @@ impl DownlinkStage for ReorderStage {
     }
 
     fn set_paths(&mut self, count: usize, down: u64, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        let from = out.len();
         self.core.set_paths(count, down, now, out);
+        self.unmarked(out, from);
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::collections::VecDeque;
 
+use super::nak_filter::NakJudge;
 use super::paths::PathTrack;
 use crate::wire::Psn;
 
@@ -91,6 +92,47 @@ impl core::str::FromStr for LossRecovery {
     }
 }
 
+/// What a downlink does with the fabric's reordering of RoCE towards its hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DownlinkMode {
+    /// Hold out-of-order packets and release them in PSN order: every RNIC sees an in-order
+    /// stream (the only road for Go-Back-N RNICs, and the only one that keeps a WRITE's data
+    /// placed before a later WRITE's).
+    #[default]
+    Reorder,
+    /// Forward every packet as it comes and judge the host's sequence NAKs instead
+    /// ([`super::nak_filter`]): a NAK for a PSN still in flight is dropped, one for a declared
+    /// loss passes. For selective-repeat RNICs only, which keep what comes out of order.
+    NakFilter,
+    /// Forward everything as it comes and judge nothing (spraying without help: the RNIC sees
+    /// the fabric's reordering).
+    Pass,
+}
+
+impl DownlinkMode {
+    /// The name configuration files use.
+    pub fn text(self) -> &'static str {
+        match self {
+            DownlinkMode::Reorder => "reorder",
+            DownlinkMode::NakFilter => "nak_filter",
+            DownlinkMode::Pass => "pass",
+        }
+    }
+}
+
+impl core::str::FromStr for DownlinkMode {
+    type Err = String;
+    /// `reorder`, `nak_filter` or `pass`.
+    fn from_str(s: &str) -> Result<DownlinkMode, String> {
+        match s {
+            "reorder" => Ok(DownlinkMode::Reorder),
+            "nak_filter" => Ok(DownlinkMode::NakFilter),
+            "pass" => Ok(DownlinkMode::Pass),
+            other => Err(format!("'{other}': use 'reorder', 'nak_filter' or 'pass'")),
+        }
+    }
+}
+
 /// The reorder settings of one downlink: what its streams get when they are created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PortReorder {
@@ -98,6 +140,8 @@ pub struct PortReorder {
     pub hold_timeout_ns: Option<u64>,
     /// What a declared loss releases.
     pub recovery: LossRecovery,
+    /// Reorder, filter NAKs, or pass.
+    pub mode: DownlinkMode,
 }
 
 /// The outcome of an insert, after DPDK's `rte_reorder` (adapted to 24-bit PSNs).
@@ -220,6 +264,9 @@ pub(super) struct Stream<T> {
     pub(super) in_active: bool,
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
     pub(super) peer_seen: bool,
+    /// Its downlink filters NAKs ([`DownlinkMode::NakFilter`]): what it holds are marks of
+    /// PSNs already forwarded, not packets.
+    pub(super) nak_filter: bool,
     /// Request streams: the PSN the local host last NAKed (a sequence NAK names the one it
     /// takes next, an RNR NAK the one it could not take), [`NOT_NAKED`] before any or after
     /// the stream started a new PSN sequence. A Go-Back-N host that NAKed the gap at the
@@ -245,6 +292,9 @@ pub(super) struct Stream<T> {
     /// path MTU known yet): (PSN, DMA length, span used). When the QP's path MTU is learned
     /// and the READ spanned more, the expected PSN moves on.
     pub(super) est_read: Option<(Psn, u32, u32)>,
+    /// nak_filter request streams: the NAK waiting for a judgement and the gaps filled last
+    /// (allocated with the first NAK).
+    pub(super) judge: Option<Box<NakJudge<T>>>,
     pub(super) stats: StreamStats,
 }
 
@@ -273,6 +323,8 @@ impl<T> Stream<T> {
             acks: LazyDeque::default(),
             pmtu: 0,
             est_read: None,
+            judge: None,
+            nak_filter: false,
             stats: StreamStats::default(),
         }
     }

@@ -1803,8 +1803,8 @@ fn path_cfg(recovery: LossRecovery) -> (ReorderConfig, PortReorder) {
             ..cfg()
         },
         PortReorder {
-            hold_timeout_ns: None,
             recovery,
+            ..PortReorder::default()
         },
     )
 }

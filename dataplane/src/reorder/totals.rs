@@ -42,6 +42,11 @@ counter_table! {
     pairs_hinted: Counter, Count, Switch, "sprayswitch_reorder_pairs_hinted_total", "QP pairings learned from the UDP source port or the PSN (no CM exchange seen).";
     pairs_ambiguous: Counter, Packets, Switch, "sprayswitch_reorder_pairs_ambiguous_packets_total", "Packets whose QP pairing could not be told apart (left unapplied).";
     host_naks_ignored: Counter, Packets, Switch, "sprayswitch_reorder_host_naks_ignored_packets_total", "Host NAKs and ACKs ignored: no stream, or a PSN too far from the stream's.";
+    naks_filtered: Counter, Packets, Switch, "sprayswitch_reorder_naks_filtered_packets_total", "Host sequence NAKs a nak_filter downlink dropped: the PSN named was still on its way over a slower path (kept back, then discarded when it came) or had just been forwarded.";
+    naks_passed: Counter, Packets, Switch, "sprayswitch_reorder_naks_passed_packets_total", "Host sequence NAKs a nak_filter downlink let through at once: a PSN declared lost, one the host must have lost itself, or a stream it could not judge (counted in naks_unjudged too).";
+    naks_unjudged: Counter, Packets, Switch, "sprayswitch_reorder_naks_unjudged_packets_total", "Host sequence NAKs passed without a judgement: no stream (evicted, table full), a pairing that could not be told apart, or a PSN the stream never forwarded.";
+    naks_sent_on: Counter, Packets, Switch, "sprayswitch_reorder_naks_sent_on_packets_total", "NAKs a nak_filter downlink had kept back and sent on later: the PSN was declared lost (path order, timeout, overflow) or the stream was forgotten.";
+    naks_resolved: Counter, Packets, Switch, "sprayswitch_reorder_naks_resolved_packets_total", "NAKs a nak_filter downlink had kept back and discarded: the PSN they named came (or the host ACKed past it).";
     reads_registered: Counter, Count, Switch, "sprayswitch_reorder_reads_registered_total", "READ, atomic and FLUSH requests of local hosts whose responses are ordered.";
     read_retries_seen: Counter, Count, Switch, "sprayswitch_reorder_read_retries_seen_total", "READ requests of local hosts that asked again for PSNs already asked for (retries).";
     reads_untracked: Counter, Count, Switch, "sprayswitch_reorder_reads_untracked_total", "READ requests not tracked because the stream had max_reads outstanding.";

@@ -540,6 +540,16 @@ impl Worker {
             if let Some(obs) = &d.observed {
                 if obs.kind == crate::meta::MetaKind::HostNak {
                     pc.host_naks.add(1);
+                    if let Verdict::Forward(p) = d.verdict {
+                        // Judged with the NAK itself: a nak_filter downlink may keep it back.
+                        let nak = self
+                            .reorder
+                            .host_nak(id, obs, (p, pkt), now, &mut self.released);
+                        if let Some((p, pkt)) = nak {
+                            self.route_to(p, pkt, None, now);
+                        }
+                        continue;
+                    }
                 }
                 self.reorder.observe(id, obs, now, &mut self.released);
             }
@@ -590,7 +600,9 @@ impl Worker {
         if work {
             let mut rel = std::mem::take(&mut self.released);
             for (p, pkt) in rel.drain(..) {
-                self.enqueue_local(p, pkt, now);
+                // A downlink of this worker's; a NAK a nak_filter downlink kept back goes
+                // towards the fabric (maybe another worker's uplink).
+                self.route_to(p, pkt, None, now);
             }
             self.released = rel;
         }
@@ -824,7 +836,9 @@ impl Worker {
             let mut rel = std::mem::take(&mut self.released);
             self.reorder.poll(u64::MAX, &mut rel);
             for (p, pkt) in rel.drain(..) {
-                self.enqueue_local(p, pkt, now);
+                // A downlink of this worker's; a NAK a nak_filter downlink kept back goes
+                // towards the fabric (maybe another worker's uplink).
+                self.route_to(p, pkt, None, now);
             }
             self.released = rel;
             for i in 0..self.ports.len() {

@@ -203,6 +203,7 @@ const PORT_FLAVOURS: &[&str] = &[
     "backend = \"af_xdp\"\ninterface = \"probe0\"",
     "backend = \"pcap\"\npcap_in = \"probe.pcap\"",
     "backend = \"dpdk\"\ndevice = \"0000:3b:00.0\"",
+    "backend = \"mem\"\nrnic = \"selective_repeat\"",
 ];
 
 /// The configurations a section's keys are probed in; each validates as it is.
@@ -225,7 +226,21 @@ fn contexts(section: &str) -> Vec<Context> {
                 at(unstamped, vec![("switch", None)], "switch"),
             ]
         }
-        "reorder" => vec![at(base(), vec![("reorder", None)], "reorder")],
+        "reorder" => {
+            // Selective-repeat hosts: where `nak_filter` is allowed.
+            let mut sr = base();
+            let t = table("rnic = \"selective_repeat\"");
+            match sr.get_mut("reorder").and_then(|r| r.as_table_mut()) {
+                Some(r) => r.extend(t),
+                None => {
+                    sr.insert("reorder".into(), t.into());
+                }
+            }
+            vec![
+                at(base(), vec![("reorder", None)], "reorder"),
+                at(sr, vec![("reorder", None)], "reorder"),
+            ]
+        }
         "port" => PORT_FLAVOURS
             .iter()
             .map(|flavour| {

@@ -1,0 +1,409 @@
+//! The other road for a downlink: forward what comes, judge the host's sequence NAKs.
+//!
+//! A selective-repeat RNIC (ConnectX-6 Dx/7 in lossy mode, IRN) keeps what arrives out of order
+//! within its window. The only harm the fabric's reordering does to it is the sequence NAK it
+//! sends at once for its expected PSN: its requester then resends a packet that is still on its
+//! way. On a `nak_filter` downlink the stage forwards every packet as it arrives, and a request
+//! stream keeps, instead of packets, a mark per PSN forwarded ahead of the first one missing
+//! (ring slots holding no packet), so that path order and the hold timeout declare losses
+//! exactly as they do for `reorder`. A host NAK naming:
+//!
+//! - the first PSN missing, no loss declared (it is still on a slower path): dropped, and kept.
+//!   It is discarded when that packet comes, and sent on as soon as the stream moves past the
+//!   PSN without having seen it: path order or the hold timeout declared it lost, the window
+//!   overflowed, learning started above it, or the stream was forgotten. So a loss costs what it
+//!   costs with `reorder`: it is known within one path skew, and the NAK goes then;
+//! - a PSN the switch forwarded out of order a moment ago (the NAK and the late packet crossed):
+//!   dropped;
+//! - anything else passes: a PSN declared lost, one the host must have lost itself, a stream the
+//!   switch does not know (evicted, never created because the table was full) or cannot tell
+//!   apart from another QP's. A NAK the switch cannot judge is never dropped.
+//!
+//! What this assumes of the RNIC (see `docs/design.md`): it keeps out-of-order packets of its
+//! window and places them; it NAKs its expected PSN on the first out-of-order arrival and not
+//! again for the same PSN; its requester resends only the PSN a NAK names (IRN, ConnectX
+//! selective repeat) and keeps a retransmission timer for what no NAK names. A Go-Back-N RNIC
+//! drops what comes out of order, so a dropped NAK would cost it a retransmission timeout per
+//! reordering: such downlinks are refused the mode.
+
+use super::held::Held;
+use crate::wire::Psn;
+
+/// Gaps filled last that a stream remembers.
+const FILLS: usize = 4;
+
+/// What a `nak_filter` request stream keeps to judge its host's NAKs.
+pub(super) struct NakJudge<T> {
+    /// A NAK kept back: the PSN it names and the NAK itself (already routed).
+    pending: Option<(Psn, T)>,
+    /// The last front gaps filled out of order, and when: a NAK naming one of them crossed
+    /// its packet.
+    fills: [(Psn, u64); FILLS],
+    next: usize,
+}
+
+impl<T> Default for NakJudge<T> {
+    fn default() -> Self {
+        NakJudge {
+            pending: None,
+            fills: [(Psn::new(0), 0); FILLS],
+            next: 0,
+        }
+    }
+}
+
+/// What happens to a host's sequence NAK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Judgement {
+    /// The PSN is still on its way: keep the NAK back.
+    Keep,
+    /// The PSN was forwarded a moment ago: drop the NAK.
+    Crossed,
+    /// Let it through.
+    Pass,
+}
+
+/// Judges a NAK naming `n` on the `nak_filter` stream `h` holds.
+pub(super) fn judge<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
+    let s = &*h.s;
+    if s.learning() {
+        // Where the stream starts is not known yet: what it forwarded is marked.
+        return if h.holds(n) {
+            Judgement::Crossed
+        } else {
+            Judgement::Keep
+        };
+    }
+    let d = n.distance(s.expected);
+    if d == 0 {
+        if s.held > 0 && s.paths.is_deferred() {
+            // Path order has declared the gap lost already (its run waits for an earlier
+            // gap's retransmission): the host needs this NAK.
+            return Judgement::Pass;
+        }
+        return Judgement::Keep;
+    }
+    if d > 0 {
+        // The host expects a PSN the switch never forwarded: its idea of the stream is not
+        // the host's (a stream created again, a PSN sequence restarted). Not judged.
+        return Judgement::Pass;
+    }
+    let crossed = s.judge.as_ref().is_some_and(|j| {
+        j.fills
+            .iter()
+            .any(|&(p, at)| p == n && at != 0 && h.now.saturating_sub(at) <= s.timeout)
+    });
+    if crossed {
+        Judgement::Crossed
+    } else {
+        Judgement::Pass
+    }
+}
+
+/// Keeps the NAK `item` naming `n` back; a NAK kept before it is moot (the host has what that
+/// one named, or asks for it again) and is dropped. True when a NAK was replaced.
+pub(super) fn keep<T>(h: &mut Held<'_, T>, n: Psn, item: T) -> bool {
+    let j = h.s.judge.get_or_insert_with(Box::default);
+    j.pending.replace((n, item)).is_some()
+}
+
+/// A request packet with `psn` arrived; `filled` when it was the front gap's, with marks
+/// beyond it. A NAK kept for it is moot now.
+pub(super) fn arrived<T>(h: &mut Held<'_, T>, psn: Psn, filled: bool) {
+    let now = h.now;
+    let Some(j) = h.s.judge.as_mut() else {
+        if filled {
+            let mut j = Box::<NakJudge<T>>::default();
+            j.fills[0] = (psn, now.max(1));
+            j.next = 1;
+            h.s.judge = Some(j);
+        }
+        return;
+    };
+    if j.pending.as_ref().is_some_and(|(n, _)| *n == psn) {
+        j.pending = None;
+        h.totals.naks_resolved += 1;
+    }
+    if filled {
+        j.fills[j.next] = (psn, now.max(1));
+        j.next = (j.next + 1) % FILLS;
+    }
+}
+
+/// The host ACKed everything before `next`: a NAK kept for a PSN below it is moot.
+pub(super) fn acked<T>(h: &mut Held<'_, T>, next: Psn) {
+    if let Some(j) = h.s.judge.as_mut() {
+        if j.pending.as_ref().is_some_and(|(n, _)| n.is_before(next)) {
+            j.pending = None;
+            h.totals.naks_resolved += 1;
+        }
+    }
+}
+
+/// Sends the kept NAK on if the stream moved past its PSN without seeing it (or `always`:
+/// the stream is forgotten).
+pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, always: bool) {
+    let (learning, e) = (h.s.learning(), h.s.expected);
+    let Some(j) = h.s.judge.as_mut() else {
+        return;
+    };
+    let skipped = match &j.pending {
+        Some((n, _)) => always || (!learning && n.is_before(e)),
+        None => false,
+    };
+    if skipped {
+        if let Some((_, item)) = j.pending.take() {
+            h.out.push(item);
+            h.totals.naks_sent_on += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids::PortId;
+    use crate::meta::{MetaKind, PathStamp, RoceMeta};
+    use crate::pkt::Pkt;
+    use crate::reorder::{DownlinkMode, DownlinkStage, LossRecovery, PortReorder, ReorderConfig};
+    use crate::reorder::{ReorderStage, ReorderTotals};
+    use crate::tables::SprayPolicy;
+    use crate::testkit::tor_tables;
+    use crate::wire::Psn;
+
+    /// The local host (behind downlink 0), its QPN, the remote host and its QPN, the pair's
+    /// UDP source port.
+    const LOCAL: u128 = 0xA;
+    const LQ: u32 = 0x11;
+    const REMOTE: u128 = 0xB;
+    const RQ: u32 = 0x22;
+    const SPORT: u16 = 0xC123;
+    /// The uplink a host's NAK is routed to.
+    const UPLINK: PortId = 1;
+    /// A data packet's length, and a NAK's (told apart by it).
+    const DATA: usize = 1000;
+    const NAK: usize = 62;
+
+    struct Rig {
+        s: ReorderStage,
+        out: Vec<(PortId, Pkt)>,
+    }
+
+    impl Rig {
+        /// Downlink 0 filters NAKs; four fabric paths whose order counts; hold timeout 1 ms.
+        fn new(max_streams: usize, idle_evict_ns: u64) -> Rig {
+            let t = tor_tables(1, 1, SprayPolicy::RoundRobin);
+            let cfg = ReorderConfig {
+                learn_ns: 0,
+                hold_timeout_ns: 1_000_000,
+                max_streams,
+                idle_evict_ns,
+                ..ReorderConfig::default()
+            };
+            let port = PortReorder {
+                mode: DownlinkMode::NakFilter,
+                recovery: LossRecovery::ReleaseRun,
+                ..PortReorder::default()
+            };
+            let mut s = ReorderStage::new(cfg, &t, &[port]);
+            let mut out = Vec::new();
+            s.set_paths(4, 0, 0, &mut out);
+            Rig { s, out }
+        }
+
+        /// PSN `psn` of the remote requester arrives over `path` at `now`; what went out.
+        fn arrive(&mut self, qpn: u32, path: u8, psn: u32, now: u64) -> Vec<(PortId, usize)> {
+            let meta = RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                // Each QP pair has its own UDP source port (derived from the QPNs).
+                sport: SPORT.wrapping_add((qpn - LQ) as u16),
+                qpn,
+                psn: Psn::new(psn),
+                span: 1,
+                full_payload: 0,
+                len: DATA as u32,
+                kind: MetaKind::Request { read_len: None },
+                path,
+                stamp: PathStamp::NONE,
+            };
+            self.s.poll(now, &mut self.out);
+            self.s.insert(0, data(), &meta, now, &mut self.out);
+            self.sent()
+        }
+
+        /// The local host NAKs `psn` at `now`: whether the NAK went on at once.
+        fn nak(&mut self, psn: u32, now: u64) -> bool {
+            let meta = RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: SPORT,
+                qpn: RQ,
+                psn: Psn::new(psn),
+                span: 1,
+                full_payload: 0,
+                len: NAK as u32,
+                kind: MetaKind::HostNak,
+                path: crate::meta::NO_PATH,
+                stamp: PathStamp::NONE,
+            };
+            let mut nak = Pkt::with_capacity(NAK);
+            nak.resize(NAK);
+            self.s
+                .host_nak(0, &meta, (UPLINK, nak), now, &mut self.out)
+                .is_some()
+        }
+
+        fn poll(&mut self, now: u64) -> Vec<(PortId, usize)> {
+            self.s.poll(now, &mut self.out);
+            self.sent()
+        }
+
+        fn sent(&mut self) -> Vec<(PortId, usize)> {
+            self.out.drain(..).map(|(p, k)| (p, k.len())).collect()
+        }
+
+        fn totals(&self) -> ReorderTotals {
+            self.s.totals()
+        }
+    }
+
+    fn data() -> Pkt {
+        let mut p = Pkt::with_capacity(DATA);
+        p.resize(DATA);
+        p
+    }
+
+    const FORWARDED: (PortId, usize) = (0, DATA);
+    const NAK_OUT: (PortId, usize) = (UPLINK, NAK);
+
+    /// PSNs 0..8 sprayed round robin over four paths (PSN p on path p % 4); `late` comes last.
+    fn spray_but(r: &mut Rig, late: u32, from: u32, to: u32, now: u64) {
+        for p in from..to {
+            if p != late {
+                assert_eq!(
+                    r.arrive(LQ, (p % 4) as u8, p, now),
+                    vec![FORWARDED],
+                    "PSN {p}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_nak_for_a_psn_still_on_a_slower_path_is_dropped_and_nothing_is_held() {
+        let mut r = Rig::new(64, u64::MAX);
+        // PSN 1 travels the slow path: 2 and 3 come before it, each forwarded at once.
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        r.arrive(LQ, 3, 3, 1_200);
+        assert_eq!(r.s.held_bytes_for(0), 0, "marks, not packets");
+        // The selective-repeat host NAKs 1 at once; 1 is still on its way.
+        assert!(!r.nak(1, 1_300), "a spurious NAK goes nowhere");
+        assert_eq!(r.arrive(LQ, 1, 1, 1_400), vec![FORWARDED]);
+        // Nothing more is sent for it: not when the paths move on, not at the timeout.
+        spray_but(&mut r, u32::MAX, 4, 8, 1_500);
+        assert!(r.poll(10_000_000).is_empty());
+        let t = r.totals();
+        assert_eq!((t.naks_filtered, t.naks_resolved), (1, 1));
+        assert_eq!(
+            (t.naks_passed, t.naks_sent_on, t.peak_held_bytes),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_nak_that_crossed_its_packet_is_dropped() {
+        let mut r = Rig::new(64, u64::MAX);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        // 1 fills the gap just before the host's NAK for it reaches the switch.
+        r.arrive(LQ, 1, 1, 1_200);
+        assert!(!r.nak(1, 1_250));
+        assert_eq!(r.totals().naks_filtered, 1);
+        // Long after, a NAK for 1 is the host's own loss (the downlink): it passes.
+        assert!(r.nak(1, 5_000_000));
+    }
+
+    #[test]
+    fn a_nak_for_a_lost_psn_goes_on_as_soon_as_path_order_declares_it() {
+        let mut r = Rig::new(64, u64::MAX);
+        // PSN 1 (path 1) is lost; the host NAKs it on PSN 2's arrival.
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        assert!(
+            !r.nak(1, 1_150),
+            "not proven yet: paths 1 and 3 have not shown"
+        );
+        assert_eq!(r.arrive(LQ, 3, 3, 1_200), vec![FORWARDED]);
+        assert_eq!(r.arrive(LQ, 0, 4, 1_300), vec![FORWARDED]);
+        // Path 1 delivers 5, above the gap: every path has, 1 is lost, the NAK goes now.
+        assert_eq!(r.arrive(LQ, 1, 5, 1_400), vec![FORWARDED, NAK_OUT]);
+        let t = r.totals();
+        assert_eq!((t.path_losses, t.naks_sent_on, t.naks_filtered), (1, 1, 1));
+        // The retransmission passes at once; a NAK for 1 after the loss was declared passes.
+        assert_eq!(r.arrive(LQ, 2, 1, 50_000), vec![FORWARDED]);
+        assert!(r.nak(1, 50_100));
+    }
+
+    #[test]
+    fn a_nak_arriving_after_the_loss_was_declared_passes_at_once() {
+        let mut r = Rig::new(64, u64::MAX);
+        r.arrive(LQ, 0, 0, 1_000);
+        for (path, p) in [(2, 2), (3, 3), (0, 4), (1, 5)] {
+            r.arrive(LQ, path, p, 1_000 + u64::from(p));
+        }
+        assert_eq!(r.totals().path_losses, 1, "1 is lost");
+        assert!(r.nak(1, 2_000));
+        assert_eq!(r.totals().naks_passed, 1);
+    }
+
+    #[test]
+    fn without_path_evidence_the_hold_timeout_sends_the_kept_nak_on() {
+        let mut r = Rig::new(64, u64::MAX);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        assert!(!r.nak(1, 1_200));
+        assert!(r.poll(900_000).is_empty(), "within the hold timeout");
+        assert_eq!(r.poll(1_200_000), vec![NAK_OUT]);
+        assert_eq!(r.totals().timeouts, 1);
+    }
+
+    #[test]
+    fn naks_the_switch_cannot_judge_pass() {
+        // One stream at most, taken by another QP: LQ has none, and its host's NAK passes.
+        let mut r = Rig::new(1, u64::MAX);
+        r.arrive(LQ + 1, 0, 0, 1_000);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        assert_eq!(r.totals().table_full, 2);
+        assert!(r.nak(1, 1_200), "no stream: passes");
+        // A stream forgotten (idle) sends the NAK it kept on, and the next NAK passes.
+        let mut r = Rig::new(64, 1_000_000);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        assert!(!r.nak(1, 1_200), "{:?}", r.totals());
+        let mut sent = Vec::new();
+        for t in (2_000_000..3_000_000).step_by(10_000) {
+            sent.extend(r.poll(t));
+        }
+        assert_eq!(sent, vec![NAK_OUT], "sent on when its stream was forgotten");
+        assert!(r.totals().evictions >= 1);
+        assert!(r.nak(3, 3_000_000));
+        assert_eq!(r.totals().naks_unjudged, 1);
+    }
+
+    #[test]
+    fn a_newer_nak_replaces_a_kept_one() {
+        let mut r = Rig::new(64, u64::MAX);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        assert!(!r.nak(1, 1_150));
+        // 1 comes; then 3 is late and the host NAKs 3 (its expected PSN now).
+        r.arrive(LQ, 1, 1, 1_200);
+        r.arrive(LQ, 0, 4, 1_300);
+        assert!(!r.nak(3, 1_350));
+        r.arrive(LQ, 3, 3, 1_400);
+        assert!(r.poll(10_000_000).is_empty());
+        assert_eq!(r.totals().naks_resolved, 2);
+    }
+}
