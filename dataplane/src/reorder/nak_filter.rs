@@ -27,30 +27,8 @@
 //! reordering: such downlinks are refused the mode.
 
 use super::held::Held;
+use super::stream::{NakJudge, FILLS};
 use crate::wire::Psn;
-
-/// Gaps filled last that a stream remembers.
-const FILLS: usize = 4;
-
-/// What a `nak_filter` request stream keeps to judge its host's NAKs.
-pub(super) struct NakJudge<T> {
-    /// A NAK kept back: the PSN it names and the NAK itself (already routed).
-    pending: Option<(Psn, T)>,
-    /// The last front gaps filled out of order, and when: a NAK naming one of them crossed
-    /// its packet.
-    fills: [(Psn, u64); FILLS],
-    next: usize,
-}
-
-impl<T> Default for NakJudge<T> {
-    fn default() -> Self {
-        NakJudge {
-            pending: None,
-            fills: [(Psn::new(0), 0); FILLS],
-            next: 0,
-        }
-    }
-}
 
 /// What happens to a host's sequence NAK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

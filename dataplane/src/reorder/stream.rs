@@ -9,7 +9,6 @@
 
 use std::collections::VecDeque;
 
-use super::nak_filter::NakJudge;
 use super::paths::PathTrack;
 use crate::wire::Psn;
 
@@ -348,6 +347,29 @@ impl<T> Stream<T> {
             + self.far.capacity() * std::mem::size_of::<Slot<T>>()
             + self.acks.capacity() * std::mem::size_of::<WaitingAck<T>>()
             + self.paths.heap_bytes()
+    }
+}
+
+/// Gaps filled last that a stream remembers.
+pub(super) const FILLS: usize = 4;
+
+/// What a `nak_filter` request stream keeps to judge its host's NAKs ([`super::nak_filter`]).
+pub(super) struct NakJudge<T> {
+    /// A NAK kept back: the PSN it names and the NAK itself (already routed).
+    pub(super) pending: Option<(Psn, T)>,
+    /// The last front gaps filled out of order, and when: a NAK naming one of them crossed
+    /// its packet.
+    pub(super) fills: [(Psn, u64); FILLS],
+    pub(super) next: usize,
+}
+
+impl<T> Default for NakJudge<T> {
+    fn default() -> Self {
+        NakJudge {
+            pending: None,
+            fills: [(Psn::new(0), 0); FILLS],
+            next: 0,
+        }
     }
 }
 
