@@ -51,6 +51,8 @@ pub struct ReorderCore<T> {
     pool: SlotPool<T>,
     evidence: PathEvidence,
     pairing: Pairing,
+    /// What `nak_filter` streams keep to judge NAKs.
+    judges: nak_filter::Judges<T>,
     totals: ReorderTotals,
     /// Each downlink's settings (what its new streams get); the defaults for one not listed.
     ports: Vec<PortReorder>,
@@ -80,6 +82,7 @@ impl<T> ReorderCore<T> {
             pool: SlotPool::new(&cfg),
             evidence: PathEvidence::new(&cfg),
             pairing: Pairing::new(cfg.max_streams),
+            judges: nak_filter::Judges::default(),
             totals: ReorderTotals::default(),
             ports: Vec::new(),
             next_evict_scan: 0,
@@ -191,6 +194,26 @@ impl<T> ReorderCore<T> {
 
     // ------------------------------------------------------------------ the parts, joined
 
+    /// Stream `id` at work, with what `nak_filter` streams keep beside it.
+    fn judged<'a>(
+        &'a mut self,
+        id: StreamId,
+        now: u64,
+        out: &'a mut Vec<T>,
+    ) -> (Held<'a, T>, &'a mut nak_filter::Judges<T>) {
+        (
+            Held {
+                s: self.table.get_mut(id),
+                pool: &mut self.pool,
+                totals: &mut self.totals,
+                cfg: &self.cfg,
+                out,
+                now,
+            },
+            &mut self.judges,
+        )
+    }
+
     /// Stream `id` at work, with the evidence beside it.
     fn at<'a>(
         &'a mut self,
@@ -225,9 +248,9 @@ impl<T> ReorderCore<T> {
     /// [`ReorderCore::settle`] after an operation that may have moved stream `id` past the PSN
     /// a NAK it keeps back names (nak_filter): the NAK goes on to `out`.
     fn after(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
-        if self.table.get(id).judge.is_some() {
-            let (mut h, _) = self.at(id, now, out);
-            nak_filter::send_on_if_skipped(&mut h, false);
+        if !self.judges.is_empty() {
+            let (mut h, judges) = self.judged(id, now, out);
+            nak_filter::send_on_if_skipped(&mut h, judges, id);
         }
         self.settle(id, now);
     }
@@ -415,10 +438,7 @@ impl<T> ReorderCore<T> {
         if res == Insert::Released {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
-        if r.s.nak_filter {
-            let filled = res == Insert::Released && gap.is_some();
-            nak_filter::arrived(&mut r, meta.psn, filled);
-        }
+
         if matches!(res, Insert::Late | Insert::Released) && r.s.paths.retransmitted(meta.psn) {
             // The retransmission of a gap released to a selective-repeat RNIC passed (late, or
             // in order when the host's NAK moved `e` back to it): a later gap that waited for
@@ -428,8 +448,15 @@ impl<T> ReorderCore<T> {
                 r.release_run();
             }
         }
+        let filtering = r.s.nak_filter;
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
+        }
+        if filtering {
+            // Before a kept NAK is judged skipped: this packet may be the one it names.
+            let filled = res == Insert::Released && gap.is_some();
+            let (mut h, judges) = self.judged(id, now, out);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
         }
         self.after(id, now, out);
         res
@@ -589,8 +616,8 @@ impl<T> ReorderCore<T> {
                 let Some(id) = self.request_stream_of(&qp, next) else {
                     return;
                 };
-                let (mut h, _) = self.at(id, now, out);
-                nak_filter::acked(&mut h, next);
+                let (mut h, judges) = self.judged(id, now, out);
+                nak_filter::acked(&mut h, judges, id, next);
                 RequestStream(h).host_ack(next);
                 self.after(id, now, out);
             }
@@ -648,13 +675,14 @@ impl<T> ReorderCore<T> {
             self.totals.naks_unjudged += 1;
             return Some(item);
         };
-        let (mut h, _) = self.at(id, now, out);
+        let (h, judges) = self.judged(id, now, out);
         let n = meta.psn;
-        let verdict = nak_filter::judge(&h, n);
-        h.s.paths.host_nak(n);
-        h.s.host_naked_psn = n.value();
+        let verdict = nak_filter::judge(&h, judges.get(&id), n);
         let passed = match verdict {
             nak_filter::Judgement::Pass => {
+                // Its sender resends `n`: what fills it is a retransmission.
+                h.s.paths.host_nak(n);
+                h.s.host_naked_psn = n.value();
                 h.totals.naks_passed += 1;
                 if n.distance(h.s.expected) > 0 {
                     h.totals.naks_unjudged += 1;
@@ -667,7 +695,7 @@ impl<T> ReorderCore<T> {
             }
             nak_filter::Judgement::Keep => {
                 h.totals.naks_filtered += 1;
-                nak_filter::keep(&mut h, n, item);
+                nak_filter::keep(judges, id, n, item);
                 None
             }
         };
@@ -848,9 +876,9 @@ impl<T> ReorderCore<T> {
             {
                 self.timeout(id, now, out);
             }
-            if self.table.get(id).judge.is_some() {
-                let (mut h, _) = self.at(id, now, out);
-                nak_filter::send_on_if_skipped(&mut h, false);
+            if !self.judges.is_empty() {
+                let (mut h, judges) = self.judged(id, now, out);
+                nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
             let s = self.table.get(id);
             if s.held == 0 && !s.learning() {
@@ -947,10 +975,9 @@ impl<T> ReorderCore<T> {
 
     /// Forgets stream `id`, releasing (in order) whatever it still holds.
     fn forget(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
-        let (mut h, _) = self.at(id, now, out);
+        let (mut h, judges) = self.judged(id, now, out);
         h.flush();
-        // A NAK kept back can no longer be judged: it goes.
-        nak_filter::send_on_if_skipped(&mut h, true);
+        nak_filter::forget(&mut h, judges, id);
         while let Some(a) = h.s.acks.pop_front() {
             h.pool.ack_taken(h.s, &a, now);
             h.out.push(a.item);

@@ -27,7 +27,8 @@
 //! reordering: such downlinks are refused the mode.
 
 use super::held::Held;
-use super::stream::{NakJudge, FILLS};
+use super::stream::{NakJudge, StreamId, FILLS};
+use crate::ids::IntMap;
 use crate::wire::Psn;
 
 /// What happens to a host's sequence NAK.
@@ -41,8 +42,12 @@ pub(super) enum Judgement {
     Pass,
 }
 
-/// Judges a NAK naming `n` on the `nak_filter` stream `h` holds.
-pub(super) fn judge<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
+/// What every `nak_filter` stream keeps beyond its stream state, by stream (a stream's entry
+/// is made with its first gap filled or NAK kept, and goes with the stream).
+pub(super) type Judges<T> = IntMap<StreamId, NakJudge<T>>;
+
+/// Judges a NAK naming `n` on the `nak_filter` stream `h` holds (`j`: what it keeps).
+pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judgement {
     let s = &*h.s;
     if s.learning() {
         // Where the stream starts is not known yet: what it forwarded is marked.
@@ -66,7 +71,7 @@ pub(super) fn judge<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
         // the host's (a stream created again, a PSN sequence restarted). Not judged.
         return Judgement::Pass;
     }
-    let crossed = s.judge.as_ref().is_some_and(|j| {
+    let crossed = j.is_some_and(|j| {
         j.fills
             .iter()
             .any(|&(p, at)| p == n && at != 0 && h.now.saturating_sub(at) <= s.timeout)
@@ -78,39 +83,43 @@ pub(super) fn judge<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
     }
 }
 
-/// Keeps the NAK `item` naming `n` back; a NAK kept before it is moot (the host has what that
-/// one named, or asks for it again) and is dropped. True when a NAK was replaced.
-pub(super) fn keep<T>(h: &mut Held<'_, T>, n: Psn, item: T) -> bool {
-    let j = h.s.judge.get_or_insert_with(Box::default);
-    j.pending.replace((n, item)).is_some()
+/// Keeps the NAK `item` naming `n` back for stream `id`; a NAK kept before it is moot (the
+/// host has what that one named, or asks for it again) and is dropped.
+pub(super) fn keep<T>(judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
+    judges.entry(id).or_default().pending = Some((n, item));
 }
 
-/// A request packet with `psn` arrived; `filled` when it was the front gap's, with marks
-/// beyond it. A NAK kept for it is moot now.
-pub(super) fn arrived<T>(h: &mut Held<'_, T>, psn: Psn, filled: bool) {
-    let now = h.now;
-    let Some(j) = h.s.judge.as_mut() else {
-        if filled {
-            let mut j = Box::<NakJudge<T>>::default();
-            j.fills[0] = (psn, now.max(1));
-            j.next = 1;
-            h.s.judge = Some(j);
+/// A request packet with `psn` arrived on stream `id`; `filled` when it was the front gap's,
+/// with marks beyond it. A NAK kept for it is moot now.
+pub(super) fn arrived<T>(
+    h: &mut Held<'_, T>,
+    judges: &mut Judges<T>,
+    id: StreamId,
+    psn: Psn,
+    filled: bool,
+) {
+    let j = if filled {
+        judges.entry(id).or_default()
+    } else {
+        match judges.get_mut(&id) {
+            Some(j) => j,
+            None => return,
         }
-        return;
     };
     if j.pending.as_ref().is_some_and(|(n, _)| *n == psn) {
         j.pending = None;
         h.totals.naks_resolved += 1;
     }
     if filled {
-        j.fills[j.next] = (psn, now.max(1));
+        j.fills[j.next] = (psn, h.now.max(1));
         j.next = (j.next + 1) % FILLS;
     }
 }
 
-/// The host ACKed everything before `next`: a NAK kept for a PSN below it is moot.
-pub(super) fn acked<T>(h: &mut Held<'_, T>, next: Psn) {
-    if let Some(j) = h.s.judge.as_mut() {
+/// The host ACKed everything before `next` on stream `id`: a NAK kept for a PSN below it is
+/// moot.
+pub(super) fn acked<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId, next: Psn) {
+    if let Some(j) = judges.get_mut(&id) {
         if j.pending.as_ref().is_some_and(|(n, _)| n.is_before(next)) {
             j.pending = None;
             h.totals.naks_resolved += 1;
@@ -118,19 +127,28 @@ pub(super) fn acked<T>(h: &mut Held<'_, T>, next: Psn) {
     }
 }
 
-/// Sends the kept NAK on if the stream moved past its PSN without seeing it (or `always`:
-/// the stream is forgotten).
-pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, always: bool) {
+/// Sends the NAK stream `id` kept on if the stream moved past its PSN without seeing it.
+pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
     let (learning, e) = (h.s.learning(), h.s.expected);
-    let Some(j) = h.s.judge.as_mut() else {
+    let Some(j) = judges.get_mut(&id) else {
         return;
     };
-    let skipped = match &j.pending {
-        Some((n, _)) => always || (!learning && n.is_before(e)),
-        None => false,
-    };
+    let skipped = j
+        .pending
+        .as_ref()
+        .is_some_and(|(n, _)| !learning && n.is_before(e));
     if skipped {
         if let Some((_, item)) = j.pending.take() {
+            h.out.push(item);
+            h.totals.naks_sent_on += 1;
+        }
+    }
+}
+
+/// Stream `id` is forgotten: the NAK it kept can no longer be judged, and goes.
+pub(super) fn forget<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
+    if let Some(j) = judges.remove(&id) {
+        if let Some((_, item)) = j.pending {
             h.out.push(item);
             h.totals.naks_sent_on += 1;
         }

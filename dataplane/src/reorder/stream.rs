@@ -291,9 +291,6 @@ pub(super) struct Stream<T> {
     /// path MTU known yet): (PSN, DMA length, span used). When the QP's path MTU is learned
     /// and the READ spanned more, the expected PSN moves on.
     pub(super) est_read: Option<(Psn, u32, u32)>,
-    /// nak_filter request streams: the NAK waiting for a judgement and the gaps filled last
-    /// (allocated with the first NAK).
-    pub(super) judge: Option<Box<NakJudge<T>>>,
     pub(super) stats: StreamStats,
 }
 
@@ -322,7 +319,6 @@ impl<T> Stream<T> {
             acks: LazyDeque::default(),
             pmtu: 0,
             est_read: None,
-            judge: None,
             nak_filter: false,
             stats: StreamStats::default(),
         }
