@@ -91,11 +91,12 @@ struct Cli {
     /// Scales the amount of data per QP (1.0: 32 MB per workload).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
-    /// Fabrics to run: ecmp, spray, spray+reorder.
+    /// Fabrics to run: ecmp, spray, spray+reorder, spray+nak_filter (selective-repeat
+    /// receivers only: the switch refuses it towards Go-Back-N RNICs).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "ecmp,spray,spray+reorder",
+        default_value = "ecmp,spray,spray+reorder,spray+nak_filter",
         value_parser = fabric
     )]
     fabrics: Vec<Mode>,
@@ -126,7 +127,9 @@ fn fabric(name: &str) -> Result<Mode, String> {
     Mode::ALL
         .into_iter()
         .find(|m| m.name() == name)
-        .ok_or_else(|| format!("unknown fabric '{name}' (ecmp, spray, spray+reorder)"))
+        .ok_or_else(|| {
+            format!("unknown fabric '{name}' (ecmp, spray, spray+reorder, spray+nak_filter)")
+        })
 }
 
 /// A receiver model by its name in the table.
@@ -240,7 +243,7 @@ fn main() -> ExitCode {
     let mut rows = Vec::new();
     for (o, w) in &scenarios {
         for r in &cli.receivers {
-            for m in &cli.fabrics {
+            for m in cli.fabrics.iter().filter(|m| m.serves(*r)) {
                 match run(o, w, *m, *r) {
                     Ok(o) => rows.push(o),
                     Err(e) => {

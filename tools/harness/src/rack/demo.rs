@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sprayswitch::engine::spray::flow_hash;
 use sprayswitch::pkt::Pkt;
 use sprayswitch::port::Port;
-use sprayswitch::reorder::ReorderConfig;
+use sprayswitch::reorder::{DownlinkMode, ReorderConfig};
 use sprayswitch::rng::Rng;
 use sprayswitch::tables::SprayPolicy;
 use sprayswitch::wire::{IpSummary, L4Summary, Pmtu, Psn};
@@ -30,11 +30,19 @@ pub enum Mode {
     Spray,
     /// Per-packet round robin with sprayswitch's reorder engine.
     SprayReorder,
+    /// Per-packet round robin; the destination ToR forwards at once and filters the hosts'
+    /// spurious NAKs (`nak_filter` downlinks: selective-repeat RNICs only).
+    SprayNakFilter,
 }
 
 impl Mode {
     /// Every mode, in table order.
-    pub const ALL: [Mode; 3] = [Mode::Ecmp, Mode::Spray, Mode::SprayReorder];
+    pub const ALL: [Mode; 4] = [
+        Mode::Ecmp,
+        Mode::Spray,
+        Mode::SprayReorder,
+        Mode::SprayNakFilter,
+    ];
 
     /// Short name.
     pub fn name(self) -> &'static str {
@@ -42,6 +50,21 @@ impl Mode {
             Mode::Ecmp => "ecmp",
             Mode::Spray => "spray",
             Mode::SprayReorder => "spray+reorder",
+            Mode::SprayNakFilter => "spray+nak_filter",
+        }
+    }
+
+    /// Whether the mode can serve `receiver`: NAK filtering needs selective repeat (the switch
+    /// refuses it on a downlink declared Go-Back-N).
+    pub fn serves(self, receiver: ReceiverMode) -> bool {
+        self != Mode::SprayNakFilter || receiver != ReceiverMode::Gbn
+    }
+
+    /// What the destination ToR's downlinks do.
+    pub fn downlink_mode(self) -> DownlinkMode {
+        match self {
+            Mode::SprayNakFilter => DownlinkMode::NakFilter,
+            _ => DownlinkMode::Reorder,
         }
     }
 }
@@ -189,6 +212,11 @@ pub struct Outcome {
     pub completion_ns: Vec<u64>,
     /// NAKs received by requesters.
     pub naks: u64,
+    /// NAKs the responders sent (what reached the requesters is `naks`; the difference is
+    /// what the destination ToR filtered).
+    pub naks_sent: u64,
+    /// The most bytes the destination ToR's reorder stage held at once.
+    pub peak_held_bytes: u64,
     /// Packets retransmitted.
     pub retransmitted: u64,
     /// Retransmission timeouts of the requesters (each resends from the first packet not
@@ -504,7 +532,7 @@ pub fn run(
         } else {
             SprayPolicy::RoundRobin
         },
-        reorder: (mode == Mode::SprayReorder).then(|| ReorderConfig {
+        reorder: matches!(mode, Mode::SprayReorder | Mode::SprayNakFilter).then(|| ReorderConfig {
             // Timers above the path skew and above scheduling stalls of a shared 2-core box.
             hold_timeout_ns: opts.hold_timeout_us * 1000,
             learn_ns: 5_000_000,
@@ -514,6 +542,7 @@ pub fn run(
         stamp_per_rack: !opts.stamp_per_host,
         // As a downlink towards such an RNIC is configured.
         loss_recovery: receiver.loss_recovery(),
+        downlink_mode: mode.downlink_mode(),
         // On the scenario's own clock, the switch's default interval; in real time, the rack
         // pair's (its emulated paths are late by as much as its threads wake late).
         health_interval_us: match (opts.health, opts.virtual_step_ns) {
@@ -712,6 +741,8 @@ pub fn run(
         seconds,
         completion_ns,
         naks: qps.iter().map(|q| q.req.stats.naks).sum(),
+        naks_sent: qps.iter().map(|q| q.resp.stats.naks).sum(),
+        peak_held_bytes: tor_b.reorder.peak_held_bytes,
         retransmitted: qps.iter().map(|q| q.req.stats.retransmitted).sum(),
         requester_timeouts: qps.iter().map(|q| q.req.stats.timeouts).sum(),
         sent_ratio: sent as f64 / needed.max(1) as f64,
@@ -776,7 +807,7 @@ pub fn table(rows: &[Outcome]) -> String {
         .max(8);
     let _ = writeln!(
         s,
-        "{:<width$} {:<14} {:<6} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>6} {:>7} {:>4} {:>6} {:>5}",
+        "{:<width$} {:<16} {:<6} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>5} {:>7} {:>11} {:>9} {:>9} {:>9} {:>8} {:>6} {:>7} {:>4} {:>6} {:>5}",
         "scenario",
         "fabric",
         "rnic",
@@ -784,7 +815,7 @@ pub fn table(rows: &[Outcome]) -> String {
         "of cap",
         "p50 ms",
         "p99 ms",
-        "NAKs",
+        "NAKs s/r",
         "retrans",
         "RTOs",
         "sent/ne",
@@ -792,6 +823,7 @@ pub fn table(rows: &[Outcome]) -> String {
         "det p99",
         "seen skew",
         "path skew",
+        "held KB",
         "done",
         "out ms",
         "fex",
@@ -804,7 +836,7 @@ pub fn table(rows: &[Outcome]) -> String {
             .map_or("-".to_string(), |us| format!("{us:.0} us"));
         let _ = writeln!(
             s,
-            "{:<width$} {:<14} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>7} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>5.0}% {:>7} {:>4} {:>6} {:>5}",
+            "{:<width$} {:<16} {:<6} {:>6.0} Mb {:>6.0}% {:>9.2} {:>9.2} {:>9} {:>9} {:>5} {:>7.2} {:>11} {:>9} {:>9} {:>9} {:>8.1} {:>5.0}% {:>7} {:>4} {:>6} {:>5}",
             scenario(r),
             r.mode.name(),
             receiver_name(r.receiver),
@@ -812,7 +844,7 @@ pub fn table(rows: &[Outcome]) -> String {
             r.of_capacity * 100.0,
             r.percentile_ms(0.5),
             r.percentile_ms(0.99),
-            r.naks,
+            format!("{}/{}", r.naks_sent, r.naks),
             r.retransmitted,
             r.requester_timeouts,
             r.sent_ratio,
@@ -820,6 +852,7 @@ pub fn table(rows: &[Outcome]) -> String {
             det,
             r.skew_us.map_or("-".to_string(), |us| format!("{us:.0} us")),
             format!("{:.0} us", r.path_skew_us),
+            r.peak_held_bytes as f64 / 1e3,
             100.0 * r.completed as f64 / r.posted.max(1) as f64,
             r.path_out_ms
                 .map_or("-".to_string(), |ms| format!("{ms:.2}")),
@@ -846,6 +879,7 @@ fn color(m: Mode) -> &'static str {
         Mode::Ecmp => "#d62728",
         Mode::Spray => "#ff7f0e",
         Mode::SprayReorder => "#2ca02c",
+        Mode::SprayNakFilter => "#1f77b4",
     }
 }
 

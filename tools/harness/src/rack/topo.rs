@@ -90,6 +90,8 @@ pub struct RackPairSpec {
     pub loss_detection: sprayswitch::tables::LossDetection,
     /// What a declared loss releases towards the hosts.
     pub loss_recovery: sprayswitch::reorder::LossRecovery,
+    /// What the ToRs' downlinks do with the fabric's reordering (with `reorder` set).
+    pub downlink_mode: sprayswitch::reorder::DownlinkMode,
     /// Rate of every ToR port towards a host (`None`: as fast as the host takes packets).
     pub host_rate_bps: Option<u64>,
     /// Rate of every ToR uplink (`None`: as fast as the fabric link takes packets).
@@ -134,6 +136,7 @@ impl Default for RackPairSpec {
             mtu: 1500,
             loss_detection: Default::default(),
             loss_recovery: Default::default(),
+            downlink_mode: Default::default(),
             host_rate_bps: None,
             uplink_rate_bps: None,
             ecn: None,
@@ -631,8 +634,11 @@ impl Built {
                     }
                 }
             }
-            for p in &mut v.port_reorder {
+            for (p, info) in v.port_reorder.iter_mut().zip(&v.tables.ports) {
                 p.recovery = spec.loss_recovery;
+                if info.role == sprayswitch::tables::Role::Downlink {
+                    p.mode = spec.downlink_mode;
+                }
             }
             for p in &mut v.tables.ports {
                 p.rate_bps = match p.role {

@@ -71,6 +71,7 @@ pub fn scheme(mode: Mode) -> Scheme {
         Mode::Ecmp => Scheme::Ecmp,
         Mode::Spray => Scheme::Spray,
         Mode::SprayReorder => Scheme::SprayReorder,
+        Mode::SprayNakFilter => Scheme::SprayNakFilter,
     }
 }
 

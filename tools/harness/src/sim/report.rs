@@ -242,6 +242,7 @@ fn color(s: super::topo::Scheme) -> &'static str {
         Scheme::Flowlet => "#9467bd",
         Scheme::Spray => "#ff7f0e",
         Scheme::SprayReorder => "#2ca02c",
+        Scheme::SprayNakFilter => "#1f77b4",
     }
 }
 

@@ -22,9 +22,9 @@ use serde::Deserialize;
 use sprayswitch::port::fault::{FaultConfig, FaultInjector};
 use sprayswitch::port::mem;
 use sprayswitch::port::Port;
-use sprayswitch::reorder::{LossRecovery, ReorderConfig};
+use sprayswitch::reorder::{DownlinkMode, LossRecovery, ReorderConfig};
 use sprayswitch::switch::Switch;
-use sprayswitch::tables::{ip_key, Neighbor, SprayPolicy};
+use sprayswitch::tables::{ip_key, Neighbor, Role, SprayPolicy};
 use sprayswitch::wire::format_mac;
 use sprayswitch::worker::{IdlePolicy, Worker};
 use sprayswitch_control::Config;
@@ -288,16 +288,25 @@ pub enum Scheme {
     Spray,
     /// Per-packet round robin with sprayswitch's reordering.
     SprayReorder,
+    /// Per-packet round robin; the destination leaf forwards at once and filters the hosts'
+    /// spurious NAKs (selective-repeat receivers only).
+    SprayNakFilter,
 }
 
 impl Scheme {
     /// Every scheme, in table order.
-    pub const ALL: [Scheme; 4] = [
+    pub const ALL: [Scheme; 5] = [
         Scheme::Ecmp,
         Scheme::Flowlet,
         Scheme::Spray,
         Scheme::SprayReorder,
+        Scheme::SprayNakFilter,
     ];
+
+    /// Whether the scheme can serve `receiver` (NAK filtering needs selective repeat).
+    pub fn serves(self, receiver: sprayswitch_models::rnic::ReceiverMode) -> bool {
+        self != Scheme::SprayNakFilter || receiver != sprayswitch_models::rnic::ReceiverMode::Gbn
+    }
 
     /// Its name.
     pub fn name(self) -> &'static str {
@@ -306,6 +315,7 @@ impl Scheme {
             Scheme::Flowlet => "flowlet",
             Scheme::Spray => "spray",
             Scheme::SprayReorder => "spray+reorder",
+            Scheme::SprayNakFilter => "spray+nak_filter",
         }
     }
 
@@ -317,14 +327,18 @@ impl Scheme {
         Scheme::ALL
             .into_iter()
             .find(|x| x.name() == s || (s == "spray_reorder" && *x == Scheme::SprayReorder))
-            .ok_or_else(|| format!("scheme '{s}': use ecmp, flowlet, spray or spray+reorder"))
+            .ok_or_else(|| {
+                format!("scheme '{s}': use ecmp, flowlet, spray, spray+reorder or spray+nak_filter")
+            })
     }
 
     fn policy(self) -> SprayPolicy {
         match self {
             Scheme::Ecmp => SprayPolicy::Ecmp,
             Scheme::Flowlet => SprayPolicy::Flowlet,
-            Scheme::Spray | Scheme::SprayReorder => SprayPolicy::RoundRobin,
+            Scheme::Spray | Scheme::SprayReorder | Scheme::SprayNakFilter => {
+                SprayPolicy::RoundRobin
+            }
         }
     }
 }
@@ -564,9 +578,13 @@ impl Fabric {
                     .neighbors
                     .insert(ip_key(IpAddr::V4(host_ip(r, h))), n);
             }
-            v.reorder = (scheme == Scheme::SprayReorder).then_some(leaf.config);
-            for p in &mut v.port_reorder {
+            v.reorder = matches!(scheme, Scheme::SprayReorder | Scheme::SprayNakFilter)
+                .then_some(leaf.config);
+            for (p, info) in v.port_reorder.iter_mut().zip(&v.tables.ports) {
                 p.recovery = leaf.recovery;
+                if scheme == Scheme::SprayNakFilter && info.role == Role::Downlink {
+                    p.mode = DownlinkMode::NakFilter;
+                }
             }
             v.run.worker.idle = IdlePolicy::Spin;
             v.run.worker.flush_ns = 0;
