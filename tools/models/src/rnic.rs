@@ -123,6 +123,9 @@ struct Outstanding {
     span: u32,
     /// READ: response packets received in order so far.
     got: u32,
+    /// READ at a selective-repeat requester: responses kept beyond `got` (bit `k`: response
+    /// `got + 1 + k`), placed as they came.
+    beyond: u128,
     /// When it was first sent (0: not yet).
     sent_ns: u64,
 }
@@ -357,6 +360,7 @@ impl Requester {
         self.segment = seg;
         for o in self.out.iter_mut().skip(i) {
             o.got = 0;
+            o.beyond = 0;
         }
     }
 
@@ -403,6 +407,7 @@ impl Requester {
                 psn: self.next_psn,
                 span,
                 got: 0,
+                beyond: 0,
                 sent_ns: 0,
             });
             self.next_psn = self.next_psn.add(span);
@@ -471,6 +476,12 @@ impl Requester {
                     let pkt = self.ep.frame(Opcode::RcReadRequest, o.psn, true, ext, &[]);
                     self.tx.push(pkt);
                     self.count_send(o.psn);
+                    // The READ spans its responses' PSNs: asking for any of them again is a
+                    // retransmission.
+                    let end = o.psn.add(o.span);
+                    if end.is_after(self.high) {
+                        self.high = end;
+                    }
                     self.cursor += 1;
                     self.segment = 0;
                 }
@@ -481,6 +492,30 @@ impl Requester {
                 break;
             }
         }
+    }
+
+    /// Asks again for `n` responses of the READ `out[i]` from `from` (a selective-repeat
+    /// requester's READ retry: a READ request for just those PSNs).
+    fn read_again(&mut self, i: usize, from: Psn, n: u32) {
+        let o = self.out[i];
+        let Work::Read(len) = o.work else {
+            return;
+        };
+        let k = from.forward_from(o.psn);
+        let offset = k * self.pmtu.bytes();
+        let ext = ExtRepr {
+            reth: Some(RethRepr {
+                virtual_address: 0x2000 + u64::from(offset),
+                rkey: 6,
+                dma_len: (n * self.pmtu.bytes())
+                    .min(len.saturating_sub(offset))
+                    .max(1),
+            }),
+            ..ExtRepr::default()
+        };
+        let pkt = self.ep.frame(Opcode::RcReadRequest, from, true, ext, &[]);
+        self.tx.push(pkt);
+        self.count_send(from);
     }
 
     /// Packet `k` of a WRITE or SEND.
@@ -568,11 +603,31 @@ impl Requester {
                 for _ in 0..i {
                     self.complete_front();
                 }
-                self.out[0].got += 1;
+                let f = &mut self.out[0];
+                f.got += 1;
+                // What a selective-repeat requester kept beyond it follows.
+                while f.beyond & 1 == 1 {
+                    f.beyond >>= 1;
+                    f.got += 1;
+                }
+                f.beyond >>= 1;
                 self.last_progress = now;
                 self.retrying = None;
-                if self.out[0].got == o.span {
+                if self.out[0].got >= o.span {
                     self.complete_front();
+                }
+            } else if psn.is_after(expected) && self.retransmit == Retransmit::Selective {
+                // A selective-repeat requester (ConnectX, as Mellanox's US10430374 describes
+                // it) keeps the later response and asks at once, with a new READ request, for
+                // the responses missing before it: once per missing PSN.
+                let k = psn.distance(expected) as u32;
+                if k <= 128 && psn.distance(o.psn.add(o.span)) < 0 {
+                    self.out[i].beyond |= 1u128 << (k - 1);
+                }
+                if self.retrying != Some(expected) {
+                    self.retrying = Some(expected);
+                    self.stats.read_retries += 1;
+                    self.read_again(i, expected, k.min(o.span - o.got));
                 }
             } else if psn.is_after(expected) && self.retrying != Some(o.psn) {
                 // A later response overtook the expected one: the completer retries the READ.
@@ -648,9 +703,16 @@ impl Requester {
                     }
                 }
                 self.last_progress = now;
+                // Selective repeat resends the NAKed packet alone for WRITEs and READs, but
+                // goes back N for a SEND (Mellanox's US11870590, claims 3 and 6: a SEND's
+                // receive WQE is consumed in order).
+                let send = self.out.iter().any(|o| {
+                    let d = psn.distance(o.psn);
+                    matches!(o.work, Work::Send(_)) && d >= 0 && (d as u32) < o.span
+                });
                 match self.retransmit {
-                    Retransmit::GoBackN => self.go_back_to(psn),
-                    Retransmit::Selective => self.resend.push_back(psn),
+                    Retransmit::Selective if !send => self.resend.push_back(psn),
+                    _ => self.go_back_to(psn),
                 }
             }
             _ => {}
@@ -684,7 +746,11 @@ pub struct ResponderStats {
 pub enum ReceiverMode {
     /// Go-Back-N (ConnectX-5, Soft-RoCE): drop them, NAK the expected PSN once.
     Gbn,
-    /// Selective repeat (ConnectX-6/7 lossy mode): keep them, but NAK the expected PSN at once.
+    /// Selective repeat (ConnectX-6 Dx/7 lossy mode, IRN): keep them within the window and
+    /// place their data at once, NAK the expected PSN on the first one (once per expected PSN,
+    /// and again at once when a filled hole leaves the next one open). Its requester resends
+    /// the NAKed PSN alone (a SEND: from there on), and asks again at once, with a READ
+    /// request, for READ responses missing before one that came.
     Sr,
     /// Keep them and never NAK.
     Ideal,
@@ -726,6 +792,8 @@ pub struct Responder {
     payload: Vec<u8>,
     /// DCQCN's notification point, when the QP runs it.
     np: Option<NotificationPoint>,
+    /// PSNs in the order their data was placed, when recorded.
+    placed: Option<Vec<u32>>,
     /// Counters.
     pub stats: ResponderStats,
 }
@@ -746,6 +814,7 @@ impl Responder {
             tx: Vec::with_capacity(64),
             payload: vec![0x7E; pmtu.bytes() as usize],
             np: None,
+            placed: None,
             stats: ResponderStats::default(),
         }
     }
@@ -790,6 +859,25 @@ impl Responder {
     /// Answers CE-marked requests with CNPs, at most one per `interval_ns` (`None`: never).
     pub fn set_cnp_interval(&mut self, interval_ns: Option<u64>) {
         self.np = interval_ns.map(NotificationPoint::new);
+    }
+
+    /// Records the PSNs whose data is placed, in the order it is ([`Responder::placed`]).
+    pub fn record_placement(&mut self) {
+        self.placed = Some(Vec::new());
+    }
+
+    /// The PSNs whose data was placed, in placement order, when recorded: a Go-Back-N or
+    /// in-order receiver places in PSN order; a selective-repeat one places what it keeps out
+    /// of order as it arrives (ConnectX's out-of-order data placement, IRN), so a later
+    /// WRITE's data can be in memory before an earlier one's.
+    pub fn placed(&self) -> Option<&[u32]> {
+        self.placed.as_deref()
+    }
+
+    fn place(&mut self, psn: Psn) {
+        if let Some(p) = self.placed.as_mut() {
+            p.push(psn.value());
+        }
     }
 
     /// Sets how packets beyond the expected PSN are treated.
@@ -848,15 +936,27 @@ impl Responder {
         let d = psn.distance(self.epsn);
         if d == 0 {
             self.nak_sent = false;
+            self.place(psn);
             self.accept(psn, st);
             // Selective repeat and ideal receivers kept what came early: take it now.
             while let Some(next) = self.ooo.remove(&self.epsn.value()) {
                 let at = self.epsn;
                 self.accept(at, next);
             }
+            if self.mode == ReceiverMode::Sr && !self.ooo.is_empty() {
+                // The hole filled and the expected PSN moved to the next one, with packets
+                // kept beyond it: NAK it at once (as IRN's receiver does, ConWeave's ns-3
+                // model; ConnectX is not documented here and is assumed to do the same).
+                self.nak_sent = true;
+                self.stats.naks += 1;
+                let e = self.epsn;
+                self.ack(Syndrome::Nak(NakCode::PsnSequenceError), e);
+            }
         } else if d > 0 {
             self.stats.out_of_sequence += 1;
-            if self.mode != ReceiverMode::Gbn && d < 4096 {
+            if self.mode != ReceiverMode::Gbn && d < 4096 && !self.ooo.contains_key(&psn.value()) {
+                // Kept, and its data placed now (out-of-order placement).
+                self.place(psn);
                 self.ooo.insert(psn.value(), st);
             }
             if self.mode != ReceiverMode::Ideal && !self.nak_sent {
@@ -1255,5 +1355,124 @@ mod tests {
             "{:?}",
             req.send_rate()
         );
+    }
+
+    /// The opcodes and PSNs (and, for a NAK, its PSN) of the frames a port got.
+    fn seen(wire: &mut dyn Port) -> Vec<(Opcode, u32, Option<u32>)> {
+        let mut got = Vec::new();
+        wire.rx_burst(0, &mut got, 64);
+        got.iter()
+            .filter_map(|p| {
+                let c = classify(p.data(), Pmtu::DEFAULT).ok()?;
+                let r = c.roce()?;
+                let reth = r.reth.map(|x| x.dma_len);
+                Some((r.bth.opcode, r.bth.psn.value(), reth))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn selective_repeat_naks_the_next_hole_at_once_and_places_out_of_order() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        for mode in [ReceiverMode::Sr, ReceiverMode::Gbn] {
+            let mut req = Requester::new(ea, Psn::new(0), Pmtu::DEFAULT, 64, u64::MAX / 4);
+            let mut resp = Responder::new(eb, Psn::new(0), Pmtu::DEFAULT, 64);
+            resp.set_mode(mode);
+            resp.record_placement();
+            for _ in 0..5 {
+                req.post(Work::Write(1024));
+            }
+            req.poll(1, &mut req_port);
+            let mut sent = Vec::new();
+            wire_a.rx_burst(0, &mut sent, 64);
+            // 0, 2, 4, then 1 (3 still on its way), then 3.
+            for k in [0, 2, 4, 1, 3] {
+                resp.handle(sent[k].data(), 2, &mut resp_port);
+            }
+            let mut back = Vec::new();
+            wire_b.rx_burst(0, &mut back, 64);
+            let naks: Vec<u32> = back
+                .iter()
+                .filter_map(|p| {
+                    let c = classify(p.data(), Pmtu::DEFAULT).ok()?;
+                    let r = c.roce()?;
+                    let nak = matches!(r.aeth?.syndrome, Syndrome::Nak(_));
+                    nak.then_some(r.bth.psn.value())
+                })
+                .collect();
+            match mode {
+                ReceiverMode::Sr => {
+                    // NAK 1 on 2's arrival; when 1 fills, 3 is the hole, and 4 is kept: NAK 3.
+                    assert_eq!(resp.stats.naks, 2);
+                    assert_eq!(naks, vec![1, 3]);
+                    assert_eq!(resp.placed(), Some(&[0, 2, 4, 1, 3][..]));
+                }
+                _ => {
+                    // Go-Back-N drops 2, 4 and 3 (NAKing 1, then 2) and places in PSN order.
+                    assert_eq!(naks, vec![1, 2]);
+                    assert_eq!(resp.placed(), Some(&[0, 1][..]));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_selective_repeat_requester_asks_again_for_a_missing_read_response_at_once() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        let mut req = Requester::new(ea, Psn::new(10), Pmtu::DEFAULT, 64, u64::MAX / 4);
+        req.set_retransmit(Retransmit::Selective);
+        let mut resp = Responder::new(eb, Psn::new(10), Pmtu::DEFAULT, 8);
+        req.post(Work::Read(4 * 1024));
+        req.poll(1, &mut req_port);
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 64);
+        resp.handle(sent[0].data(), 2, &mut resp_port);
+        let mut responses = Vec::new();
+        wire_b.rx_burst(0, &mut responses, 64);
+        assert_eq!(responses.len(), 4);
+        // Responses 10, 12, 13 come; 11 is late.
+        for k in [0, 2, 3] {
+            req.handle(responses[k].data(), 3);
+        }
+        req.poll(4, &mut req_port);
+        // One READ request for 11 alone, one path MTU long.
+        assert_eq!(
+            seen(&mut wire_a),
+            vec![(Opcode::RcReadRequest, 11, Some(1024))]
+        );
+        assert_eq!((req.stats.read_retries, req.stats.retransmitted), (1, 1));
+        // The late original completes the READ with what was kept.
+        req.handle(responses[1].data(), 5);
+        assert!(req.done());
+        assert_eq!(req.stats.completed, 1);
+    }
+
+    #[test]
+    fn a_selective_repeat_requester_goes_back_n_for_a_send() {
+        let (ea, eb) = endpoints();
+        let (mut req_port, mut wire_a) = mem::link("a", "wire-a", 64);
+        let (mut resp_port, mut wire_b) = mem::link("b", "wire-b", 64);
+        let mut req = Requester::new(ea, Psn::new(0), Pmtu::DEFAULT, 64, u64::MAX / 4);
+        req.set_retransmit(Retransmit::Selective);
+        let mut resp = Responder::new(eb, Psn::new(0), Pmtu::DEFAULT, 64);
+        resp.set_mode(ReceiverMode::Sr);
+        req.post(Work::Send(4 * 1024));
+        req.poll(1, &mut req_port);
+        let mut sent = Vec::new();
+        wire_a.rx_burst(0, &mut sent, 64);
+        resp.handle(sent[0].data(), 2, &mut resp_port);
+        resp.handle(sent[2].data(), 2, &mut resp_port);
+        let mut back = Vec::new();
+        wire_b.rx_burst(0, &mut back, 64);
+        for p in &back {
+            req.handle(p.data(), 3);
+        }
+        req.poll(4, &mut req_port);
+        let again: Vec<u32> = seen(&mut wire_a).iter().map(|(_, psn, _)| *psn).collect();
+        assert_eq!(again, vec![1, 2, 3], "from the NAKed PSN on");
     }
 }

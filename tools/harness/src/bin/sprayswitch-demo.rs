@@ -13,7 +13,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use sprayswitch_harness::rack::demo::{
-    receiver_name, run, svg, table, workloads, DemoOpts, FaultTiming, Mode,
+    ordering_table, ordering_workload, receiver_name, run, svg, table, workloads, DemoOpts,
+    FaultTiming, Mode,
 };
 use sprayswitch_models::rnic::ReceiverMode;
 
@@ -112,6 +113,9 @@ struct Cli {
     /// Leave out the incast table.
     #[arg(long)]
     no_incast: bool,
+    /// Leave out the ordering table (write then flag).
+    #[arg(long)]
+    no_ordering: bool,
     /// Only the incast table.
     #[arg(long)]
     incast_only: bool,
@@ -255,6 +259,31 @@ fn main() -> ExitCode {
         }
     }
     print!("{}", table(&rows));
+    if !cli.no_ordering {
+        // Write-then-flag on every QP, loss-free, for the receivers and fabrics asked for.
+        let w = ordering_workload(cli.scale);
+        let mut order = Vec::new();
+        for r in &cli.receivers {
+            for m in cli.fabrics.iter().filter(|m| m.serves(*r)) {
+                match run(&opts, &w, *m, *r) {
+                    Ok(o) => order.push(o),
+                    Err(e) => {
+                        eprintln!("sprayswitch-demo: {e:#}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+        }
+        println!(
+            "\nordering: {} QPs per host pair, each writing {} KiB then an 8-byte flag, {} times; \
+             a flag before its data: the responder placed the flag while data before it was \
+             still missing",
+            w.qps_per_host,
+            w.message / 1024,
+            w.messages
+        );
+        print!("{}", ordering_table(&order));
+    }
     match std::fs::write(&cli.svg, svg(&rows)) {
         Ok(()) => println!("plot: {}", cli.svg.display()),
         Err(e) => {

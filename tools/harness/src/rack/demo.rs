@@ -83,6 +83,10 @@ pub struct Workload {
     /// Pick UDP source ports whose ECMP hashes all land on one path (the collision spraying
     /// exists for); otherwise random.
     pub colliding: bool,
+    /// Each message is followed on its QP by an 8-byte WRITE, its flag (an application that
+    /// polls the flag to know the data is in place): the responders record where each flag
+    /// landed relative to its data ([`Outcome::flags_early`]).
+    pub flag: bool,
 }
 
 /// Demo settings (see `sprayswitch-demo --help`).
@@ -217,6 +221,11 @@ pub struct Outcome {
     pub naks_sent: u64,
     /// The most bytes the destination ToR's reorder stage held at once.
     pub peak_held_bytes: u64,
+    /// With a flag after each message: flags whose data was all placed (the rest were lost
+    /// or not yet), and of those the flags placed before the last of their data.
+    pub flags_placed: u64,
+    /// See `flags_placed`.
+    pub flags_early: u64,
     /// Packets retransmitted.
     pub retransmitted: u64,
     /// Retransmission timeouts of the requesters (each resends from the first packet not
@@ -610,6 +619,12 @@ pub fn run(
         }
         for _ in 0..w.messages {
             req.post(Work::Write(w.message));
+            if w.flag {
+                req.post(Work::Write(FLAG_BYTES));
+            }
+        }
+        if w.flag {
+            resp.record_placement();
         }
         qps.push(Qp {
             req,
@@ -619,7 +634,7 @@ pub fn run(
             qpn_b,
         });
     }
-    let posted = qps.len() as u64 * u64::from(w.messages);
+    let posted = qps.len() as u64 * u64::from(w.messages) * if w.flag { 2 } else { 1 };
     connect(&mut rp, &mut clock, &qps, &starts)?;
     let t0 = clock.now();
     let deadline = t0 + (opts.deadline_s * 1e9) as u64;
@@ -721,6 +736,14 @@ pub fn run(
         Rig::Real(r) => drop(r.stop()),
         Rig::Virtual(v) => drop(v.stop_at(clock.now() + 150_000_000)),
     }
+    let flag_order = if w.flag {
+        qps.iter()
+            .zip(&starts)
+            .map(|(q, st)| flags_before_data(q.resp.placed().unwrap_or(&[]), st.3, w, pmtu))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    } else {
+        (0, 0)
+    };
     let bytes: u64 = qps.iter().map(|q| q.req.bytes_done).sum();
     let mut completion_ns: Vec<u64> = qps
         .iter()
@@ -742,6 +765,8 @@ pub fn run(
         completion_ns,
         naks: qps.iter().map(|q| q.req.stats.naks).sum(),
         naks_sent: qps.iter().map(|q| q.resp.stats.naks).sum(),
+        flags_placed: flag_order.0,
+        flags_early: flag_order.1,
         peak_held_bytes: tor_b.reorder.peak_held_bytes,
         retransmitted: qps.iter().map(|q| q.req.stats.retransmitted).sum(),
         requester_timeouts: qps.iter().map(|q| q.req.stats.timeouts).sum(),
@@ -761,6 +786,66 @@ pub fn run(
     })
 }
 
+/// Bytes of the flag written after each message of a [`Workload::flag`] workload.
+const FLAG_BYTES: u32 = 8;
+
+/// Of the flags of a QP that started at `start` and ran `w` (message, flag, message, flag, ...
+/// at path MTU `pmtu`), whose responder placed data in the order `placed` shows: how many were
+/// placed with all their data, and how many of those before the last of their data.
+pub fn flags_before_data(placed: &[u32], start: Psn, w: &Workload, pmtu: Pmtu) -> (u64, u64) {
+    let mut at = std::collections::HashMap::with_capacity(placed.len());
+    for (i, &p) in placed.iter().enumerate() {
+        at.entry(p).or_insert(i);
+    }
+    let span = pmtu.read_span(w.message);
+    let (mut placed_flags, mut early) = (0, 0);
+    let mut psn = start;
+    for _ in 0..w.messages {
+        let data: Option<Vec<usize>> = (0..span)
+            .map(|k| at.get(&psn.add(k).value()).copied())
+            .collect();
+        let flag = at.get(&psn.add(span).value()).copied();
+        if let (Some(data), Some(flag)) = (data, flag) {
+            placed_flags += 1;
+            if data.iter().any(|&d| d > flag) {
+                early += 1;
+            }
+        }
+        psn = psn.add(span + 1);
+    }
+    (placed_flags, early)
+}
+
+/// The ordering table: how often a flag was in memory before the data it follows, per fabric
+/// and receiver, with what each costs (peak bytes the ToR held, completion times).
+pub fn ordering_table(rows: &[Outcome]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<16} {:<6} {:>22} {:>9} {:>9} {:>9} {:>9}",
+        "fabric", "rnic", "flags before data", "p50 ms", "p99 ms", "held KB", "NAKs s/r"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<16} {:<6} {:>22} {:>9.2} {:>9.2} {:>9.1} {:>9}",
+            r.mode.name(),
+            receiver_name(r.receiver),
+            format!(
+                "{} of {} ({:.1}%)",
+                r.flags_early,
+                r.flags_placed,
+                100.0 * r.flags_early as f64 / r.flags_placed.max(1) as f64
+            ),
+            r.percentile_ms(0.5),
+            r.percentile_ms(0.99),
+            r.peak_held_bytes as f64 / 1e3,
+            format!("{}/{}", r.naks_sent, r.naks),
+        );
+    }
+    s
+}
+
 /// The two workloads of the demo.
 pub fn workloads(scale: f64) -> Vec<Workload> {
     let s = |n: f64| ((n * scale).round() as u32).max(1);
@@ -771,6 +856,7 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
             message: 64 * 1024,
             messages: s(128.0),
             colliding: true,
+            flag: false,
         },
         Workload {
             name: "many-qps",
@@ -778,8 +864,22 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
             message: 16 * 1024,
             messages: s(64.0),
             colliding: false,
+            flag: false,
         },
     ]
+}
+
+/// The ordering workload: 8 QPs per host pair, each writing 16 KiB and then an 8-byte flag,
+/// 32 times (`scale` times as many).
+pub fn ordering_workload(scale: f64) -> Workload {
+    Workload {
+        name: "write+flag",
+        qps_per_host: 8,
+        message: 16 * 1024,
+        messages: ((32.0 * scale).round() as u32).max(1),
+        colliding: false,
+        flag: true,
+    }
 }
 
 /// The scenario of a row: its workload, and the fabric's loss when it has any
