@@ -282,8 +282,7 @@ impl<T> ReorderCore<T> {
         let mut s = Stream::new(key, phase, start.unwrap_or(Psn::new(0)), now);
         s.timeout = settings.hold_timeout_ns.unwrap_or(self.cfg.hold_timeout_ns);
         s.recovery = settings.recovery;
-        s.nak_filter =
-            settings.mode == DownlinkMode::NakFilter && matches!(key, StreamKey::Request { .. });
+        s.nak_filter = settings.mode == DownlinkMode::NakFilter;
         if s.nak_filter {
             // The host keeps what follows a gap: a declared loss moves past it.
             s.recovery = LossRecovery::ReleaseRun;
@@ -511,9 +510,15 @@ impl<T> ReorderCore<T> {
         if fill && res == Insert::Released {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
+        let filtering = r.s.nak_filter;
         if meta.path != NO_PATH {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);
+        }
+        if filtering && fill {
+            // A READ retry kept back for this response is moot.
+            let (mut h, judges) = self.judged(id, now, out);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, false);
         }
         self.after(id, now, out);
         res
@@ -657,6 +662,9 @@ impl<T> ReorderCore<T> {
             .ports
             .get(usize::from(port))
             .is_some_and(|p| p.mode == DownlinkMode::NakFilter);
+        if filtering && matches!(meta.kind, MetaKind::HostRead { .. } | MetaKind::HostSingle) {
+            return self.judge_retry(port, meta, item, now, out);
+        }
         if !filtering || meta.kind != MetaKind::HostNak {
             self.handle_host(port, meta, now, out);
             return Some(item);
@@ -701,6 +709,39 @@ impl<T> ReorderCore<T> {
         };
         self.after(id, now, out);
         passed
+    }
+
+    /// A READ, atomic or FLUSH request (`item`) a local host on the `nak_filter` downlink
+    /// `port` sent: kept back when it asks again for responses still on their way
+    /// ([`nak_filter::judge_retry`]), else passed on (and registered, as
+    /// [`ReorderCore::handle_host`] does).
+    fn judge_retry(
+        &mut self,
+        port: u16,
+        meta: &RoceMeta,
+        item: T,
+        now: u64,
+        out: &mut Vec<T>,
+    ) -> Option<T> {
+        let qp = meta.qp();
+        let key = StreamKey::Response {
+            local: qp.local,
+            remote: qp.remote,
+            remote_qpn: qp.qpn,
+        };
+        if let Some(id) = self.table.find(&key) {
+            let (h, judges) = self.judged(id, now, out);
+            if h.s.nak_filter
+                && nak_filter::judge_retry(&h, meta.psn) == nak_filter::Judgement::Keep
+            {
+                h.totals.read_retries_filtered += 1;
+                nak_filter::keep(judges, id, meta.psn, item);
+                self.after(id, now, out);
+                return None;
+            }
+        }
+        self.handle_host(port, meta, now, out);
+        Some(item)
     }
 
     /// The local host sent a request to the remote QP `meta` names whose responses will fill
@@ -909,7 +950,10 @@ impl<T> ReorderCore<T> {
     fn timeout(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
         self.table.get_mut(id).stats.timeouts += 1;
         self.totals.timeouts += 1;
-        let (h, _) = self.at(id, now, out);
+        let (mut h, judges) = self.judged(id, now, out);
+        if h.s.nak_filter {
+            nak_filter::timed_out(&mut h, judges, id);
+        }
         loss::give_up(h);
     }
 

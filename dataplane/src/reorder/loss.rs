@@ -127,9 +127,13 @@ pub(super) fn check<T>(mut h: Held<'_, T>, ev: &mut PathEvidence, id: StreamId) 
     let mut response = match h.s.key {
         StreamKey::Response { .. } => {
             let r = ResponseStream(h);
-            let Some(trigger) = r.trigger() else {
+            let trigger = r.trigger();
+            // Towards a nak_filter downlink nothing is released (the requester has the later
+            // responses already and asked for the missing one): the declaration is what lets
+            // its READ retry go on.
+            if trigger.is_none() && !r.s.nak_filter {
                 return;
-            };
+            }
             Ok((r, trigger))
         }
         StreamKey::Request { .. } => Err(RequestStream(h)),
@@ -150,7 +154,9 @@ pub(super) fn check<T>(mut h: Held<'_, T>, ev: &mut PathEvidence, id: StreamId) 
         Ok((mut r, trigger)) => {
             r.s.paths.new_pass(false);
             r.s.gap_since = r.now;
-            r.release_trigger(trigger);
+            if let Some(trigger) = trigger {
+                r.release_trigger(trigger);
+            }
         }
         Err(mut r) => match r.s.recovery {
             LossRecovery::ReleaseRun => {

@@ -19,6 +19,12 @@
 //!   switch does not know (evicted, never created because the table was full) or cannot tell
 //!   apart from another QP's. A NAK the switch cannot judge is never dropped.
 //!
+//! A selective-repeat requester treats READ responses the same way: one that overtakes another
+//! makes it ask at once, with a new READ request, for what is missing before it. Towards a
+//! `nak_filter` downlink such a request for the first response missing, while no loss of it
+//! is declared, is kept back the same way ([`judge_retry`]) and sent on if the response is
+//! declared lost.
+//!
 //! What this assumes of the RNIC (see `docs/design.md`): it keeps out-of-order packets of its
 //! window and places them; it NAKs its expected PSN on the first out-of-order arrival and not
 //! again for the same PSN; its requester resends only the PSN a NAK names (IRN, ConnectX
@@ -59,7 +65,7 @@ pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judg
     }
     let d = n.distance(s.expected);
     if d == 0 {
-        if s.held > 0 && s.paths.is_deferred() {
+        if s.paths.is_declared(n) || (s.held > 0 && s.paths.is_deferred()) {
             // Path order has declared the gap lost already (its run waits for an earlier
             // gap's retransmission): the host needs this NAK.
             return Judgement::Pass;
@@ -78,6 +84,23 @@ pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judg
     });
     if crossed {
         Judgement::Crossed
+    } else {
+        Judgement::Pass
+    }
+}
+
+/// Judges a READ (or atomic) request the local host sent again for responses from `n` on,
+/// on the `nak_filter` response stream `h` holds: kept back while the first response missing
+/// is `n` and no loss is declared (it is on its way: the host asked because a later response
+/// overtook it), passed otherwise.
+pub(super) fn judge_retry<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
+    let s = &*h.s;
+    let outstanding = s.reads.iter().any(|r| {
+        let d = n.distance(r.start);
+        d >= 0 && (d as u32) < r.span.max(1)
+    });
+    if outstanding && n == s.expected && !s.paths.is_declared(n) {
+        Judgement::Keep
     } else {
         Judgement::Pass
     }
@@ -133,15 +156,24 @@ pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>,
     let Some(j) = judges.get_mut(&id) else {
         return;
     };
+    let declared = |n: &Psn| h.s.paths.is_declared(*n);
     let skipped = j
         .pending
         .as_ref()
-        .is_some_and(|(n, _)| !learning && n.is_before(e));
+        .is_some_and(|(n, _)| !learning && (n.is_before(e) || declared(n)));
     if skipped {
         if let Some((_, item)) = j.pending.take() {
             h.out.push(item);
             h.totals.naks_sent_on += 1;
         }
+    }
+}
+
+/// Stream `id`'s gap was declared lost by its hold timeout: what it kept goes.
+pub(super) fn timed_out<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
+    if let Some((_, item)) = judges.get_mut(&id).and_then(|j| j.pending.take()) {
+        h.out.push(item);
+        h.totals.naks_sent_on += 1;
     }
 }
 
@@ -401,5 +433,90 @@ mod tests {
         r.arrive(LQ, 3, 3, 1_400);
         assert!(r.poll(10_000_000).is_empty());
         assert_eq!(r.totals().naks_resolved, 2);
+    }
+
+    impl Rig {
+        /// The local host (requester LQ) sends a READ request of `span` PSNs from `psn` to RQ
+        /// at `now`: whether it went on.
+        fn read(&mut self, psn: u32, span: u32, now: u64) -> bool {
+            let meta = RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: SPORT,
+                qpn: RQ,
+                psn: Psn::new(psn),
+                span,
+                full_payload: 0,
+                len: NAK as u32,
+                kind: MetaKind::HostRead {
+                    dma_len: span * 1024,
+                },
+                path: crate::meta::NO_PATH,
+                stamp: PathStamp::NONE,
+            };
+            let mut req = Pkt::with_capacity(NAK);
+            req.resize(NAK);
+            self.s
+                .host_nak(0, &meta, (UPLINK, req), now, &mut self.out)
+                .is_some()
+        }
+
+        /// READ response `psn` (of `last`) towards LQ arrives over `path`.
+        fn response(&mut self, path: u8, psn: u32, last: bool, now: u64) -> Vec<(PortId, usize)> {
+            let meta = RoceMeta {
+                local: LOCAL,
+                remote: REMOTE,
+                sport: SPORT,
+                qpn: LQ,
+                psn: Psn::new(psn),
+                span: 1,
+                full_payload: 0,
+                len: DATA as u32,
+                kind: MetaKind::Fill { ends: last },
+                path,
+                stamp: PathStamp::NONE,
+            };
+            self.s.poll(now, &mut self.out);
+            self.s.insert(0, data(), &meta, now, &mut self.out);
+            self.sent()
+        }
+    }
+
+    #[test]
+    fn a_read_retry_for_a_response_still_on_its_way_is_kept_back() {
+        let mut r = Rig::new(64, u64::MAX);
+        assert!(r.read(100, 8, 1_000), "a new READ goes on");
+        // Responses 100, 102, 103 come (each forwarded at once); 101 is on the slow path.
+        for (path, p) in [(0, 100), (2, 102), (3, 103)] {
+            assert_eq!(
+                r.response(path, p, false, 2_000 + u64::from(p)),
+                vec![FORWARDED]
+            );
+        }
+        // The selective-repeat requester asks again for 101: kept back.
+        assert!(!r.read(101, 1, 2_200));
+        assert_eq!(r.response(1, 101, false, 2_300), vec![FORWARDED]);
+        assert!(r.poll(100_000_000).is_empty(), "nothing sent on");
+        let t = r.totals();
+        assert_eq!(
+            (t.read_retries_filtered, t.naks_resolved, t.naks_sent_on),
+            (1, 1, 0)
+        );
+        assert_eq!(t.peak_held_bytes, 0);
+    }
+
+    #[test]
+    fn a_read_retry_for_a_lost_response_goes_on_when_path_order_declares_it() {
+        let mut r = Rig::new(64, u64::MAX);
+        assert!(r.read(100, 8, 1_000));
+        for (path, p) in [(0, 100), (2, 102)] {
+            r.response(path, p, false, 2_000 + u64::from(p));
+        }
+        assert!(!r.read(101, 1, 2_200), "kept back");
+        r.response(3, 103, false, 2_300);
+        r.response(0, 104, false, 2_400);
+        // Path 1 delivers 105 above the gap: 101 is lost, the retry goes now.
+        assert_eq!(r.response(1, 105, false, 2_500), vec![FORWARDED, NAK_OUT]);
+        assert_eq!(r.totals().naks_sent_on, 1);
     }
 }

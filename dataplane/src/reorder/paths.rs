@@ -254,6 +254,11 @@ impl PathTrack {
         }
     }
 
+    /// Whether the last gap declared lost here is the one at `psn`.
+    pub(super) fn is_declared(&self, psn: Psn) -> bool {
+        self.0.as_ref().is_some_and(|t| t.declared == Some(psn))
+    }
+
     /// Whether a packet filling the gap at `psn` shows how late the paths deliver: the stream
     /// came over path-order paths and the gap is not one whose retransmission is due (declared
     /// lost, or NAKed by the host).

@@ -538,18 +538,24 @@ impl Worker {
             }
             let d = self.engine.handle(tables, &self.sh.status, &mut pkt, now);
             if let Some(obs) = &d.observed {
-                if obs.kind == crate::meta::MetaKind::HostNak {
+                use crate::meta::MetaKind;
+                if obs.kind == MetaKind::HostNak {
                     pc.host_naks.add(1);
-                    if let Verdict::Forward(p) = d.verdict {
-                        // Judged with the NAK itself: a nak_filter downlink may keep it back.
-                        let nak = self
-                            .reorder
-                            .host_nak(id, obs, (p, pkt), now, &mut self.released);
-                        if let Some((p, pkt)) = nak {
-                            self.route_to(p, pkt, None, now);
-                        }
-                        continue;
+                }
+                let judged = matches!(
+                    obs.kind,
+                    MetaKind::HostNak | MetaKind::HostRead { .. } | MetaKind::HostSingle
+                );
+                if let (true, Verdict::Forward(p)) = (judged, d.verdict) {
+                    // Judged with the packet itself: a nak_filter downlink may keep a NAK or
+                    // a READ retry back.
+                    let kept = self
+                        .reorder
+                        .host_nak(id, obs, (p, pkt), now, &mut self.released);
+                    if let Some((p, pkt)) = kept {
+                        self.route_to(p, pkt, None, now);
                     }
+                    continue;
                 }
                 self.reorder.observe(id, obs, now, &mut self.released);
             }
