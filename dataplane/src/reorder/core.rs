@@ -516,9 +516,10 @@ impl<T> ReorderCore<T> {
             loss::check(r.0, ev, id);
         }
         if filtering && fill {
-            // A READ retry kept back for this response is moot.
+            // A READ retry kept back for this response is moot; one that crosses it will be.
+            let filled = res == Insert::Released && gap.is_some();
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn, false);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
         }
         self.after(id, now, out);
         res
@@ -731,13 +732,23 @@ impl<T> ReorderCore<T> {
         };
         if let Some(id) = self.table.find(&key) {
             let (h, judges) = self.judged(id, now, out);
-            if h.s.nak_filter
-                && nak_filter::judge_retry(&h, meta.psn) == nak_filter::Judgement::Keep
-            {
-                h.totals.read_retries_filtered += 1;
-                nak_filter::keep(judges, id, meta.psn, item);
-                self.after(id, now, out);
-                return None;
+            let verdict = if h.s.nak_filter {
+                nak_filter::judge_retry(&h, judges.get(&id), meta.psn)
+            } else {
+                nak_filter::Judgement::Pass
+            };
+            match verdict {
+                nak_filter::Judgement::Keep => {
+                    h.totals.read_retries_filtered += 1;
+                    nak_filter::keep(judges, id, meta.psn, item);
+                    self.after(id, now, out);
+                    return None;
+                }
+                nak_filter::Judgement::Crossed => {
+                    h.totals.read_retries_filtered += 1;
+                    return None;
+                }
+                nak_filter::Judgement::Pass => {}
             }
         }
         self.handle_host(port, meta, now, out);

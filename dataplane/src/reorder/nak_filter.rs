@@ -77,12 +77,7 @@ pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judg
         // the host's (a stream created again, a PSN sequence restarted). Not judged.
         return Judgement::Pass;
     }
-    let crossed = j.is_some_and(|j| {
-        j.fills
-            .iter()
-            .any(|&(p, at)| p == n && at != 0 && h.now.saturating_sub(at) <= s.timeout)
-    });
-    if crossed {
+    if crossed(h, j, n) {
         Judgement::Crossed
     } else {
         Judgement::Pass
@@ -92,8 +87,8 @@ pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judg
 /// Judges a READ (or atomic) request the local host sent again for responses from `n` on,
 /// on the `nak_filter` response stream `h` holds: kept back while the first response missing
 /// is `n` and no loss is declared (it is on its way: the host asked because a later response
-/// overtook it), passed otherwise.
-pub(super) fn judge_retry<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
+/// overtook it), dropped when that response was forwarded a moment ago, passed otherwise.
+pub(super) fn judge_retry<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judgement {
     let s = &*h.s;
     let outstanding = s.reads.iter().any(|r| {
         let d = n.distance(r.start);
@@ -101,9 +96,21 @@ pub(super) fn judge_retry<T>(h: &Held<'_, T>, n: Psn) -> Judgement {
     });
     if outstanding && n == s.expected && !s.paths.is_declared(n) {
         Judgement::Keep
+    } else if n.is_before(s.expected) && crossed(h, j, n) {
+        Judgement::Crossed
     } else {
         Judgement::Pass
     }
+}
+
+/// Whether the front gap at `n` was filled a moment ago (within the stream's hold timeout):
+/// a NAK or retry naming it crossed the packet.
+fn crossed<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> bool {
+    j.is_some_and(|j| {
+        j.fills
+            .iter()
+            .any(|&(p, at)| p == n && at != 0 && h.now.saturating_sub(at) <= h.s.timeout)
+    })
 }
 
 /// Keeps the NAK `item` naming `n` back for stream `id`; a NAK kept before it is moot (the

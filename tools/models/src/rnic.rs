@@ -494,6 +494,69 @@ impl Requester {
         }
     }
 
+    /// A READ response at a selective-repeat requester (ConnectX, as Mellanox's US10430374
+    /// describes it): kept and placed wherever it falls, in its own READ or a later one;
+    /// completions still in order. One that came after a response still missing makes it ask
+    /// at once, with a new READ request, for the missing run before the next response it has:
+    /// once per missing PSN.
+    fn selective_read_response(&mut self, psn: Psn, now: u64) {
+        let within = |o: &Outstanding| {
+            let d = psn.distance(o.psn);
+            matches!(o.work, Work::Read(_)) && d >= 0 && (d as u32) < o.span
+        };
+        let Some(j) = self.out.iter().position(within) else {
+            return;
+        };
+        let o = self.out[j];
+        let k = psn.distance(o.psn.add(o.got));
+        if k < 0 {
+            return;
+        }
+        if k == 0 {
+            let f = &mut self.out[j];
+            f.got += 1;
+            while f.beyond & 1 == 1 {
+                f.beyond >>= 1;
+                f.got += 1;
+            }
+            f.beyond >>= 1;
+            self.last_progress = now;
+        } else if k <= 128 {
+            self.out[j].beyond |= 1u128 << (k - 1);
+        }
+        // RC ordering: a response of READ `j` means everything before it was executed; READs
+        // complete in order, when all their responses are in.
+        let mut before = j + 1;
+        while let Some(f) = self.out.front().copied() {
+            let done = match f.work {
+                Work::Read(_) => f.got >= f.span,
+                _ => before > 0,
+            };
+            if !done {
+                break;
+            }
+            self.complete_front();
+            before = before.saturating_sub(1);
+        }
+        // The first response missing, and whether anything came after it.
+        let Some(i) = self
+            .out
+            .iter()
+            .position(|o| matches!(o.work, Work::Read(_)) && o.got < o.span)
+        else {
+            self.retrying = None;
+            return;
+        };
+        let f = self.out[i];
+        let first = f.psn.add(f.got);
+        if psn.is_after(first) && self.retrying != Some(first) {
+            self.retrying = Some(first);
+            self.stats.read_retries += 1;
+            let run = (f.beyond.trailing_zeros() + 1).min(f.span - f.got);
+            self.read_again(i, first, run);
+        }
+    }
+
     /// Asks again for `n` responses of the READ `out[i]` from `from` (a selective-repeat
     /// requester's READ retry: a READ request for just those PSNs).
     fn read_again(&mut self, i: usize, from: Psn, n: u32) {
@@ -588,6 +651,10 @@ impl Requester {
             }
             return;
         }
+        if op.is_read_response() && self.retransmit == Retransmit::Selective {
+            self.selective_read_response(psn, now);
+            return;
+        }
         if op.is_read_response() {
             let Some(i) = self
                 .out
@@ -615,19 +682,6 @@ impl Requester {
                 self.retrying = None;
                 if self.out[0].got >= o.span {
                     self.complete_front();
-                }
-            } else if psn.is_after(expected) && self.retransmit == Retransmit::Selective {
-                // A selective-repeat requester (ConnectX, as Mellanox's US10430374 describes
-                // it) keeps the later response and asks at once, with a new READ request, for
-                // the responses missing before it: once per missing PSN.
-                let k = psn.distance(expected) as u32;
-                if k <= 128 && psn.distance(o.psn.add(o.span)) < 0 {
-                    self.out[i].beyond |= 1u128 << (k - 1);
-                }
-                if self.retrying != Some(expected) {
-                    self.retrying = Some(expected);
-                    self.stats.read_retries += 1;
-                    self.read_again(i, expected, k.min(o.span - o.got));
                 }
             } else if psn.is_after(expected) && self.retrying != Some(o.psn) {
                 // A later response overtook the expected one: the completer retries the READ.

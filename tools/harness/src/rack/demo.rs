@@ -87,6 +87,9 @@ pub struct Workload {
     /// polls the flag to know the data is in place): the responders record where each flag
     /// landed relative to its data ([`Outcome::flags_early`]).
     pub flag: bool,
+    /// The QPs READ instead (host i of rack A reads from host i of rack B: the responses
+    /// are what rack A's ToR orders).
+    pub read: bool,
 }
 
 /// Demo settings (see `sprayswitch-demo --help`).
@@ -219,8 +222,15 @@ pub struct Outcome {
     /// NAKs the responders sent (what reached the requesters is `naks`; the difference is
     /// what the destination ToR filtered).
     pub naks_sent: u64,
-    /// The most bytes the destination ToR's reorder stage held at once.
+    /// The most bytes either ToR's reorder stage held at once (rack B's orders the requests,
+    /// rack A's the READ responses).
     pub peak_held_bytes: u64,
+    /// READs the requesters asked for again (a response missing, overtaken or lost).
+    pub read_retries: u64,
+    /// Duplicate requests at the responders (retransmissions of what they had).
+    pub responder_duplicates: u64,
+    /// Rack A's ToR's reorder counters (READ responses, READ retries).
+    pub tor_a_reorder: sprayswitch::reorder::ReorderTotals,
     /// With a flag after each message: flags whose data was all placed (the rest were lost
     /// or not yet), and of those the flags placed before the last of their data.
     pub flags_placed: u64,
@@ -618,7 +628,11 @@ pub fn run(
             req.set_retransmit(Retransmit::Selective);
         }
         for _ in 0..w.messages {
-            req.post(Work::Write(w.message));
+            req.post(if w.read {
+                Work::Read(w.message)
+            } else {
+                Work::Write(w.message)
+            });
             if w.flag {
                 req.post(Work::Write(FLAG_BYTES));
             }
@@ -767,7 +781,13 @@ pub fn run(
         naks_sent: qps.iter().map(|q| q.resp.stats.naks).sum(),
         flags_placed: flag_order.0,
         flags_early: flag_order.1,
-        peak_held_bytes: tor_b.reorder.peak_held_bytes,
+        peak_held_bytes: tor_a
+            .reorder
+            .peak_held_bytes
+            .max(tor_b.reorder.peak_held_bytes),
+        read_retries: qps.iter().map(|q| q.req.stats.read_retries).sum(),
+        responder_duplicates: qps.iter().map(|q| q.resp.stats.duplicates).sum(),
+        tor_a_reorder: tor_a.reorder,
         retransmitted: qps.iter().map(|q| q.req.stats.retransmitted).sum(),
         requester_timeouts: qps.iter().map(|q| q.req.stats.timeouts).sum(),
         sent_ratio: sent as f64 / needed.max(1) as f64,
@@ -857,6 +877,7 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
             messages: s(128.0),
             colliding: true,
             flag: false,
+            read: false,
         },
         Workload {
             name: "many-qps",
@@ -865,6 +886,7 @@ pub fn workloads(scale: f64) -> Vec<Workload> {
             messages: s(64.0),
             colliding: false,
             flag: false,
+            read: false,
         },
     ]
 }
@@ -879,6 +901,7 @@ pub fn ordering_workload(scale: f64) -> Workload {
         messages: ((32.0 * scale).round() as u32).max(1),
         colliding: false,
         flag: true,
+        read: false,
     }
 }
 
