@@ -14,7 +14,8 @@
 #   - libdpdk-dev and pkg-config (DPDK 22.11: the `dpdk` port backend's build and its tests on
 #     net_af_packet vdevs, as root)
 # Then: rustfmt check, clippy with warnings denied, every test of the workspace, the DPDK
-# backend's tests (as root), the release reorder stress test and fault scenarios, Soft-RoCE guests through the
+# backend's tests (as root), the release reorder stress test, fault scenarios and NAK filtering
+# targets, Soft-RoCE guests through the
 # switches (as root), the Debian package (installed into a throwaway root, its switch run with
 # only its unit's capabilities, as root), fuzz smoke run.
 #
@@ -135,6 +136,10 @@ cargo test --release -p sprayswitch-tests --test reorder_stress
 step "faults: dead, lossy and flapping paths, a ToR restart, a silent host, a dead spine (release build)"
 # Virtual time: the same figures on every run; optimised, the scenarios take seconds, not minutes.
 cargo test --release -p sprayswitch-tests --test faults
+
+step "NAK filtering beside reordering: the demo's rack pair, selective-repeat RNICs (release build)"
+# Virtual time: loss-free and 1% loss, WRITEs, READs and write-then-flag ordering.
+cargo test --release -p sprayswitch-tests --test nak_filter
 
 step "fabric simulator against the real-time rack: the demo's scenarios (release build)"
 # The real-time rack reaches the demo's rates only when optimised: the debug run above lists

@@ -295,6 +295,45 @@ mod tests {
     }
 
     #[test]
+    fn each_downlink_has_its_mode() {
+        let t = tor_tables(3, 0, SprayPolicy::Ecmp);
+        let cfg = ReorderConfig {
+            learn_ns: 0,
+            ..ReorderConfig::default()
+        };
+        let mode = |mode| PortReorder {
+            mode,
+            ..PortReorder::default()
+        };
+        let ports = [
+            mode(DownlinkMode::Reorder),
+            mode(DownlinkMode::NakFilter),
+            mode(DownlinkMode::Pass),
+        ];
+        let mut s = ReorderStage::new(cfg, &t, &ports);
+        let mut out = Vec::new();
+        // PSNs 0, 2, 1 of one QP towards each port.
+        for port in [0u16, 1, 2] {
+            let q = u32::from(port) + 10;
+            for p in [0, 2, 1] {
+                s.insert(port, pkt(100 + p as usize), &meta(q, p, 100), 0, &mut out);
+            }
+        }
+        let lens = |out: &[(PortId, Pkt)], port| {
+            out.iter()
+                .filter(|(p, _)| *p == port)
+                .map(|(_, k)| k.len())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lens(&out, 0), vec![100, 101, 102], "reordered");
+        assert_eq!(lens(&out, 1), vec![100, 102, 101], "as they came");
+        assert_eq!(lens(&out, 2), vec![100, 102, 101], "as they came");
+        // Only the reorder port held a byte; the pass port has no stream at all.
+        assert_eq!(s.totals().peak_held_bytes, 100);
+        assert_eq!(s.totals().streams, 2);
+    }
+
+    #[test]
     fn a_downlink_can_have_its_own_hold_timeout() {
         let t = tor_tables(2, 0, SprayPolicy::Ecmp);
         let mut s = port_0_at_10_us(&t);

@@ -119,6 +119,8 @@ pub struct SimOutcome {
     pub drops: u64,
     /// NAKs the receivers sent.
     pub naks: u64,
+    /// NAKs that reached the senders (the rest the leaves filtered: `spray+nak_filter`).
+    pub naks_received: u64,
     /// Packets the senders sent again.
     pub retransmitted: u64,
     /// Per leaf: the busiest uplink's bytes over the mean uplink's (1.0: even).
@@ -384,7 +386,7 @@ pub fn run_reporting(
     let mut done = 0usize;
     let mut rx: Vec<Pkt> = Vec::with_capacity(256);
     let mut finished: Vec<usize> = Vec::new();
-    let (mut naks, mut retransmitted) = (0u64, 0u64);
+    let (mut naks, mut retransmitted, mut naks_received) = (0u64, 0u64, 0u64);
     let mut now = 0u64;
     let mut next_progress = 0u64;
     let addrs: Vec<([u8; 6], [u8; 6], std::net::Ipv4Addr)> = fabric
@@ -588,6 +590,7 @@ pub fn run_reporting(
                 let Some(l) = live[i].take() else { continue };
                 let q = i as u32;
                 retransmitted += l.req.stats.retransmitted;
+                naks_received += l.req.stats.naks;
                 let h = &mut qps[hi];
                 h.senders.retain(|&x| x != i);
                 h.sender_qpn.remove(&sender_qpn(q));
@@ -613,12 +616,14 @@ pub fn run_reporting(
         .flatten()
         .map(|l| l.req.stats.retransmitted)
         .sum::<u64>();
+    naks_received += live.iter().flatten().map(|l| l.req.stats.naks).sum::<u64>();
     let mut out = SimOutcome {
         scheme: o.scheme,
         receiver: o.receiver,
         flows: results,
         drops: 0,
         naks,
+        naks_received,
         retransmitted,
         uplink_imbalance: Vec::new(),
         reorder_max_depth: Vec::new(),

@@ -81,7 +81,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<14} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {:>10} {:>8} {:>6} {:>11}",
+        "{:<16} {:<5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>13} {:>9} {:>7} {:>10} {:>8} {:>6} {:>11}",
         "scheme",
         "rnic",
         "flows",
@@ -91,7 +91,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
         "avg <bin1",
         "p99 >bin20",
         "drops",
-        "NAKs",
+        "NAKs s/r",
         "retrans",
         "imbal",
         "reord KB",
@@ -105,7 +105,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
         let imbal = r.uplink_imbalance.iter().sum::<f64>() / r.uplink_imbalance.len().max(1) as f64;
         let _ = writeln!(
             s,
-            "{:<14} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>8} {:>9} {:>7.2} {:>10.1} {:>8} {:>6} {:>11}",
+            "{:<16} {:<5} {:>7} {:>7} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8} {:>13} {:>9} {:>7.2} {:>10.1} {:>8} {:>6} {:>11}",
             r.scheme.name(),
             crate::rack::demo::receiver_name(r.receiver),
             r.flows.len(),
@@ -115,7 +115,7 @@ pub fn table(runs: &[SimOutcome]) -> String {
             bins.first().map_or(0.0, |b| b.avg),
             bins.last().map_or(0.0, |b| b.p99),
             r.drops,
-            r.naks,
+            format!("{}/{}", r.naks, r.naks_received),
             r.retransmitted,
             imbal,
             r.reorder_peak_bytes.iter().copied().max().unwrap_or(0) as f64 / 1000.0,
@@ -211,6 +211,7 @@ pub fn json(runs: &[SimOutcome]) -> String {
                 "unfinished": r.flows.iter().filter(|f| f.fct_ns.is_none()).count(),
                 "drops": r.drops,
                 "naks": r.naks,
+                "naks_received": r.naks_received,
                 "retransmitted": r.retransmitted,
                 "path_order_losses": r.path_losses,
                 "hold_timeouts": r.reorder_timeouts,
