@@ -31,7 +31,7 @@ pub mod core;
 pub(crate) mod evidence;
 pub(crate) mod held;
 pub(crate) mod loss;
-pub(crate) mod nak_filter;
+pub mod nak_filter;
 pub mod pairing;
 pub mod paths;
 pub(crate) mod pool;
