@@ -714,7 +714,7 @@ impl<T> ReorderCore<T> {
 
     /// A READ, atomic or FLUSH request (`item`) a local host on the `nak_filter` downlink
     /// `port` sent: kept back when it asks again for responses still on their way
-    /// ([`nak_filter::judge_retry`]), else passed on (and registered, as
+    /// (`nak_filter::judge_retry`), else passed on (and registered, as
     /// [`ReorderCore::handle_host`] does).
     fn judge_retry(
         &mut self,

@@ -22,7 +22,7 @@
 //! A selective-repeat requester treats READ responses the same way: one that overtakes another
 //! makes it ask at once, with a new READ request, for what is missing before it. Towards a
 //! `nak_filter` downlink such a request for the first response missing, while no loss of it
-//! is declared, is kept back the same way ([`judge_retry`]) and sent on if the response is
+//! is declared, is kept back the same way (`judge_retry`) and sent on if the response is
 //! declared lost.
 //!
 //! What this assumes of the RNIC (see `docs/design.md`): it keeps out-of-order packets of its
