@@ -448,14 +448,15 @@ impl<T> ReorderCore<T> {
             }
         }
         let filtering = r.s.nak_filter;
+        // Forwarded after a later PSN: a NAK the host sent for it meanwhile crossed it.
+        let overtaken = filtering && nak_filter::overtaken(&r, meta.psn, res, gap.is_some());
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
         }
         if filtering {
             // Before a kept NAK is judged skipped: this packet may be the one it names.
-            let filled = res == Insert::Released && gap.is_some();
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, overtaken);
         }
         self.after(id, now, out);
         res
@@ -511,15 +512,16 @@ impl<T> ReorderCore<T> {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
         let filtering = r.s.nak_filter;
+        let overtaken =
+            filtering && fill && nak_filter::overtaken(&r, meta.psn, res, gap.is_some());
         if meta.path != NO_PATH {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);
         }
         if filtering && fill {
             // A READ retry kept back for this response is moot; one that crosses it will be.
-            let filled = res == Insert::Released && gap.is_some();
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, overtaken);
         }
         self.after(id, now, out);
         res

@@ -13,8 +13,8 @@
 //!   PSN without having seen it: path order or the hold timeout declared it lost, the window
 //!   overflowed, learning started above it, or the stream was forgotten. So a loss costs what it
 //!   costs with `reorder`: it is known within one path skew, and the NAK goes then;
-//! - a PSN the switch forwarded out of order a moment ago (the NAK and the late packet crossed):
-//!   dropped;
+//! - a PSN the switch forwarded a moment ago after a later one (the NAK and the overtaken packet
+//!   crossed): dropped;
 //! - anything else passes: a PSN declared lost, one the host must have lost itself, a stream the
 //!   switch does not know (evicted, never created because the table was full) or cannot tell
 //!   apart from another QP's. A NAK the switch cannot judge is never dropped.
@@ -33,7 +33,7 @@
 //! reordering: such downlinks are refused the mode.
 
 use super::held::Held;
-use super::stream::{NakJudge, StreamId, FILLS};
+use super::stream::{Insert, NakJudge, StreamId, FILLS};
 use crate::ids::IntMap;
 use crate::wire::Psn;
 
@@ -103,8 +103,8 @@ pub(super) fn judge_retry<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -
     }
 }
 
-/// Whether the front gap at `n` was filled a moment ago (within the stream's hold timeout):
-/// a NAK or retry naming it crossed the packet.
+/// Whether `n` went out overtaken ([`overtaken`]) a moment ago (within the stream's hold
+/// timeout): a NAK or retry naming it crossed the packet.
 fn crossed<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> bool {
     j.is_some_and(|j| {
         j.fills
@@ -119,16 +119,30 @@ pub(super) fn keep<T>(judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
     judges.entry(id).or_default().pending = Some((n, item));
 }
 
-/// A request packet with `psn` arrived on stream `id`; `filled` when it was the front gap's,
-/// with marks beyond it. A NAK kept for it is moot now.
+/// Whether the packet with `psn` just placed on stream `h` (`res`; `gap`: the stream had a gap
+/// open) went out after a later PSN of its stream: it filled the front gap, or came behind the
+/// expected PSN, or was marked with marks of later PSNs beyond it. A NAK the host sent for it
+/// before it arrived (at its first out-of-order packet, or when a filled hole left this one
+/// next) crossed it.
+pub(super) fn overtaken<T>(h: &Held<'_, T>, psn: Psn, res: Insert, gap: bool) -> bool {
+    match res {
+        Insert::Released => gap,
+        Insert::Late => true,
+        Insert::Held => h.next_held_psn(psn.add(1)).is_some(),
+        _ => false,
+    }
+}
+
+/// A packet with `psn` arrived on stream `id`; `overtaken` when a later PSN went out before
+/// it ([`overtaken`]). A NAK or READ retry kept for it is moot now.
 pub(super) fn arrived<T>(
     h: &mut Held<'_, T>,
     judges: &mut Judges<T>,
     id: StreamId,
     psn: Psn,
-    filled: bool,
+    overtaken: bool,
 ) {
-    let j = if filled {
+    let j = if overtaken {
         judges.entry(id).or_default()
     } else {
         match judges.get_mut(&id) {
@@ -140,7 +154,7 @@ pub(super) fn arrived<T>(
         j.pending = None;
         h.totals.naks_resolved += 1;
     }
-    if filled {
+    if overtaken {
         j.fills[j.next] = (psn, h.now.max(1));
         j.next = (j.next + 1) % FILLS;
     }

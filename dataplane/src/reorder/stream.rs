@@ -346,15 +346,16 @@ impl<T> Stream<T> {
     }
 }
 
-/// Gaps filled last that a stream remembers.
-pub(super) const FILLS: usize = 4;
+/// Overtaken packets a `nak_filter` stream remembers (see `nak_filter::overtaken`): NAKs that
+/// crossed them are dropped.
+pub(super) const FILLS: usize = 16;
 
 /// What a `nak_filter` request stream keeps to judge its host's NAKs ([`super::nak_filter`]).
 pub(super) struct NakJudge<T> {
     /// A NAK kept back: the PSN it names and the NAK itself (already routed).
     pub(super) pending: Option<(Psn, T)>,
-    /// The last front gaps filled out of order, and when: a NAK naming one of them crossed
-    /// its packet.
+    /// The last packets forwarded after a later PSN of the stream, and when: a NAK naming one
+    /// of them crossed its packet.
     pub(super) fills: [(Psn, u64); FILLS],
     pub(super) next: usize,
 }
