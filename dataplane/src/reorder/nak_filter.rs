@@ -120,14 +120,15 @@ pub(super) fn keep<T>(judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
 }
 
 /// Whether the packet with `psn` just placed on stream `h` (`res`; `gap`: the stream had a gap
-/// open) went out after a later PSN of its stream: it filled the front gap, or came behind the
-/// expected PSN, or was marked with marks of later PSNs beyond it. A NAK the host sent for it
+/// open) went out after a later PSN of its stream: it filled the front gap, or was marked with
+/// marks of later PSNs beyond it. A NAK the host sent for it
 /// before it arrived (at its first out-of-order packet, or when a filled hole left this one
 /// next) crossed it.
 pub(super) fn overtaken<T>(h: &Held<'_, T>, psn: Psn, res: Insert, gap: bool) -> bool {
+    // A late packet (behind the expected PSN) is a retransmission or a copy: a NAK naming it
+    // afterwards is not one the host sent before it arrived, and passes.
     match res {
         Insert::Released => gap,
-        Insert::Late => true,
         Insert::Held => h.next_held_psn(psn.add(1)).is_some(),
         _ => false,
     }
