@@ -449,7 +449,7 @@ impl<T> ReorderCore<T> {
         }
         let filtering = r.s.nak_filter;
         // Forwarded after a later PSN: a NAK the host sent for it meanwhile crossed it.
-        let overtaken = filtering && nak_filter::overtaken(&r, meta.psn, res, gap.is_some());
+        let overtaken = filtering && nak_filter::overtaken(res, gap.is_some());
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
         }
@@ -512,8 +512,7 @@ impl<T> ReorderCore<T> {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
         let filtering = r.s.nak_filter;
-        let overtaken =
-            filtering && fill && nak_filter::overtaken(&r, meta.psn, res, gap.is_some());
+        let overtaken = filtering && fill && nak_filter::overtaken(res, gap.is_some());
         if meta.path != NO_PATH {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);

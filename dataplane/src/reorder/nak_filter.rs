@@ -119,19 +119,15 @@ pub(super) fn keep<T>(judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
     judges.entry(id).or_default().pending = Some((n, item));
 }
 
-/// Whether the packet with `psn` just placed on stream `h` (`res`; `gap`: the stream had a gap
-/// open) went out after a later PSN of its stream: it filled the front gap, or was marked with
-/// marks of later PSNs beyond it. A NAK the host sent for it
-/// before it arrived (at its first out-of-order packet, or when a filled hole left this one
-/// next) crossed it.
-pub(super) fn overtaken<T>(h: &Held<'_, T>, psn: Psn, res: Insert, gap: bool) -> bool {
-    // A late packet (behind the expected PSN) is a retransmission or a copy: a NAK naming it
-    // afterwards is not one the host sent before it arrived, and passes.
-    match res {
-        Insert::Released => gap,
-        Insert::Held => h.next_held_psn(psn.add(1)).is_some(),
-        _ => false,
-    }
+/// Whether a packet placed as `res` on a stream that had a gap open (`gap`) went out after a
+/// later PSN of its stream, such that its host may have NAKed it before it arrived (at the
+/// first out-of-order packet, or when a filled hole left this one next): it filled the front
+/// gap. The downlink keeps the switch's order, so a packet marked behind a gap reaches the
+/// host before that gap's fill and is never the host's expected PSN; a late packet (behind the
+/// expected PSN) is a retransmission or a copy, and a NAK naming it afterwards is not one the
+/// host sent before it arrived.
+pub(super) fn overtaken(res: Insert, gap: bool) -> bool {
+    res == Insert::Released && gap
 }
 
 /// A packet with `psn` arrived on stream `id`; `overtaken` when a later PSN went out before
