@@ -248,8 +248,9 @@ impl<T> ReorderCore<T> {
     /// [`ReorderCore::settle`] after an operation that may have moved stream `id` past the PSN
     /// a NAK it keeps back names (nak_filter): the NAK goes on to `out`.
     fn after(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
-        if !self.judges.is_empty() {
+        if self.table.get(id).nak_filter {
             let (mut h, judges) = self.judged(id, now, out);
+            nak_filter::track(&h, judges, id);
             nak_filter::send_on_if_skipped(&mut h, judges, id);
         }
         self.settle(id, now);
@@ -449,14 +450,13 @@ impl<T> ReorderCore<T> {
         }
         let filtering = r.s.nak_filter;
         // Forwarded after a later PSN: a NAK the host sent for it meanwhile crossed it.
-        let overtaken = filtering && nak_filter::overtaken(res, gap.is_some());
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
         }
         if filtering {
             // Before a kept NAK is judged skipped: this packet may be the one it names.
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn, overtaken);
+            nak_filter::arrived(&mut h, judges, id, meta.psn);
         }
         self.after(id, now, out);
         res
@@ -512,15 +512,14 @@ impl<T> ReorderCore<T> {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
         let filtering = r.s.nak_filter;
-        let overtaken = filtering && fill && nak_filter::overtaken(res, gap.is_some());
         if meta.path != NO_PATH {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);
         }
         if filtering && fill {
-            // A READ retry kept back for this response is moot; one that crosses it will be.
+            // A READ retry kept back for this response is moot.
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn, overtaken);
+            nak_filter::arrived(&mut h, judges, id, meta.psn);
         }
         self.after(id, now, out);
         res
@@ -685,8 +684,14 @@ impl<T> ReorderCore<T> {
             self.totals.naks_unjudged += 1;
             return Some(item);
         };
-        let (h, judges) = self.judged(id, now, out);
         let n = meta.psn;
+        if self.table.get(id).learning() {
+            // A new QP's host names the PSN it expects: where the stream starts (what was
+            // forwarded below it passed as late), as a `reorder` stream resyncs on it.
+            let (h, _) = self.judged(id, now, out);
+            RequestStream(h).resync(n);
+        }
+        let (h, judges) = self.judged(id, now, out);
         let verdict = nak_filter::judge(&h, judges.get(&id), n);
         let passed = match verdict {
             nak_filter::Judgement::Pass => {
@@ -705,7 +710,7 @@ impl<T> ReorderCore<T> {
             }
             nak_filter::Judgement::Keep => {
                 h.totals.naks_filtered += 1;
-                nak_filter::keep(judges, id, n, item);
+                nak_filter::keep(&h, judges, id, n, item);
                 None
             }
         };
@@ -741,7 +746,7 @@ impl<T> ReorderCore<T> {
             match verdict {
                 nak_filter::Judgement::Keep => {
                     h.totals.read_retries_filtered += 1;
-                    nak_filter::keep(judges, id, meta.psn, item);
+                    nak_filter::keep(&h, judges, id, meta.psn, item);
                     self.after(id, now, out);
                     return None;
                 }
@@ -929,8 +934,9 @@ impl<T> ReorderCore<T> {
             {
                 self.timeout(id, now, out);
             }
-            if !self.judges.is_empty() {
+            if self.table.get(id).nak_filter {
                 let (mut h, judges) = self.judged(id, now, out);
+                nak_filter::track(&h, judges, id);
                 nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
             let s = self.table.get(id);

@@ -13,9 +13,11 @@
 //!   PSN without having seen it: path order or the hold timeout declared it lost, the window
 //!   overflowed, learning started above it, or the stream was forgotten. So a loss costs what it
 //!   costs with `reorder`: it is known within one path skew, and the NAK goes then;
-//! - a PSN the switch forwarded a moment ago after a later one (the NAK and the overtaken packet
-//!   crossed): dropped;
-//! - anything else passes: a PSN declared lost, one the host must have lost itself, a stream the
+//! - a PSN the switch forwarded within the last hold timeout (the NAK and the packet crossed:
+//!   the host sent it before the packet reached it), unless the switch moved past that PSN
+//!   declaring a loss: dropped;
+//! - anything else passes: a PSN declared lost, one forwarded longer ago (the host must have lost
+//!   it itself), a stream the
 //!   switch does not know (evicted, never created because the table was full) or cannot tell
 //!   apart from another QP's. A NAK the switch cannot judge is never dropped.
 //!
@@ -33,7 +35,7 @@
 //! reordering: such downlinks are refused the mode.
 
 use super::held::Held;
-use super::stream::{Insert, NakJudge, StreamId, FILLS};
+use super::stream::{NakJudge, Stream, StreamId, DECLARED, PASSES};
 use crate::ids::IntMap;
 use crate::wire::Psn;
 
@@ -103,57 +105,94 @@ pub(super) fn judge_retry<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -
     }
 }
 
-/// Whether `n` went out overtaken ([`overtaken`]) a moment ago (within the stream's hold
-/// timeout): a NAK or retry naming it crossed the packet.
+/// Whether the stream passed `n` (behind its expected PSN) by forwarding it within the last
+/// hold timeout: a NAK or retry naming it was sent before the host had it, and crossed it. Not
+/// when the stream moved past `n` declaring it lost (that NAK is the one the requester needs),
+/// nor when it passed `n` longer ago (the host must have lost it itself).
 fn crossed<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> bool {
-    j.is_some_and(|j| {
-        j.fills
-            .iter()
-            .any(|&(p, at)| p == n && at != 0 && h.now.saturating_sub(at) <= h.s.timeout)
-    })
+    let Some(j) = j else {
+        return false;
+    };
+    if h.s.paths.is_declared(n) {
+        return false;
+    }
+    let within = |(from, to): (Psn, Psn)| !n.is_before(from) && n.is_before(to);
+    if j.declared.iter().any(|&r| r.0 != r.1 && within(r)) {
+        return false;
+    }
+    // The earliest sample that shows the expected PSN past `n`: the stream passed it no later.
+    let (mut earliest, mut samples, mut all_past) = (None, 0, true);
+    for &(e, at) in &j.passed {
+        if at == 0 {
+            continue;
+        }
+        samples += 1;
+        if e.is_after(n) {
+            earliest = Some(earliest.map_or(at, |t: u64| t.min(at)));
+        } else {
+            all_past = false;
+        }
+    }
+    match earliest {
+        // Passed since the last sample: a moment ago.
+        None => true,
+        // Every sample is past it and they span a hold timeout: passed before that.
+        Some(_) if samples == PASSES && all_past => false,
+        Some(at) => h.now.saturating_sub(at) <= h.s.timeout,
+    }
+}
+
+/// The losses stream `s` has declared so far (path order, hold timeouts, window overflows).
+fn losses<T>(s: &Stream<T>) -> u64 {
+    s.stats.path_losses + s.stats.timeouts + s.stats.overflows
+}
+
+/// After an operation on the `nak_filter` stream `id`: notes how far its expected PSN moved,
+/// as a declared loss when the stream declared one meanwhile, else as a sample of when it
+/// passed what it passed.
+pub(super) fn track<T>(h: &Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
+    let s = &*h.s;
+    let (e, lost) = (s.expected, losses(s));
+    let j = judges.entry(id).or_insert_with(|| NakJudge::new(e, lost));
+    if s.learning() {
+        // What the stream moves past when learning ends was never seen: as if declared.
+        j.last_e = e;
+        j.last_losses = u64::MAX;
+        return;
+    }
+    if e.is_after(j.last_e) {
+        if lost != j.last_losses {
+            j.declared[j.next_declared] = (j.last_e, e);
+            j.next_declared = (j.next_declared + 1) % DECLARED;
+        } else {
+            let last = j.passed[(j.next_pass + PASSES - 1) % PASSES].1;
+            if last == 0 || h.now.saturating_sub(last) >= s.timeout / PASSES as u64 {
+                j.passed[j.next_pass] = (e, h.now.max(1));
+                j.next_pass = (j.next_pass + 1) % PASSES;
+            }
+        }
+    }
+    j.last_e = e;
+    j.last_losses = lost;
 }
 
 /// Keeps the NAK `item` naming `n` back for stream `id`; a NAK kept before it is moot (the
 /// host has what that one named, or asks for it again) and is dropped.
-pub(super) fn keep<T>(judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
-    judges.entry(id).or_default().pending = Some((n, item));
+pub(super) fn keep<T>(h: &Held<'_, T>, judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
+    let s = &*h.s;
+    judges
+        .entry(id)
+        .or_insert_with(|| NakJudge::new(s.expected, losses(s)))
+        .pending = Some((n, item));
 }
 
-/// Whether a packet placed as `res` on a stream that had a gap open (`gap`) went out after a
-/// later PSN of its stream, such that its host may have NAKed it before it arrived (at the
-/// first out-of-order packet, or when a filled hole left this one next): it filled the front
-/// gap. The downlink keeps the switch's order, so a packet marked behind a gap reaches the
-/// host before that gap's fill and is never the host's expected PSN; a late packet (behind the
-/// expected PSN) is a retransmission or a copy, and a NAK naming it afterwards is not one the
-/// host sent before it arrived.
-pub(super) fn overtaken(res: Insert, gap: bool) -> bool {
-    res == Insert::Released && gap
-}
-
-/// A packet with `psn` arrived on stream `id`; `overtaken` when a later PSN went out before
-/// it ([`overtaken`]). A NAK or READ retry kept for it is moot now.
-pub(super) fn arrived<T>(
-    h: &mut Held<'_, T>,
-    judges: &mut Judges<T>,
-    id: StreamId,
-    psn: Psn,
-    overtaken: bool,
-) {
-    let j = if overtaken {
-        judges.entry(id).or_default()
-    } else {
-        match judges.get_mut(&id) {
-            Some(j) => j,
-            None => return,
+/// A packet with `psn` arrived on stream `id`: a NAK or READ retry kept for it is moot now.
+pub(super) fn arrived<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId, psn: Psn) {
+    if let Some(j) = judges.get_mut(&id) {
+        if j.pending.as_ref().is_some_and(|(n, _)| *n == psn) {
+            j.pending = None;
+            h.totals.naks_resolved += 1;
         }
-    };
-    if j.pending.as_ref().is_some_and(|(n, _)| *n == psn) {
-        j.pending = None;
-        h.totals.naks_resolved += 1;
-    }
-    if overtaken {
-        j.fills[j.next] = (psn, h.now.max(1));
-        j.next = (j.next + 1) % FILLS;
     }
 }
 
@@ -168,7 +207,8 @@ pub(super) fn acked<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId
     }
 }
 
-/// Sends the NAK stream `id` kept on if the stream moved past its PSN without seeing it.
+/// Sends the NAK stream `id` kept on if the stream moved past its PSN without seeing it, or
+/// declared it lost.
 pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
     let (learning, e) = (h.s.learning(), h.s.expected);
     let Some(j) = judges.get_mut(&id) else {

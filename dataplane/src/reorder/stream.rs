@@ -346,26 +346,41 @@ impl<T> Stream<T> {
     }
 }
 
-/// Overtaken packets a `nak_filter` stream remembers (see `nak_filter::overtaken`): NAKs that
-/// crossed them are dropped.
-pub(super) const FILLS: usize = 16;
+/// When a `nak_filter` stream's expected PSN moved: samples it keeps (one per eighth of its
+/// hold timeout at most, so that they span at least one hold timeout).
+pub(super) const PASSES: usize = 8;
+/// Losses a `nak_filter` stream remembers declaring.
+pub(super) const DECLARED: usize = 4;
 
-/// What a `nak_filter` request stream keeps to judge its host's NAKs ([`super::nak_filter`]).
+/// What a `nak_filter` stream keeps to judge its host's NAKs ([`super::nak_filter`]).
 pub(super) struct NakJudge<T> {
     /// A NAK kept back: the PSN it names and the NAK itself (already routed).
     pub(super) pending: Option<(Psn, T)>,
-    /// The last packets forwarded after a later PSN of the stream, and when: a NAK naming one
-    /// of them crossed its packet.
-    pub(super) fills: [(Psn, u64); FILLS],
-    pub(super) next: usize,
+    /// The expected PSN as it moved on, and when (ring): when the stream passed a PSN, which a
+    /// NAK naming it may have crossed.
+    pub(super) passed: [(Psn, u64); PASSES],
+    pub(super) next_pass: usize,
+    /// PSN ranges `[from, to)` the stream moved past declaring a loss (path order, timeout,
+    /// overflow), ring: NAKs naming them pass.
+    pub(super) declared: [(Psn, Psn); DECLARED],
+    pub(super) next_declared: usize,
+    /// The expected PSN, and the stream's losses declared (path order, timeouts, overflows),
+    /// when last looked at.
+    pub(super) last_e: Psn,
+    pub(super) last_losses: u64,
 }
 
-impl<T> Default for NakJudge<T> {
-    fn default() -> Self {
+impl<T> NakJudge<T> {
+    /// A stream expecting `e` that has declared `losses` losses so far.
+    pub(super) fn new(e: Psn, losses: u64) -> NakJudge<T> {
         NakJudge {
             pending: None,
-            fills: [(Psn::new(0), 0); FILLS],
-            next: 0,
+            passed: [(Psn::new(0), 0); PASSES],
+            next_pass: 0,
+            declared: [(Psn::new(0), Psn::new(0)); DECLARED],
+            next_declared: 0,
+            last_e: e,
+            last_losses: losses,
         }
     }
 }
