@@ -418,6 +418,13 @@ fn errors_name_the_field_and_reason() {
             "only downlinks reorder",
         ),
         (
+            with_port(
+                "mode = \"nak_filter\"\nrnic = \"selective_repeat\"\nloss_recovery = \"nak_first\"",
+            ),
+            "port[6].loss_recovery",
+            "a nak_filter downlink releases nothing",
+        ),
+        (
             with_port("rnic = \"infiniband\""),
             "port[6].rnic",
             "use 'go_back_n' or 'selective_repeat'",

@@ -997,7 +997,10 @@ fn port_reorder(
                 return err(
                     mode_field,
                     format!(
-                        "nak_filter needs selective-repeat RNICs, and the hosts of port[{i}]                          ('{}') are declared go_back_n (`rnic`): a Go-Back-N RNIC drops what                          comes out of order, so every NAK filtered would cost it a                          retransmission timeout; use `reorder`, or declare `rnic = \
+                        "nak_filter needs selective-repeat RNICs, and the hosts of port[{i}] \
+                         ('{}') are declared go_back_n (`rnic`): a Go-Back-N RNIC drops what \
+                         comes out of order, so every NAK filtered would cost it a \
+                         retransmission timeout; use `reorder`, or declare `rnic = \
                          \"selective_repeat\"` if its RNICs are",
                         p.name
                     ),
@@ -1006,7 +1009,20 @@ fn port_reorder(
             if !r.enabled {
                 return err(
                     mode_field,
-                    "nak_filter needs the reorder stage (`[reorder] enabled = true`), which                      keeps the state it judges NAKs by",
+                    "nak_filter needs the reorder stage (`[reorder] enabled = true`), which \
+                     keeps the state it judges NAKs by",
+                );
+            }
+            if port_recovery == Some(LossRecovery::NakFirst) {
+                let field = if p.loss_recovery.is_some() {
+                    format!("port[{i}].loss_recovery")
+                } else {
+                    "reorder.loss_recovery".to_string()
+                };
+                return err(
+                    field,
+                    "nak_first is for Go-Back-N RNICs behind a `reorder` downlink; a nak_filter \
+                     downlink releases nothing (leave loss_recovery out, or use release_run)",
                 );
             }
         }

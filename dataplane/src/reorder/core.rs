@@ -250,7 +250,7 @@ impl<T> ReorderCore<T> {
     fn after(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {
         if self.table.get(id).nak_filter {
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::track(&h, judges, id);
+            nak_filter::track(&mut h, judges, id);
             nak_filter::send_on_if_skipped(&mut h, judges, id);
         }
         self.settle(id, now);
@@ -449,14 +449,14 @@ impl<T> ReorderCore<T> {
             }
         }
         let filtering = r.s.nak_filter;
-        // Forwarded after a later PSN: a NAK the host sent for it meanwhile crossed it.
+        let filled = res == Insert::Released && gap.is_some();
         if meta.path != NO_PATH {
             loss::check(r.0, ev, id);
         }
         if filtering {
             // Before a kept NAK is judged skipped: this packet may be the one it names.
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
         }
         self.after(id, now, out);
         res
@@ -512,6 +512,7 @@ impl<T> ReorderCore<T> {
             ev.learn_skew(r.s, meta.psn, gap, now);
         }
         let filtering = r.s.nak_filter;
+        let filled = res == Insert::Released && gap.is_some();
         if meta.path != NO_PATH {
             // A fill may be the evidence, an ACK the trigger (see `loss::check`).
             loss::check(r.0, ev, id);
@@ -519,7 +520,7 @@ impl<T> ReorderCore<T> {
         if filtering && fill {
             // A READ retry kept back for this response is moot.
             let (mut h, judges) = self.judged(id, now, out);
-            nak_filter::arrived(&mut h, judges, id, meta.psn);
+            nak_filter::arrived(&mut h, judges, id, meta.psn, filled);
         }
         self.after(id, now, out);
         res
@@ -710,7 +711,7 @@ impl<T> ReorderCore<T> {
             }
             nak_filter::Judgement::Keep => {
                 h.totals.naks_filtered += 1;
-                nak_filter::keep(&h, judges, id, n, item);
+                nak_filter::keep(&h, judges, id, (n, 1), item);
                 None
             }
         };
@@ -738,15 +739,15 @@ impl<T> ReorderCore<T> {
         };
         if let Some(id) = self.table.find(&key) {
             let (h, judges) = self.judged(id, now, out);
-            let verdict = if h.s.nak_filter {
-                nak_filter::judge_retry(&h, judges.get(&id), meta.psn)
+            let (verdict, first, left) = if h.s.nak_filter {
+                nak_filter::judge_retry(&h, judges.get(&id), meta.psn, meta.span)
             } else {
-                nak_filter::Judgement::Pass
+                (nak_filter::Judgement::Pass, meta.psn, meta.span)
             };
             match verdict {
                 nak_filter::Judgement::Keep => {
                     h.totals.read_retries_filtered += 1;
-                    nak_filter::keep(&h, judges, id, meta.psn, item);
+                    nak_filter::keep(&h, judges, id, (first, left), item);
                     self.after(id, now, out);
                     return None;
                 }
@@ -936,7 +937,7 @@ impl<T> ReorderCore<T> {
             }
             if self.table.get(id).nak_filter {
                 let (mut h, judges) = self.judged(id, now, out);
-                nak_filter::track(&h, judges, id);
+                nak_filter::track(&mut h, judges, id);
                 nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
             let s = self.table.get(id);

@@ -35,7 +35,7 @@
 //! reordering: such downlinks are refused the mode.
 
 use super::held::Held;
-use super::stream::{NakJudge, Stream, StreamId, DECLARED, PASSES};
+use super::stream::{NakJudge, Stream, StreamId, DECLARED, FILL_BITS, PASSES};
 use crate::ids::IntMap;
 use crate::wire::Psn;
 
@@ -54,22 +54,20 @@ pub(super) enum Judgement {
 /// is made with its first gap filled or NAK kept, and goes with the stream).
 pub(super) type Judges<T> = IntMap<StreamId, NakJudge<T>>;
 
-/// Judges a NAK naming `n` on the `nak_filter` stream `h` holds (`j`: what it keeps).
+/// Judges a NAK naming `n` on the `nak_filter` stream `h` holds (`j`: what it keeps). The
+/// stream is active (a NAK during learning resyncs it first).
 pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judgement {
     let s = &*h.s;
-    if s.learning() {
-        // Where the stream starts is not known yet: what it forwarded is marked.
-        return if h.holds(n) {
-            Judgement::Crossed
-        } else {
-            Judgement::Keep
-        };
-    }
     let d = n.distance(s.expected);
     if d == 0 {
         if s.paths.is_declared(n) || (s.held > 0 && s.paths.is_deferred()) {
             // Path order has declared the gap lost already (its run waits for an earlier
             // gap's retransmission): the host needs this NAK.
+            return Judgement::Pass;
+        }
+        if s.held == 0 || s.learning() {
+            // Nothing marked beyond it (no ring was free, or the host is ahead of the marks):
+            // no timer runs that would send a kept NAK on.
             return Judgement::Pass;
         }
         return Judgement::Keep;
@@ -86,60 +84,71 @@ pub(super) fn judge<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judg
     }
 }
 
-/// Judges a READ (or atomic) request the local host sent again for responses from `n` on,
-/// on the `nak_filter` response stream `h` holds: kept back while the first response missing
-/// is `n` and no loss is declared (it is on its way: the host asked because a later response
-/// overtook it), dropped when that response was forwarded a moment ago, passed otherwise.
-pub(super) fn judge_retry<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> Judgement {
+/// Judges a READ (or atomic) request of `span` PSNs the local host sent again from `n` on, on
+/// the `nak_filter` response stream `h` holds: kept back while the first of them missing is
+/// the stream's expected PSN and no loss of it is declared (it is on its way: the host asked
+/// because a later response overtook it), with what it still asks for from there; dropped
+/// when it all came and its first response was forwarded a moment ago after a later one
+/// (they crossed); passed otherwise.
+pub(super) fn judge_retry<T>(
+    h: &Held<'_, T>,
+    j: Option<&NakJudge<T>>,
+    n: Psn,
+    span: u32,
+) -> (Judgement, Psn, u32) {
     let s = &*h.s;
+    let e = s.expected;
+    let end = n.add(span.max(1));
     let outstanding = s.reads.iter().any(|r| {
         let d = n.distance(r.start);
         d >= 0 && (d as u32) < r.span.max(1)
     });
-    if outstanding && n == s.expected && !s.paths.is_declared(n) {
-        Judgement::Keep
-    } else if n.is_before(s.expected) && crossed(h, j, n) {
-        Judgement::Crossed
+    let pass = (Judgement::Pass, n, span);
+    if !outstanding || n.is_after(e) {
+        return pass;
+    }
+    if e.is_before(end) {
+        // Part of it is still missing, from the expected PSN on.
+        let waiting = s.held > 0 && !s.paths.is_declared(e);
+        let fresh = n == e || crossed(h, j, n);
+        if waiting && fresh {
+            return (Judgement::Keep, e, end.forward_from(e));
+        }
+        return pass;
+    }
+    if crossed(h, j, n) {
+        (Judgement::Crossed, n, span)
     } else {
-        Judgement::Pass
+        pass
     }
 }
 
-/// Whether the stream passed `n` (behind its expected PSN) by forwarding it within the last
-/// hold timeout: a NAK or retry naming it was sent before the host had it, and crossed it. Not
-/// when the stream moved past `n` declaring it lost (that NAK is the one the requester needs),
-/// nor when it passed `n` longer ago (the host must have lost it itself).
+/// Whether a NAK (or retry) naming `n`, behind the expected PSN, crossed its packet: `n` filled
+/// the front gap (so it went out after a later PSN of its stream, which the host NAKed it at)
+/// within the last hold timeout. Not when the stream moved past `n` declaring it lost (that
+/// NAK is the one the requester needs), nor when `n` went out in order or longer ago (the
+/// host lost it itself, on the downlink: its NAK passes, as it would towards `reorder`).
 fn crossed<T>(h: &Held<'_, T>, j: Option<&NakJudge<T>>, n: Psn) -> bool {
     let Some(j) = j else {
         return false;
     };
-    if h.s.paths.is_declared(n) {
+    let behind = h.s.expected.forward_from(n) as usize;
+    if h.s.paths.is_declared(n) || behind > FILL_BITS || !j.filled(n) {
         return false;
     }
     let within = |(from, to): (Psn, Psn)| !n.is_before(from) && n.is_before(to);
     if j.declared.iter().any(|&r| r.0 != r.1 && within(r)) {
         return false;
     }
-    // The earliest sample that shows the expected PSN past `n`: the stream passed it no later.
-    let (mut earliest, mut samples, mut all_past) = (None, 0, true);
-    for &(e, at) in &j.passed {
-        if at == 0 {
-            continue;
-        }
-        samples += 1;
-        if e.is_after(n) {
-            earliest = Some(earliest.map_or(at, |t: u64| t.min(at)));
-        } else {
-            all_past = false;
-        }
-    }
-    match earliest {
-        // Passed since the last sample: a moment ago.
-        None => true,
-        // Every sample is past it and they span a hold timeout: passed before that.
-        Some(_) if samples == PASSES && all_past => false,
-        Some(at) => h.now.saturating_sub(at) <= h.s.timeout,
-    }
+    // When the stream passed `n`: no later than the earliest sample past it (the latest
+    // sample always shows the current expected PSN).
+    let passed = j
+        .passed
+        .iter()
+        .filter(|&&(e, at)| at != 0 && e.is_after(n))
+        .map(|&(_, at)| at)
+        .min();
+    passed.is_some_and(|at| h.now.saturating_sub(at) <= h.s.timeout)
 }
 
 /// The losses stream `s` has declared so far (path order, hold timeouts, window overflows).
@@ -147,13 +156,31 @@ fn losses<T>(s: &Stream<T>) -> u64 {
     s.stats.path_losses + s.stats.timeouts + s.stats.overflows
 }
 
+/// What stream `id` keeps, made when first needed.
+fn entry<'a, T>(s: &Stream<T>, judges: &'a mut Judges<T>, id: StreamId) -> &'a mut NakJudge<T> {
+    judges
+        .entry(id)
+        .or_insert_with(|| NakJudge::new(s.expected, losses(s), s.stats.restarts))
+}
+
 /// After an operation on the `nak_filter` stream `id`: notes how far its expected PSN moved,
-/// as a declared loss when the stream declared one meanwhile, else as a sample of when it
-/// passed what it passed.
-pub(super) fn track<T>(h: &Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
+/// as a declared loss when the stream declared one meanwhile, else in the samples of when it
+/// passed what it passed (a new sample at most every eighth of the hold timeout; the latest
+/// always holds the current expected PSN, with the time it was first taken). A stream that
+/// started over (CM, a far PSN) forgets what it kept of its old sequence, sending a kept NAK
+/// on.
+pub(super) fn track<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
     let s = &*h.s;
-    let (e, lost) = (s.expected, losses(s));
-    let j = judges.entry(id).or_insert_with(|| NakJudge::new(e, lost));
+    let (e, lost, restarts) = (s.expected, losses(s), s.stats.restarts);
+    let j = entry(s, judges, id);
+    if restarts != j.last_restarts {
+        let old = std::mem::replace(j, NakJudge::new(e, lost, restarts));
+        if let Some((_, _, item)) = old.pending {
+            h.out.push(item);
+            h.totals.naks_sent_on += 1;
+        }
+        return;
+    }
     if s.learning() {
         // What the stream moves past when learning ends was never seen: as if declared.
         j.last_e = e;
@@ -161,37 +188,76 @@ pub(super) fn track<T>(h: &Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
         return;
     }
     if e.is_after(j.last_e) {
+        // Front-gap fills remembered are of PSNs at most FILL_BITS behind: clear the slots
+        // of those passed now (they held PSNs a lap older).
+        let moved = e.forward_from(j.last_e) as usize;
+        if moved >= FILL_BITS {
+            j.fills = [0; FILL_BITS / 64];
+        } else {
+            for k in 0..moved as u32 {
+                j.set_filled(j.last_e.add(k), false);
+            }
+        }
         if lost != j.last_losses {
             j.declared[j.next_declared] = (j.last_e, e);
             j.next_declared = (j.next_declared + 1) % DECLARED;
+        }
+        let latest = (j.next_pass + PASSES - 1) % PASSES;
+        let last = j.passed[latest].1;
+        if last == 0 || h.now.saturating_sub(last) >= s.timeout / PASSES as u64 {
+            j.passed[j.next_pass] = (e, h.now.max(1));
+            j.next_pass = (j.next_pass + 1) % PASSES;
         } else {
-            let last = j.passed[(j.next_pass + PASSES - 1) % PASSES].1;
-            if last == 0 || h.now.saturating_sub(last) >= s.timeout / PASSES as u64 {
-                j.passed[j.next_pass] = (e, h.now.max(1));
-                j.next_pass = (j.next_pass + 1) % PASSES;
-            }
+            j.passed[latest].0 = e;
         }
     }
     j.last_e = e;
     j.last_losses = lost;
 }
 
-/// Keeps the NAK `item` naming `n` back for stream `id`; a NAK kept before it is moot (the
-/// host has what that one named, or asks for it again) and is dropped.
-pub(super) fn keep<T>(h: &Held<'_, T>, judges: &mut Judges<T>, id: StreamId, n: Psn, item: T) {
-    let s = &*h.s;
-    judges
-        .entry(id)
-        .or_insert_with(|| NakJudge::new(s.expected, losses(s)))
-        .pending = Some((n, item));
+/// Keeps the NAK or retry `item` back for stream `id`: it asks for `span` PSNs from `n`, the
+/// first of them not come yet. One kept before it is moot (the host has what that one asked
+/// for, or asks for it again) and is dropped.
+pub(super) fn keep<T>(
+    h: &Held<'_, T>,
+    judges: &mut Judges<T>,
+    id: StreamId,
+    (n, span): (Psn, u32),
+    item: T,
+) {
+    entry(h.s, judges, id).pending = Some((n, span.max(1), item));
 }
 
-/// A packet with `psn` arrived on stream `id`: a NAK or READ retry kept for it is moot now.
-pub(super) fn arrived<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId, psn: Psn) {
+/// A packet with `psn` arrived on stream `id`, `filled` when it filled the front gap (marks of
+/// later PSNs beyond it): a NAK or READ retry kept for it is moot now, and one that crosses it
+/// will be.
+pub(super) fn arrived<T>(
+    h: &mut Held<'_, T>,
+    judges: &mut Judges<T>,
+    id: StreamId,
+    psn: Psn,
+    filled: bool,
+) {
+    if filled {
+        // Clear what the stream passed first: the fill's own slot among them.
+        track(h, judges, id);
+        entry(h.s, judges, id).set_filled(psn, true);
+    }
+    let e = h.s.expected;
     if let Some(j) = judges.get_mut(&id) {
-        if j.pending.as_ref().is_some_and(|(n, _)| *n == psn) {
-            j.pending = None;
-            h.totals.naks_resolved += 1;
+        if let Some((n, span, _)) = j.pending.as_mut() {
+            if *n == psn {
+                // What it asked for from here: moot once the stream has it all; else it waits
+                // for the first PSN of it still missing.
+                let end = n.add(*span);
+                if e.is_before(end) && e.is_after(*n) {
+                    *span = end.forward_from(e);
+                    *n = e;
+                } else {
+                    j.pending = None;
+                    h.totals.naks_resolved += 1;
+                }
+            }
         }
     }
 }
@@ -200,7 +266,10 @@ pub(super) fn arrived<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: Stream
 /// moot.
 pub(super) fn acked<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId, next: Psn) {
     if let Some(j) = judges.get_mut(&id) {
-        if j.pending.as_ref().is_some_and(|(n, _)| n.is_before(next)) {
+        if j.pending
+            .as_ref()
+            .is_some_and(|(n, _, _)| n.is_before(next))
+        {
             j.pending = None;
             h.totals.naks_resolved += 1;
         }
@@ -218,9 +287,9 @@ pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>,
     let skipped = j
         .pending
         .as_ref()
-        .is_some_and(|(n, _)| !learning && (n.is_before(e) || declared(n)));
+        .is_some_and(|(n, _, _)| !learning && (n.is_before(e) || declared(n)));
     if skipped {
-        if let Some((_, item)) = j.pending.take() {
+        if let Some((_, _, item)) = j.pending.take() {
             h.out.push(item);
             h.totals.naks_sent_on += 1;
         }
@@ -229,7 +298,7 @@ pub(super) fn send_on_if_skipped<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>,
 
 /// Stream `id`'s gap was declared lost by its hold timeout: what it kept goes.
 pub(super) fn timed_out<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
-    if let Some((_, item)) = judges.get_mut(&id).and_then(|j| j.pending.take()) {
+    if let Some((_, _, item)) = judges.get_mut(&id).and_then(|j| j.pending.take()) {
         h.out.push(item);
         h.totals.naks_sent_on += 1;
     }
@@ -238,7 +307,7 @@ pub(super) fn timed_out<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: Stre
 /// Stream `id` is forgotten: the NAK it kept can no longer be judged, and goes.
 pub(super) fn forget<T>(h: &mut Held<'_, T>, judges: &mut Judges<T>, id: StreamId) {
     if let Some(j) = judges.remove(&id) {
-        if let Some((_, item)) = j.pending {
+        if let Some((_, _, item)) = j.pending {
             h.out.push(item);
             h.totals.naks_sent_on += 1;
         }
@@ -576,5 +645,68 @@ mod tests {
         // Path 1 delivers 105 above the gap: 101 is lost, the retry goes now.
         assert_eq!(r.response(1, 105, false, 2_500), vec![FORWARDED, NAK_OUT]);
         assert_eq!(r.totals().naks_sent_on, 1);
+    }
+
+    #[test]
+    fn a_nak_for_a_psn_forwarded_in_order_passes() {
+        // 0, 1, 2 in order: 1 went out before anything later, so a NAK for it is the host's
+        // own loss (between the ToR and the host), as towards `reorder`.
+        let mut r = Rig::new(64, u64::MAX);
+        for p in 0..3 {
+            r.arrive(LQ, p as u8, p, 1_000 + u64::from(p));
+        }
+        assert!(r.nak(1, 1_100));
+        // Nothing marked beyond the expected PSN: no timer would send a kept NAK on.
+        assert!(r.nak(3, 1_200));
+        assert_eq!(r.totals().naks_passed, 2);
+    }
+
+    #[test]
+    fn a_deferred_second_gaps_nak_passes() {
+        // PSN p on path p % 4; 1 and 6 are lost. 5 proves 1; 10 proves 6, which waits for 1's
+        // retransmission; that passes and the run goes: the host then NAKs 6.
+        let mut r = Rig::new(64, u64::MAX);
+        let mut t = 1_000;
+        for p in (0..11).filter(|p| *p != 1 && *p != 6) {
+            t += 100;
+            r.arrive(LQ, (p % 4) as u8, p, t);
+        }
+        assert_eq!(r.totals().path_losses, 2, "{:?}", r.totals());
+        assert!(r.nak(1, t + 50), "1 was declared lost");
+        r.arrive(LQ, 0, 1, t + 10_000);
+        assert!(r.nak(6, t + 10_100), "6 was declared lost too");
+    }
+
+    #[test]
+    fn a_read_retry_for_a_run_waits_for_all_of_it() {
+        let mut r = Rig::new(64, u64::MAX);
+        assert!(r.read(100, 8, 1_000));
+        for (path, p) in [(0, 100), (3, 103)] {
+            r.response(path, p, false, 2_000 + u64::from(p));
+        }
+        // It asks for 101 and 102: kept back; 101 comes, 102 is still missing.
+        assert!(!r.read(101, 2, 2_200));
+        r.response(1, 101, false, 2_300);
+        assert_eq!(r.totals().naks_resolved, 0, "102 is still asked for");
+        // 102 is lost: path 2 delivers 106 above it, path 1 105, path 0 104 and 108.
+        for (path, p) in [(0, 104), (1, 105), (3, 107)] {
+            r.response(path, p, false, 2_400 + u64::from(p));
+        }
+        assert_eq!(r.response(2, 106, false, 2_600), vec![FORWARDED, NAK_OUT]);
+        assert_eq!(r.totals().naks_sent_on, 1);
+    }
+
+    #[test]
+    fn marks_are_dropped_in_place_and_the_rest_keeps_its_order() {
+        let p = |n: usize| {
+            let mut k = Pkt::with_capacity(n);
+            k.resize(n);
+            k
+        };
+        let mut out: Vec<(PortId, Pkt)> = vec![(0, p(10)), (0, p(0)), (1, p(11)), (0, p(0))];
+        out.push((2, p(12)));
+        super::super::stage::drop_marks(&mut out, 1);
+        let lens: Vec<usize> = out.iter().map(|(_, k)| k.len()).collect();
+        assert_eq!(lens, vec![10, 11, 12]);
     }
 }

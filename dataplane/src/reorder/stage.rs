@@ -30,19 +30,22 @@ fn mark(egress: PortId) -> (PortId, Pkt) {
     (egress, Pkt::with_capacity(0))
 }
 
-/// Drops the marks among what the core released into `out` from `from` on.
+/// Drops the marks among what the core released into `out` from `from` on (in place, in one
+/// pass, the order of the rest kept).
 #[inline]
-fn drop_marks(out: &mut Vec<(PortId, Pkt)>, from: usize) {
-    if out[from.min(out.len())..].iter().any(|(_, p)| p.is_empty()) {
-        let mut i = from;
-        while i < out.len() {
-            if out[i].1.is_empty() {
-                out.remove(i);
-            } else {
-                i += 1;
-            }
+pub(super) fn drop_marks(out: &mut Vec<(PortId, Pkt)>, from: usize) {
+    let from = from.min(out.len());
+    let Some(first) = out[from..].iter().position(|(_, p)| p.is_empty()) else {
+        return;
+    };
+    let mut kept = from + first;
+    for i in kept + 1..out.len() {
+        if !out[i].1.is_empty() {
+            out.swap(kept, i);
+            kept += 1;
         }
     }
+    out.truncate(kept);
 }
 
 impl ReorderStage {
@@ -97,8 +100,12 @@ impl DownlinkStage for ReorderStage {
     ) {
         match self.mode(egress) {
             DownlinkMode::Reorder => {
+                // A packet of one downlink may settle streams of another (its source's stamp
+                // proves their gaps): marks may come out too.
+                let from = out.len();
                 self.core
                     .handle_packet(egress, meta, (egress, pkt), now, out);
+                self.unmarked(out, from);
             }
             DownlinkMode::NakFilter => {
                 out.push((egress, pkt));
@@ -127,6 +134,11 @@ impl DownlinkStage for ReorderStage {
         now: u64,
         out: &mut Vec<(PortId, Pkt)>,
     ) -> Option<(PortId, Pkt)> {
+        let mut nak = nak;
+        if self.mode(port) == DownlinkMode::NakFilter {
+            // It may be kept back and go out later, after newer stamps of this switch.
+            crate::wire::stamp::clear(nak.1.data_mut());
+        }
         let from = out.len();
         let passed = self.core.handle_host_nak(port, meta, nak, now, out);
         self.unmarked(out, from);

@@ -351,11 +351,15 @@ impl<T> Stream<T> {
 pub(super) const PASSES: usize = 8;
 /// Losses a `nak_filter` stream remembers declaring.
 pub(super) const DECLARED: usize = 4;
+/// PSNs behind the expected one whose front-gap fills a `nak_filter` stream remembers (a bit
+/// each).
+pub(super) const FILL_BITS: usize = 1024;
 
 /// What a `nak_filter` stream keeps to judge its host's NAKs ([`super::nak_filter`]).
 pub(super) struct NakJudge<T> {
-    /// A NAK kept back: the PSN it names and the NAK itself (already routed).
-    pub(super) pending: Option<(Psn, T)>,
+    /// A NAK or READ retry kept back: the first PSN it asks for that has not come, how many
+    /// it still covers from there, and the packet itself (already routed).
+    pub(super) pending: Option<(Psn, u32, T)>,
     /// The expected PSN as it moved on, and when (ring): when the stream passed a PSN, which a
     /// NAK naming it may have crossed.
     pub(super) passed: [(Psn, u64); PASSES],
@@ -364,23 +368,47 @@ pub(super) struct NakJudge<T> {
     /// overflow), ring: NAKs naming them pass.
     pub(super) declared: [(Psn, Psn); DECLARED],
     pub(super) next_declared: usize,
-    /// The expected PSN, and the stream's losses declared (path order, timeouts, overflows),
-    /// when last looked at.
+    /// Which of the last [`FILL_BITS`] PSNs behind the expected one filled the front gap (a
+    /// bit per PSN, by `psn % FILL_BITS`): only such a packet went out after a later one of
+    /// its stream, so only a NAK naming one can have crossed it.
+    pub(super) fills: [u64; FILL_BITS / 64],
+    /// The expected PSN, the stream's losses declared (path order, timeouts, overflows) and
+    /// its restarts, when last looked at.
     pub(super) last_e: Psn,
     pub(super) last_losses: u64,
+    pub(super) last_restarts: u64,
 }
 
 impl<T> NakJudge<T> {
-    /// A stream expecting `e` that has declared `losses` losses so far.
-    pub(super) fn new(e: Psn, losses: u64) -> NakJudge<T> {
+    /// A stream expecting `e` that has declared `losses` losses and started over `restarts`
+    /// times so far.
+    pub(super) fn new(e: Psn, losses: u64, restarts: u64) -> NakJudge<T> {
         NakJudge {
             pending: None,
             passed: [(Psn::new(0), 0); PASSES],
             next_pass: 0,
             declared: [(Psn::new(0), Psn::new(0)); DECLARED],
             next_declared: 0,
+            fills: [0; FILL_BITS / 64],
             last_e: e,
             last_losses: losses,
+            last_restarts: restarts,
+        }
+    }
+
+    /// Whether `psn` filled the front gap (among the last [`FILL_BITS`] PSNs).
+    pub(super) fn filled(&self, psn: Psn) -> bool {
+        let b = psn.value() as usize % FILL_BITS;
+        self.fills[b / 64] >> (b % 64) & 1 == 1
+    }
+
+    /// Marks (or clears) `psn` as a front-gap fill.
+    pub(super) fn set_filled(&mut self, psn: Psn, on: bool) {
+        let b = psn.value() as usize % FILL_BITS;
+        if on {
+            self.fills[b / 64] |= 1 << (b % 64);
+        } else {
+            self.fills[b / 64] &= !(1 << (b % 64));
         }
     }
 }

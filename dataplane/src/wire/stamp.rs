@@ -110,6 +110,34 @@ pub fn take(frame: &mut [u8], l4: usize) -> u16 {
     }
 }
 
+/// Clears the stamp of a RoCEv2 frame (Ethernet, an optional VLAN tag, IPv4 or IPv6, UDP):
+/// a frame held back and sent later would carry a stamp older than those sent meanwhile. A
+/// frame of anything else is left as it is.
+pub fn clear(frame: &mut [u8]) {
+    let mut at = 12;
+    let mut ethertype = frame
+        .get(at..at + 2)
+        .map(|b| u16::from_be_bytes([b[0], b[1]]));
+    if ethertype == Some(0x8100) {
+        at += 4;
+        ethertype = frame
+            .get(at..at + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]));
+    }
+    let ip = at + 2;
+    let l4 = match ethertype {
+        Some(0x0800) => match frame.get(ip) {
+            Some(v) if v >> 4 == 4 && frame.get(ip + 9) == Some(&17) => {
+                ip + usize::from(v & 0x0f) * 4
+            }
+            _ => return,
+        },
+        Some(0x86DD) if frame.get(ip + 6) == Some(&17) => ip + 40,
+        _ => return,
+    };
+    take(frame, l4);
+}
+
 /// Whether stamp `a` was given after `b` by the same counter (serial-number order over 16
 /// bits, counts scaled by [`split`]: within half the space).
 #[inline]
