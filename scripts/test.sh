@@ -141,6 +141,9 @@ step "NAK filtering beside reordering: the demo's rack pair, selective-repeat RN
 # Virtual time: loss-free and 1% loss, WRITEs, READs and write-then-flag ordering.
 cargo test --release -p sprayswitch-tests --test nak_filter
 
+step "collectives in the fabric simulator: ideal times, step dependencies, no sequence error (release build)"
+cargo test --release -p sprayswitch-tests --test collective
+
 step "fabric simulator against the real-time rack: the demo's scenarios (release build)"
 # The real-time rack reaches the demo's rates only when optimised: the debug run above lists
 # the test as ignored.

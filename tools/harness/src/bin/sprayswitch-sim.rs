@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use sprayswitch_harness::sim::topo::{Scheme, SpineFault, Topology};
 use sprayswitch_harness::sim::workload::{Arrivals, Pattern, SizeCdf};
-use sprayswitch_harness::sim::{replay, report, run_all, Progress, SimOpts};
+use sprayswitch_harness::sim::{collective, replay, report, run_all, Progress, SimOpts};
 use sprayswitch_models::dcqcn::DcqcnConfig;
 use sprayswitch_models::rnic::ReceiverMode;
 
@@ -106,6 +106,29 @@ struct Cli {
     /// Turn the leaves' path health off (failing spines stay in the spray set).
     #[arg(long)]
     no_health: bool,
+    /// Instead of independent flows: a collective job, ALGO:SIZE[:RANKS[:CHANNELS]] (ALGO
+    /// ring, hd or alltoall; SIZE as nccl-tests counts it, with K, M or G; RANKS default every
+    /// host; CHANNELS, QPs per peer pair, default 2); repeat for jobs sharing the fabric, their
+    /// ranks placed one after the other. Long-lived QPs; --load then adds background flows
+    /// only with --background.
+    #[arg(long)]
+    collective: Vec<String>,
+    /// Iterations of each collective.
+    #[arg(long, default_value_t = 5)]
+    iterations: u32,
+    /// Ranks per host (they share its NIC).
+    #[arg(long, default_value_t = 1)]
+    ranks_per_host: u32,
+    /// Rank i's host is (i / ranks-per-host) * stride, modulo the hosts (1: packed rack by
+    /// rack; the hosts per leaf: one rank per rack in turn).
+    #[arg(long, default_value_t = 1)]
+    rank_stride: u32,
+    /// With --collective: every job's SIZE replaced by each of these in turn (a run per size).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<String>,
+    /// With --collective: background flows from --workload at --load beside the collectives.
+    #[arg(long)]
+    background: bool,
 }
 
 fn spine_fault(s: &str) -> Result<SpineFault, String> {
@@ -187,6 +210,9 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
         "none" => None,
         p => Some(DcqcnConfig::named(p, topology.host_bps()).map_err(|e| anyhow::anyhow!(e))?),
     };
+    if !cli.collective.is_empty() {
+        return collectives(&cli, &topology, &cdf, &schemes, &receivers, dcqcn);
+    }
     let duration_ns = (cli.duration_ms * 1e6) as u64;
     let arrivals = Arrivals::on(&topology, cli.load, duration_ns, pattern, cli.seed);
     if arrivals.per_host_bps() > topology.host_bps() as f64 {
@@ -440,6 +466,182 @@ fn replay_demo(cli: &Cli) -> anyhow::Result<()> {
             }
         }
         println!("check: ECMP and spray + reorder within 5% of the real-time rack");
+    }
+    Ok(())
+}
+
+/// The jobs `--collective` names, placed one after the other on the hosts.
+fn jobs_of(cli: &Cli, t: &Topology, size: Option<u64>) -> anyhow::Result<Vec<collective::Job>> {
+    anyhow::ensure!(cli.ranks_per_host >= 1, "--ranks-per-host at least 1");
+    anyhow::ensure!(cli.rank_stride >= 1, "--rank-stride at least 1");
+    anyhow::ensure!(
+        (1..=1000).contains(&cli.iterations),
+        "--iterations 1 to 1000"
+    );
+    let hosts = t.hosts();
+    let mut next = 0u32;
+    let mut jobs = Vec::new();
+    for spec in &cli.collective {
+        let parts: Vec<&str> = spec.split(':').collect();
+        anyhow::ensure!(
+            (2..=4).contains(&parts.len()),
+            "--collective {spec}: ALGO:SIZE[:RANKS[:CHANNELS]]"
+        );
+        let algo = collective::Algo::parse(parts[0]).map_err(|e| anyhow::anyhow!(e))?;
+        let own = collective::parse_size(parts[1]).map_err(|e| anyhow::anyhow!(e))?;
+        let ranks: u32 = match parts.get(2) {
+            Some(r) => r
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--collective {spec}: RANKS is a number"))?,
+            None => hosts * cli.ranks_per_host,
+        };
+        let channels: u32 = match parts.get(3) {
+            Some(c) => c
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--collective {spec}: CHANNELS is a number"))?,
+            None => 2,
+        };
+        anyhow::ensure!(
+            (1..=64).contains(&channels),
+            "--collective {spec}: 1 to 64 channels"
+        );
+        let placed: Vec<u32> = (0..ranks)
+            .map(|i| ((next + i) / cli.ranks_per_host * cli.rank_stride) % hosts)
+            .collect();
+        next += ranks;
+        jobs.push(collective::Job {
+            algo,
+            hosts: placed,
+            size: size.unwrap_or(own),
+            channels,
+            iterations: cli.iterations,
+            start_ns: 0,
+        });
+    }
+    Ok(jobs)
+}
+
+/// `--collective`: the jobs (for each of `--sizes`) under every scheme and RNIC kind.
+fn collectives(
+    cli: &Cli,
+    t: &Topology,
+    cdf: &SizeCdf,
+    schemes: &[Scheme],
+    receivers: &[ReceiverMode],
+    dcqcn: Option<DcqcnConfig>,
+) -> anyhow::Result<()> {
+    let sizes: Vec<Option<u64>> = if cli.sizes.is_empty() {
+        vec![None]
+    } else {
+        cli.sizes
+            .iter()
+            .map(|s| collective::parse_size(s).map(Some))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--sizes: {e}"))?
+    };
+    let jobs_n = cli.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    println!(
+        "{} leaves x {} spines, {} hosts per leaf, hosts {} Gbit/s, fabric {} Gbit/s, links {} ns, \
+         path MTU {}; {} iterations; {} rank(s) per host, stride {}{}; DCQCN {}; step {} ns",
+        t.leaves,
+        t.spines,
+        t.hosts_per_leaf,
+        t.host_rate_gbps,
+        t.fabric_rate_gbps,
+        t.link_delay_ns,
+        t.pmtu,
+        cli.iterations,
+        cli.ranks_per_host,
+        cli.rank_stride,
+        if cli.background {
+            format!("; background {} at {:.0}% load", cdf.name, cli.load * 100.0)
+        } else {
+            String::new()
+        },
+        cli.dcqcn,
+        cli.step_ns
+    );
+    let mut rows = Vec::new();
+    for size in sizes {
+        let jobs = jobs_of(cli, t, size)?;
+        let mut plan = collective::plan(&jobs).map_err(|e| anyhow::anyhow!(e))?;
+        if cli.background {
+            // Background flows on QPs of their own beside the collectives' long-lived ones:
+            // a distinct UDP source port each, ungated, numbered after the collectives'.
+            let bg = Arrivals::on(
+                t,
+                cli.load,
+                (cli.duration_ms * 1e6) as u64,
+                Pattern::Uniform,
+                cli.seed,
+            )
+            .flows(cdf);
+            collective::add_background(&mut plan, &bg);
+        }
+        let gates = std::sync::Arc::new(plan.gates.clone());
+        let mut opts = Vec::new();
+        for r in receivers {
+            for s in schemes.iter().filter(|s| s.serves(*r)) {
+                opts.push(SimOpts {
+                    dcqcn,
+                    step_ns: cli.step_ns,
+                    drain_ns: (cli.drain_ms * 1e6) as u64,
+                    long_lived: true,
+                    gates: Some(gates.clone()),
+                    ..SimOpts::new(t.clone(), *s, *r)
+                });
+            }
+        }
+        use std::io::IsTerminal as _;
+        let board = Board::new(&opts, !cli.quiet && std::io::stderr().is_terminal());
+        let runs = run_all(&opts, &plan.flows, jobs_n, &|i, p| board.update(i, p));
+        board.finish();
+        for out in runs? {
+            eprintln!(
+                "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
+                out.scheme.name(),
+                sprayswitch_harness::rack::demo::receiver_name(out.receiver),
+                out.wall_s,
+                out.simulated_ns as f64 / 1e6,
+                out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
+            );
+            rows.extend(collective::rows(&jobs, &plan, &out, t));
+        }
+    }
+    print!("{}", collective::table(&rows));
+    println!(
+        "(p50/p99 over iterations; ideal: alone on a non-blocking fabric; algbw = size / p50, \
+         busbw = algbw x 2(n-1)/n (AllReduce) or (n-1)/n (AlltoAll), GB/s; counters for the \
+         whole run)"
+    );
+    if let Some(p) = &cli.csv {
+        std::fs::write(p, collective::csv(&rows)).with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &cli.json {
+        std::fs::write(p, collective::json(&rows)).with_context(|| format!("{}", p.display()))?;
+    }
+    if let Some(p) = &cli.svg {
+        std::fs::write(p, collective::svg(&rows)).with_context(|| format!("{}", p.display()))?;
+    }
+    if cli.check {
+        for r in rows.iter().filter(|r| r.scheme == Scheme::SprayReorder) {
+            anyhow::ensure!(
+                r.times_ns.iter().all(Option::is_some),
+                "check failed: {} job {} did not finish every iteration",
+                r.algo.name(),
+                r.job
+            );
+            if r.receiver == ReceiverMode::Gbn {
+                anyhow::ensure!(
+                    r.out_of_sequence == 0,
+                    "check failed: spray+reorder gave Go-Back-N receivers {} packets out of sequence",
+                    r.out_of_sequence
+                );
+            }
+        }
+        println!("check: spray+reorder finished every iteration, no sequence error at Go-Back-N receivers");
     }
     Ok(())
 }

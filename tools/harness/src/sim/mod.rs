@@ -17,6 +17,7 @@
 //! [`report`] slowdowns and the table, [`replay`] the demo's scenarios in the simulator (to
 //! compare it with the real-time rack).
 
+pub mod collective;
 pub mod replay;
 pub mod report;
 pub mod topo;
@@ -28,7 +29,7 @@ use std::net::IpAddr;
 use sprayswitch::pkt::Pkt;
 use sprayswitch::port::{LinkState, Port};
 use sprayswitch::wire::cm::{self, CmMessage};
-use sprayswitch::wire::{classify, Pmtu, Psn};
+use sprayswitch::wire::{classify, Psn};
 
 use report::FlowResult;
 use sprayswitch_models::dcqcn::DcqcnConfig;
@@ -62,6 +63,22 @@ pub struct SimOpts {
     pub qp: QpParams,
     /// The leaves' reorder settings (spray + reorder).
     pub leaf: LeafReorder,
+    /// Flows that start only when others have completed (collectives); `None`: every flow
+    /// starts at its `start_ns`.
+    pub gates: Option<std::sync::Arc<Gates>>,
+}
+
+/// Flows that wait for others (a collective's steps): flow `i` starts when the gate
+/// `wait[i]` opens (and not before its `start_ns`); a gate opens when as many flows that
+/// signal it have completed as its `count` says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// Per flow: the gate it waits for.
+    pub wait: Vec<Option<u32>>,
+    /// Per flow: the gates its completion counts towards.
+    pub signals: Vec<Vec<u32>>,
+    /// Per gate: the completions it waits for.
+    pub count: Vec<u32>,
 }
 
 impl SimOpts {
@@ -80,6 +97,7 @@ impl SimOpts {
             progress: false,
             qp: QpParams::default(),
             leaf: LeafReorder::towards(receiver),
+            gates: None,
         }
     }
 }
@@ -121,6 +139,8 @@ pub struct SimOutcome {
     pub naks: u64,
     /// NAKs that reached the senders (the rest the leaves filtered: `spray+nak_filter`).
     pub naks_received: u64,
+    /// Packets the receivers got out of sequence (sequence errors).
+    pub out_of_sequence: u64,
     /// Packets the senders sent again.
     pub retransmitted: u64,
     /// Per leaf: the busiest uplink's bytes over the mean uplink's (1.0: even).
@@ -343,6 +363,21 @@ pub fn run_reporting(
             "flow {i}: 1 byte to 4 GiB"
         );
     }
+    if let Some(g) = &o.gates {
+        anyhow::ensure!(
+            g.wait.len() == flows.len() && g.signals.len() == flows.len(),
+            "gates: one wait and one signal list per flow"
+        );
+        let gates = g.count.len();
+        anyhow::ensure!(
+            g.wait
+                .iter()
+                .flatten()
+                .chain(g.signals.iter().flatten())
+                .all(|&x| (x as usize) < gates),
+            "gates: a flow names a gate that does not exist"
+        );
+    }
     anyhow::ensure!(
         flows.len() < 0x7f_fff0,
         "{} flows: at most 8 million per run (QPNs are 24 bits)",
@@ -354,7 +389,7 @@ pub fn run_reporting(
         o.step_ns
     );
     let mut fabric = Fabric::start(t, o.scheme, o.step_ns.max(1), &o.leaf)?;
-    let pmtu = Pmtu::DEFAULT;
+    let pmtu = t.path_mtu();
     let nhosts = fabric.hosts.len();
     let rack_of = |h: u32| h / t.hosts_per_leaf;
     let mut qps: Vec<HostQps> = (0..nhosts).map(|_| HostQps::default()).collect();
@@ -380,13 +415,37 @@ pub fn run_reporting(
         })
         .collect();
     let host_bytes_per_step = (t.host_bps() as f64 * o.step_ns as f64 / 8e9) as i64;
-    let last_start = flows.iter().map(|f| f.start_ns).max().unwrap_or(0);
-    let end = last_start + o.drain_ns;
+    // Gated flows start when their gate opens: the run lasts until the drain after the last
+    // flow started.
+    let gated = |i: usize| o.gates.as_ref().is_some_and(|g| g.wait[i].is_some());
+    let mut remaining: Vec<u32> = o.gates.as_ref().map_or(Vec::new(), |g| g.count.clone());
+    let mut waiters: Vec<Vec<u32>> = vec![Vec::new(); remaining.len()];
+    let mut ready: VecDeque<u32> = VecDeque::new();
+    if let Some(g) = &o.gates {
+        for (i, w) in g.wait.iter().enumerate() {
+            if let Some(w) = w {
+                waiters[*w as usize].push(i as u32);
+            }
+        }
+        for (k, &c) in g.count.iter().enumerate() {
+            if c == 0 {
+                ready.extend(std::mem::take(&mut waiters[k]));
+            }
+        }
+    }
+    let last_start = (0..flows.len())
+        .filter(|&i| !gated(i))
+        .map(|i| flows[i].start_ns)
+        .max()
+        .unwrap_or(0);
+    let mut end = last_start + o.drain_ns;
+    let mut to_start: Vec<usize> = Vec::new();
     let mut next_flow = 0usize;
     let mut done = 0usize;
     let mut rx: Vec<Pkt> = Vec::with_capacity(256);
     let mut finished: Vec<usize> = Vec::new();
     let (mut naks, mut retransmitted, mut naks_received) = (0u64, 0u64, 0u64);
+    let mut out_of_sequence = 0u64;
     let mut now = 0u64;
     let mut next_progress = 0u64;
     let addrs: Vec<([u8; 6], [u8; 6], std::net::Ipv4Addr)> = fabric
@@ -418,9 +477,24 @@ pub fn run_reporting(
         }
         // New flows: on a QP of their own (its RDMA CM REQ announces it), or on their pair's
         // long-lived QP (connected the first time).
+        to_start.clear();
         while next_flow < flows.len() && flows[next_flow].start_ns <= now {
-            let f = flows[next_flow];
+            if !gated(next_flow) {
+                to_start.push(next_flow);
+            }
             next_flow += 1;
+        }
+        while let Some(&i) = ready.front() {
+            if flows[i as usize].start_ns > now {
+                break;
+            }
+            ready.pop_front();
+            to_start.push(i as usize);
+            results[i as usize].start_ns = now;
+            end = end.max(now + o.drain_ns);
+        }
+        for &i in &to_start {
+            let f = flows[i];
             let existing = if o.long_lived {
                 pair_qp.get(&(f.src, f.dst, f.sport)).copied()
             } else {
@@ -574,13 +648,22 @@ pub fn run_reporting(
                         break;
                     };
                     let fct = if o.long_lived {
-                        now.saturating_sub(flows[id as usize].start_ns.max(l.connected_at))
+                        now.saturating_sub(results[id as usize].start_ns.max(l.connected_at))
                     } else {
                         l.req.completion_ns[l.seen]
                     };
                     results[id as usize].fct_ns = Some(fct);
                     l.seen += 1;
                     done += 1;
+                    if let Some(g) = &o.gates {
+                        for &k in &g.signals[id as usize] {
+                            let r = &mut remaining[k as usize];
+                            *r = r.saturating_sub(1);
+                            if *r == 0 {
+                                ready.extend(std::mem::take(&mut waiters[k as usize]));
+                            }
+                        }
+                    }
                 }
                 if !o.long_lived && l.req.done() && l.posted.is_empty() {
                     finished.push(i);
@@ -596,6 +679,7 @@ pub fn run_reporting(
                 h.sender_qpn.remove(&sender_qpn(q));
                 if let Some(r) = qps[l.dst as usize].receivers.remove(&receiver_qpn(q)) {
                     naks += r.stats.naks;
+                    out_of_sequence += r.stats.out_of_sequence;
                 }
             }
         }
@@ -610,6 +694,11 @@ pub fn run_reporting(
     });
     for h in &qps {
         naks += h.receivers.values().map(|r| r.stats.naks).sum::<u64>();
+        out_of_sequence += h
+            .receivers
+            .values()
+            .map(|r| r.stats.out_of_sequence)
+            .sum::<u64>();
     }
     retransmitted += live
         .iter()
@@ -624,6 +713,7 @@ pub fn run_reporting(
         drops: 0,
         naks,
         naks_received,
+        out_of_sequence,
         retransmitted,
         uplink_imbalance: Vec::new(),
         reorder_max_depth: Vec::new(),

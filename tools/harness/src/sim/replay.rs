@@ -104,6 +104,7 @@ pub fn simulate(
             timeout_ns: 67_000_000,
         },
         leaf,
+        gates: None,
     };
     run(&opts, &flows(d, w))
 }

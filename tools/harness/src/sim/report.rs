@@ -236,7 +236,7 @@ pub fn json(runs: &[SimOutcome]) -> String {
 }
 
 /// A scheme's colour in the plot.
-fn color(s: super::topo::Scheme) -> &'static str {
+pub fn scheme_colour(s: super::topo::Scheme) -> &'static str {
     use super::topo::Scheme;
     match s {
         Scheme::Ecmp => "#d62728",
@@ -334,7 +334,7 @@ pub fn svg(runs: &[SimOutcome], title: &str) -> String {
             let _ = writeln!(
                 s,
                 "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} points=\"{}\"/>",
-                color(r.scheme),
+                scheme_colour(r.scheme),
                 dash(r),
                 pts.join(" ")
             );
@@ -353,7 +353,7 @@ pub fn svg(runs: &[SimOutcome], title: &str) -> String {
             o.avg,
             o.p99
         );
-        crate::svg::legend_entry(&mut s, (left, y), color(r.scheme), dash(r), &label);
+        crate::svg::legend_entry(&mut s, (left, y), scheme_colour(r.scheme), dash(r), &label);
     }
     s.push_str("</svg>\n");
     s

@@ -63,6 +63,10 @@ pub struct Topology {
     /// failing spine out of its spray set); on by default.
     #[serde(default = "yes")]
     pub health: bool,
+    /// The RoCE path MTU of the hosts' QPs, bytes (256 to 4096, a power of two; 1024 by
+    /// default). Above 1024 every port's MTU is 9000 (a jumbo fabric).
+    #[serde(default = "default_pmtu")]
+    pub pmtu: u32,
     /// Packets each switch port's egress queue holds.
     pub buffer_packets: usize,
     /// ECN marking thresholds of every switch port, KB (1000 bytes), and Pmax.
@@ -75,6 +79,10 @@ pub struct Topology {
 
 fn yes() -> bool {
     true
+}
+
+fn default_pmtu() -> u32 {
+    1024
 }
 
 /// A spine's paths failing mid-run (see [`Topology::spine_faults`]).
@@ -156,6 +164,11 @@ impl Topology {
     pub fn check(&self) -> anyhow::Result<()> {
         let t = self;
         anyhow::ensure!(
+            (256..=4096).contains(&t.pmtu) && t.pmtu.is_power_of_two(),
+            "pmtu {}: use 256, 512, 1024, 2048 or 4096",
+            t.pmtu
+        );
+        anyhow::ensure!(
             (2..=200).contains(&t.leaves),
             "leaves {}: use 2 to 200",
             t.leaves
@@ -236,6 +249,21 @@ impl Topology {
     /// The embedded default.
     pub fn default_topology() -> Topology {
         Topology::parse(DEFAULT_TOPOLOGY).expect("the embedded topology is valid")
+    }
+
+    /// The hosts' path MTU.
+    pub fn path_mtu(&self) -> sprayswitch::wire::Pmtu {
+        sprayswitch::wire::Pmtu::new(self.pmtu).unwrap_or(sprayswitch::wire::Pmtu::DEFAULT)
+    }
+
+    /// What every `[[port]]` of a switch gets for the path MTU: nothing at 1024 (the
+    /// default), else a jumbo MTU and the path MTU.
+    fn port_mtu(&self) -> String {
+        if self.pmtu > 1024 {
+            format!("mtu = 9000\npmtu = {}\n", self.pmtu)
+        } else {
+            String::new()
+        }
     }
 
     /// Hosts in all.
@@ -409,16 +437,18 @@ fn leaf_config(t: &Topology, r: u32, scheme: Scheme) -> String {
     );
     for h in 1..=t.hosts_per_leaf {
         s += &format!(
-            "[[port]]\nname = \"h{h}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{r}.{h}.1/24\"]\n",
-            format_mac(leaf_mac(r, 1, h))
+            "[[port]]\nname = \"h{h}\"\nrole = \"downlink\"\nmac = \"{}\"\naddresses = [\"10.{r}.{h}.1/24\"]\n{}",
+            format_mac(leaf_mac(r, 1, h)),
+            t.port_mtu()
         );
     }
     let mut members = Vec::new();
     for sp in 0..t.spines {
         s += &format!(
-            "[[port]]\nname = \"u{sp}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n",
+            "[[port]]\nname = \"u{sp}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n{}",
             format_mac(leaf_mac(r, 2, sp)),
-            format_mac(spine_mac(sp, r))
+            format_mac(spine_mac(sp, r)),
+            t.port_mtu()
         );
         members.push(format!("\"u{sp}\""));
     }
@@ -446,16 +476,18 @@ fn spine_config(t: &Topology, sp: u32) -> String {
     );
     for r in 1..=t.leaves {
         s += &format!(
-            "[[port]]\nname = \"l{r}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n[[uplink_group]]\nname = \"to-l{r}\"\nports = [\"l{r}\"]\nloss_detection = \"timeout\"\n[[route]]\nprefix = \"10.{r}.0.0/16\"\ngroup = \"to-l{r}\"\n",
+            "[[port]]\nname = \"l{r}\"\nrole = \"uplink\"\nmac = \"{}\"\npeer_mac = \"{}\"\n{}[[uplink_group]]\nname = \"to-l{r}\"\nports = [\"l{r}\"]\nloss_detection = \"timeout\"\n[[route]]\nprefix = \"10.{r}.0.0/16\"\ngroup = \"to-l{r}\"\n",
             format_mac(spine_mac(sp, r)),
-            format_mac(leaf_mac(r, 2, sp))
+            format_mac(leaf_mac(r, 2, sp)),
+            t.port_mtu()
         );
     }
     s
 }
 
-/// The largest frame the hosts send (RoCE path MTU 1024: headers, RETH, payload, ICRC).
-const MAX_FRAME: f64 = 1024.0 + 14.0 + 20.0 + 8.0 + 12.0 + 16.0 + 4.0;
+/// The largest frame the hosts send beyond its payload (headers, RETH, ICRC): a path MTU's
+/// worth more.
+const FRAME_OVERHEAD: f64 = 14.0 + 20.0 + 8.0 + 12.0 + 16.0 + 4.0;
 
 fn delayed(p: mem::MemPort, delay_ns: u64, capacity: usize, seed: u64) -> Box<dyn Port> {
     lossy(p, delay_ns, 0.0, capacity, seed)
@@ -508,7 +540,8 @@ impl Fabric {
         step_ns: u64,
         leaf: &LeafReorder,
     ) -> anyhow::Result<Fabric> {
-        let burst = |bps: u64| (MAX_FRAME + bps as f64 * step_ns as f64 / 8e9).ceil() as u32;
+        let max_frame = f64::from(t.pmtu) + FRAME_OVERHEAD;
+        let burst = |bps: u64| (max_frame + bps as f64 * step_ns as f64 / 8e9).ceil() as u32;
         let cap = (t.buffer_packets * 2).max(4096);
         let mut leaf_ports: Vec<Vec<Box<dyn Port>>> = Vec::new();
         let mut spine_ports: Vec<Vec<Option<Box<dyn Port>>>> = (0..t.spines)
