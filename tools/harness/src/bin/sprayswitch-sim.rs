@@ -106,6 +106,9 @@ struct Cli {
     /// Turn the leaves' path health off (failing spines stay in the spray set).
     #[arg(long)]
     no_health: bool,
+    /// The hosts' RoCE path MTU (256 to 4096; overrides the topology's `pmtu`).
+    #[arg(long)]
+    pmtu: Option<u32>,
     /// Instead of independent flows: a collective job, ALGO:SIZE[:RANKS[:CHANNELS]] (ALGO
     /// ring, hd or alltoall; SIZE as nccl-tests counts it, with K, M or G; RANKS default every
     /// host; CHANNELS, QPs per peer pair, default 2); repeat for jobs sharing the fabric, their
@@ -162,8 +165,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     if cli.no_health {
         topology.health = false;
     }
-    // The faults given on the command line are checked as the file's are.
-    topology.check().context("--spine-fault")?;
+    if let Some(p) = cli.pmtu {
+        topology.pmtu = p;
+    }
+    // The faults and path MTU given on the command line are checked as the file's are.
+    topology.check().context("--spine-fault, --pmtu")?;
     let cdf = match SizeCdf::embedded(&cli.workload) {
         Ok(c) => c,
         Err(_) => {
