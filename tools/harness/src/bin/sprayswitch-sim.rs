@@ -122,8 +122,9 @@ struct Cli {
     /// Ranks per host (they share its NIC).
     #[arg(long, default_value_t = 1)]
     ranks_per_host: u32,
-    /// Rank i's host is (i / ranks-per-host) * stride, modulo the hosts (1: packed rack by
-    /// rack; the hosts per leaf: one rank per rack in turn).
+    /// Rank i's host is the (i / ranks-per-host)-th of the sequence 0, stride, 2 stride, ...,
+    /// each lap over the hosts starting one further (1: packed rack by rack; the hosts per
+    /// leaf: one rank per rack in turn).
     #[arg(long, default_value_t = 1)]
     rank_stride: u32,
     /// With --collective: every job's SIZE replaced by each of these in turn (a run per size).
@@ -511,8 +512,14 @@ fn jobs_of(cli: &Cli, t: &Topology, size: Option<u64>) -> anyhow::Result<Vec<col
             (1..=64).contains(&channels),
             "--collective {spec}: 1 to 64 channels"
         );
+        // Host k of the sequence is k x stride, wrapped onto the next offset each lap (with a
+        // stride that divides the hosts, every host once per lap).
         let placed: Vec<u32> = (0..ranks)
-            .map(|i| ((next + i) / cli.ranks_per_host * cli.rank_stride) % hosts)
+            .map(|i| {
+                let k = u64::from((next + i) / cli.ranks_per_host);
+                let at = k * u64::from(cli.rank_stride);
+                ((at % u64::from(hosts) + at / u64::from(hosts)) % u64::from(hosts)) as u32
+            })
             .collect();
         next += ranks;
         jobs.push(collective::Job {
