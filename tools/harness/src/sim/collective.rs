@@ -9,7 +9,8 @@
 //! completion), half a round trip later than the receiver has the data that NCCL would react
 //! to. Each (rank, peer, channel) has one long-lived QP, connected once per job, as a
 //! communicator's are (the run must use long-lived QPs). Iterations follow one another: the
-//! next one starts when every flow of the last has completed.
+//! next one starts when every flow of the last has completed. The first iteration's time
+//! counts from the start, so it includes the QPs' RDMA CM connection (a few microseconds).
 //!
 //! Sizes are as `nccl-tests` defines them: for AllReduce the buffer of each rank, for AlltoAll
 //! each rank's whole send buffer (each peer gets `size / n`; the self copy does not cross the
