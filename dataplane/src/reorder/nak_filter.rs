@@ -697,16 +697,50 @@ mod tests {
     }
 
     #[test]
-    fn marks_are_dropped_in_place_and_the_rest_keeps_its_order() {
-        let p = |n: usize| {
-            let mut k = Pkt::with_capacity(n);
-            k.resize(n);
-            k
+    fn an_rnr_nak_is_never_judged() {
+        // The host could not take 1 (no receive buffer): its RNR NAK goes on, even where a
+        // sequence NAK for 1 would be kept back.
+        let mut r = Rig::new(64, u64::MAX);
+        r.arrive(LQ, 0, 0, 1_000);
+        r.arrive(LQ, 2, 2, 1_100);
+        let meta = RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: SPORT,
+            qpn: RQ,
+            psn: Psn::new(1),
+            span: 1,
+            full_payload: 0,
+            len: NAK as u32,
+            kind: MetaKind::HostNak,
+            path: crate::meta::NO_PATH,
+            stamp: PathStamp::NONE,
         };
-        let mut out: Vec<(PortId, Pkt)> = vec![(0, p(10)), (0, p(0)), (1, p(11)), (0, p(0))];
-        out.push((2, p(12)));
-        super::super::stage::drop_marks(&mut out, 1);
-        let lens: Vec<usize> = out.iter().map(|(_, k)| k.len()).collect();
-        assert_eq!(lens, vec![10, 11, 12]);
+        let rnr = crate::wire::RoceFrameRepr {
+            ..crate::wire::RoceFrameRepr::new(
+                [2, 0, 0, 0, 0, 1],
+                [2, 0, 0, 0, 0, 2],
+                crate::wire::IpRepr::between(
+                    std::net::IpAddr::from([10, 0, 0, 1]),
+                    std::net::IpAddr::from([10, 0, 0, 2]),
+                )
+                .expect("one family"),
+                crate::wire::BthRepr::new(crate::wire::Opcode::RcAcknowledge, RQ, Psn::new(1)),
+            )
+        }
+        .with_ext(crate::wire::ExtRepr {
+            aeth: Some(crate::wire::AethRepr {
+                syndrome: crate::wire::Syndrome::RnrNak { timer: 3 },
+                msn: 0,
+            }),
+            ..crate::wire::ExtRepr::default()
+        })
+        .to_vec()
+        .expect("a frame");
+        let passed =
+            r.s.host_nak(0, &meta, (UPLINK, Pkt::from_slice(&rnr)), 1_200, &mut r.out)
+                .is_some();
+        assert!(passed);
+        assert_eq!(r.totals().naks_filtered, 0);
     }
 }
