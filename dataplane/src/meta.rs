@@ -29,9 +29,11 @@ pub enum MetaKind {
     /// From a local requester: a request answered by exactly one response PSN (atomics:
     /// ATOMIC ACKNOWLEDGE; FLUSH and ATOMIC WRITE: READ RESPONSE ONLY).
     HostSingle,
-    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next)
-    /// or an RNR NAK (`psn` is the request it could not take yet, which will come again).
+    /// From a local responder: a NAK with PSN sequence error (`psn` is what it expects next).
     HostNak,
+    /// From a local responder: an RNR NAK (`psn` is the request it could not take yet, which
+    /// will come again).
+    HostRnrNak,
     /// From a local responder: a READ RESPONSE FIRST or MIDDLE, whose payload
     /// (`full_payload`) is the QP's path MTU: what the READ REQUESTs it answers span.
     HostPmtu,

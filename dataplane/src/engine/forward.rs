@@ -1010,7 +1010,7 @@ pub fn host_observation(r: &RoceSummary, pmtu: crate::wire::Pmtu, len: usize) ->
         op if op.is_read_response() && full_payload(r) > 0 => (MetaKind::HostPmtu, 1),
         Opcode::RcAcknowledge => match r.aeth.map(|a| a.syndrome) {
             Some(s) if s.is_sequence_nak() => (MetaKind::HostNak, 1),
-            Some(crate::wire::Syndrome::RnrNak { .. }) => (MetaKind::HostNak, 1),
+            Some(crate::wire::Syndrome::RnrNak { .. }) => (MetaKind::HostRnrNak, 1),
             Some(crate::wire::Syndrome::Ack { .. }) => (MetaKind::HostAck, 1),
             _ => return None,
         },

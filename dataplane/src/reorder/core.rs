@@ -194,33 +194,17 @@ impl<T> ReorderCore<T> {
 
     // ------------------------------------------------------------------ the parts, joined
 
-    /// Stream `id` at work, with what `nak_filter` streams keep beside it.
-    fn judged<'a>(
+    /// Stream `id` at work, with the evidence and what `nak_filter` streams keep beside it.
+    fn parts<'a>(
         &'a mut self,
         id: StreamId,
         now: u64,
         out: &'a mut Vec<T>,
-    ) -> (Held<'a, T>, &'a mut nak_filter::Judges<T>) {
-        (
-            Held {
-                s: self.table.get_mut(id),
-                pool: &mut self.pool,
-                totals: &mut self.totals,
-                cfg: &self.cfg,
-                out,
-                now,
-            },
-            &mut self.judges,
-        )
-    }
-
-    /// Stream `id` at work, with the evidence beside it.
-    fn at<'a>(
-        &'a mut self,
-        id: StreamId,
-        now: u64,
-        out: &'a mut Vec<T>,
-    ) -> (Held<'a, T>, &'a mut PathEvidence) {
+    ) -> (
+        Held<'a, T>,
+        &'a mut PathEvidence,
+        &'a mut nak_filter::Judges<T>,
+    ) {
         (
             Held {
                 s: self.table.get_mut(id),
@@ -231,7 +215,30 @@ impl<T> ReorderCore<T> {
                 now,
             },
             &mut self.evidence,
+            &mut self.judges,
         )
+    }
+
+    /// Stream `id` at work, with what `nak_filter` streams keep beside it.
+    fn judged<'a>(
+        &'a mut self,
+        id: StreamId,
+        now: u64,
+        out: &'a mut Vec<T>,
+    ) -> (Held<'a, T>, &'a mut nak_filter::Judges<T>) {
+        let (h, _, judges) = self.parts(id, now, out);
+        (h, judges)
+    }
+
+    /// Stream `id` at work, with the evidence beside it.
+    fn at<'a>(
+        &'a mut self,
+        id: StreamId,
+        now: u64,
+        out: &'a mut Vec<T>,
+    ) -> (Held<'a, T>, &'a mut PathEvidence) {
+        let (h, ev, _) = self.parts(id, now, out);
+        (h, ev)
     }
 
     /// After an operation on stream `id`: lists it for its timer if it needs one, and brings
@@ -597,7 +604,7 @@ impl<T> ReorderCore<T> {
                 self.host_read(port, meta, req, now, out);
             }
             MetaKind::HostSingle => self.host_read(port, meta, HostRequest::Single, now, out),
-            MetaKind::HostNak => {
+            MetaKind::HostNak | MetaKind::HostRnrNak => {
                 self.pairing.saw_remote(&qp);
                 let Some(id) = self.request_stream_of(&qp, meta.psn) else {
                     self.totals.host_naks_ignored += 1;

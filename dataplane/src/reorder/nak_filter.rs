@@ -368,18 +368,9 @@ mod tests {
         /// PSN `psn` of the remote requester arrives over `path` at `now`; what went out.
         fn arrive(&mut self, qpn: u32, path: u8, psn: u32, now: u64) -> Vec<(PortId, usize)> {
             let meta = RoceMeta {
-                local: LOCAL,
-                remote: REMOTE,
                 // Each QP pair has its own UDP source port (derived from the QPNs).
                 sport: SPORT.wrapping_add((qpn - LQ) as u16),
-                qpn,
-                psn: Psn::new(psn),
-                span: 1,
-                full_payload: 0,
-                len: DATA as u32,
-                kind: MetaKind::Request { read_len: None },
-                path,
-                stamp: PathStamp::NONE,
+                ..meta(MetaKind::Request { read_len: None }, qpn, psn, DATA, path)
             };
             self.s.poll(now, &mut self.out);
             self.s.insert(0, data(), &meta, now, &mut self.out);
@@ -388,19 +379,7 @@ mod tests {
 
         /// The local host NAKs `psn` at `now`: whether the NAK went on at once.
         fn nak(&mut self, psn: u32, now: u64) -> bool {
-            let meta = RoceMeta {
-                local: LOCAL,
-                remote: REMOTE,
-                sport: SPORT,
-                qpn: RQ,
-                psn: Psn::new(psn),
-                span: 1,
-                full_payload: 0,
-                len: NAK as u32,
-                kind: MetaKind::HostNak,
-                path: crate::meta::NO_PATH,
-                stamp: PathStamp::NONE,
-            };
+            let meta = meta(MetaKind::HostNak, RQ, psn, NAK, crate::meta::NO_PATH);
             let mut nak = Pkt::with_capacity(NAK);
             nak.resize(NAK);
             self.s
@@ -419,6 +398,24 @@ mod tests {
 
         fn totals(&self) -> ReorderTotals {
             self.s.totals()
+        }
+    }
+
+    /// What the engine hands over for a packet between LOCAL and REMOTE of `kind`, addressed to
+    /// `qpn`, with `psn`, `len` bytes, over `path`, on the pair's UDP source port.
+    fn meta(kind: MetaKind, qpn: u32, psn: u32, len: usize, path: u8) -> RoceMeta {
+        RoceMeta {
+            local: LOCAL,
+            remote: REMOTE,
+            sport: SPORT,
+            qpn,
+            psn: Psn::new(psn),
+            span: 1,
+            full_payload: 0,
+            len: len as u32,
+            kind,
+            path,
+            stamp: PathStamp::NONE,
         }
     }
 
@@ -567,19 +564,16 @@ mod tests {
         /// at `now`: whether it went on.
         fn read(&mut self, psn: u32, span: u32, now: u64) -> bool {
             let meta = RoceMeta {
-                local: LOCAL,
-                remote: REMOTE,
-                sport: SPORT,
-                qpn: RQ,
-                psn: Psn::new(psn),
                 span,
-                full_payload: 0,
-                len: NAK as u32,
-                kind: MetaKind::HostRead {
-                    dma_len: span * 1024,
-                },
-                path: crate::meta::NO_PATH,
-                stamp: PathStamp::NONE,
+                ..meta(
+                    MetaKind::HostRead {
+                        dma_len: span * 1024,
+                    },
+                    RQ,
+                    psn,
+                    NAK,
+                    crate::meta::NO_PATH,
+                )
             };
             let mut req = Pkt::with_capacity(NAK);
             req.resize(NAK);
@@ -590,19 +584,7 @@ mod tests {
 
         /// READ response `psn` (of `last`) towards LQ arrives over `path`.
         fn response(&mut self, path: u8, psn: u32, last: bool, now: u64) -> Vec<(PortId, usize)> {
-            let meta = RoceMeta {
-                local: LOCAL,
-                remote: REMOTE,
-                sport: SPORT,
-                qpn: LQ,
-                psn: Psn::new(psn),
-                span: 1,
-                full_payload: 0,
-                len: DATA as u32,
-                kind: MetaKind::Fill { ends: last },
-                path,
-                stamp: PathStamp::NONE,
-            };
+            let meta = meta(MetaKind::Fill { ends: last }, LQ, psn, DATA, path);
             self.s.poll(now, &mut self.out);
             self.s.insert(0, data(), &meta, now, &mut self.out);
             self.sent()
@@ -698,48 +680,22 @@ mod tests {
 
     #[test]
     fn an_rnr_nak_is_never_judged() {
-        // The host could not take 1 (no receive buffer): its RNR NAK goes on, even where a
-        // sequence NAK for 1 would be kept back.
+        // The host could not take 1 (no receive buffer; the engine tells an RNR NAK from a
+        // sequence NAK): its RNR NAK goes on, even where a sequence NAK for 1 would be kept
+        // back.
         let mut r = Rig::new(64, u64::MAX);
         r.arrive(LQ, 0, 0, 1_000);
         r.arrive(LQ, 2, 2, 1_100);
-        let meta = RoceMeta {
-            local: LOCAL,
-            remote: REMOTE,
-            sport: SPORT,
-            qpn: RQ,
-            psn: Psn::new(1),
-            span: 1,
-            full_payload: 0,
-            len: NAK as u32,
-            kind: MetaKind::HostNak,
-            path: crate::meta::NO_PATH,
-            stamp: PathStamp::NONE,
-        };
-        let rnr = crate::wire::RoceFrameRepr {
-            ..crate::wire::RoceFrameRepr::new(
-                [2, 0, 0, 0, 0, 1],
-                [2, 0, 0, 0, 0, 2],
-                crate::wire::IpRepr::between(
-                    std::net::IpAddr::from([10, 0, 0, 1]),
-                    std::net::IpAddr::from([10, 0, 0, 2]),
-                )
-                .expect("one family"),
-                crate::wire::BthRepr::new(crate::wire::Opcode::RcAcknowledge, RQ, Psn::new(1)),
-            )
-        }
-        .with_ext(crate::wire::ExtRepr {
-            aeth: Some(crate::wire::AethRepr {
-                syndrome: crate::wire::Syndrome::RnrNak { timer: 3 },
-                msn: 0,
-            }),
-            ..crate::wire::ExtRepr::default()
-        })
-        .to_vec()
-        .expect("a frame");
+        let meta = meta(MetaKind::HostRnrNak, RQ, 1, NAK, crate::meta::NO_PATH);
         let passed =
-            r.s.host_nak(0, &meta, (UPLINK, Pkt::from_slice(&rnr)), 1_200, &mut r.out)
-                .is_some();
+            r.s.host_nak(
+                0,
+                &meta,
+                (UPLINK, Pkt::with_capacity(NAK)),
+                1_200,
+                &mut r.out,
+            )
+            .is_some();
         assert!(passed);
         assert_eq!(r.totals().naks_filtered, 0);
     }

@@ -30,14 +30,6 @@ fn mark(egress: PortId) -> (PortId, Pkt) {
     (egress, Pkt::with_capacity(0))
 }
 
-/// Whether `frame` is an RNR NAK (the engine hands RNR and sequence NAKs over alike).
-fn is_rnr_nak(frame: &[u8]) -> bool {
-    crate::wire::classify(frame, crate::wire::Pmtu::DEFAULT)
-        .ok()
-        .and_then(|c| c.roce().and_then(|r| r.aeth))
-        .is_some_and(|a| matches!(a.syndrome, crate::wire::Syndrome::RnrNak { .. }))
-}
-
 /// Drops the marks among what the core released into `out` from `from` on (in place, in one
 /// pass, the order of the rest kept).
 #[inline]
@@ -144,14 +136,6 @@ impl DownlinkStage for ReorderStage {
     ) -> Option<(PortId, Pkt)> {
         let mut nak = nak;
         if self.mode(port) == DownlinkMode::NakFilter {
-            if is_rnr_nak(nak.1.data()) {
-                // Not a sequence NAK: the host could not take the packet, and its sender must
-                // wait and resend. Never judged.
-                let from = out.len();
-                self.core.handle_host(port, meta, now, out);
-                self.unmarked(out, from);
-                return Some(nak);
-            }
             // It may be kept back and go out later, after newer stamps of this switch.
             crate::wire::stamp::clear(nak.1.data_mut());
         }

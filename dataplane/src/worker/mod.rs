@@ -539,7 +539,7 @@ impl Worker {
             let d = self.engine.handle(tables, &self.sh.status, &mut pkt, now);
             if let Some(obs) = &d.observed {
                 use crate::meta::MetaKind;
-                if obs.kind == MetaKind::HostNak {
+                if matches!(obs.kind, MetaKind::HostNak | MetaKind::HostRnrNak) {
                     pc.host_naks.add(1);
                 }
                 let judged = matches!(

@@ -282,14 +282,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
     board.finish();
     let runs = runs?;
     for out in &runs {
-        eprintln!(
-            "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
-            out.scheme.name(),
-            sprayswitch_harness::rack::demo::receiver_name(out.receiver),
-            out.wall_s,
-            out.simulated_ns as f64 / 1e6,
-            out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
-        );
+        wall_time(out);
     }
     print!("{}", report::table(&runs));
     println!("(slowdown = FCT / FCT alone on the fabric; bin1 = smallest 5% of flows, bin20 = largest 5%)");
@@ -612,14 +605,7 @@ fn collectives(
         let runs = run_all(&opts, &plan.flows, jobs_n, &|i, p| board.update(i, p));
         board.finish();
         for out in runs? {
-            eprintln!(
-                "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
-                out.scheme.name(),
-                sprayswitch_harness::rack::demo::receiver_name(out.receiver),
-                out.wall_s,
-                out.simulated_ns as f64 / 1e6,
-                out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
-            );
+            wall_time(&out);
             rows.extend(collective::rows(&jobs, &plan, &out, t));
         }
     }
@@ -657,4 +643,16 @@ fn collectives(
         println!("check: spray+reorder finished every iteration, no sequence error at Go-Back-N receivers");
     }
     Ok(())
+}
+
+/// What a run cost in wall time, on stderr.
+fn wall_time(out: &sprayswitch_harness::sim::SimOutcome) {
+    eprintln!(
+        "{} {}: {:.1} s wall for {:.2} ms simulated, {:.2} M switch packets/s of wall time",
+        out.scheme.name(),
+        sprayswitch_harness::rack::demo::receiver_name(out.receiver),
+        out.wall_s,
+        out.simulated_ns as f64 / 1e6,
+        out.switch_tx_pkts as f64 / out.wall_s.max(1e-9) / 1e6
+    );
 }
