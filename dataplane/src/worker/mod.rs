@@ -160,6 +160,10 @@ pub fn rx_pools<'a>(
 /// How often a worker whose reorder stage holds packets looks at the receive pools.
 const POOL_CHECK_NS: u64 = 10_000;
 
+/// How long a worker asked to stop goes on while its ports still bring work (it stops at its
+/// first idle iteration otherwise): a switch stopped under load stops within this.
+pub const STOP_GRACE_NS: u64 = 200_000_000;
+
 /// What a worker returns when it stops: its ports (so that captures can be flushed and
 /// in-memory ends inspected) and the packets it still held.
 pub struct WorkerExit {
@@ -365,13 +369,16 @@ impl Worker {
         self.times.as_ref().map(times::StageTimes::detect)
     }
 
-    /// Runs until the stop flag is set, then flushes and returns the ports.
+    /// Runs until the stop flag is set, then flushes and returns the ports: once idle (what
+    /// was under way has gone out), or [`STOP_GRACE_NS`] after the flag at the latest (a port
+    /// that never falls silent, a switch stopped under load).
     pub fn run(mut self) -> WorkerExit {
         let mut idle_iters: u64 = 0;
         let mut waiter = self.idle_waiter();
         // Each iteration's time, from its start to the next one's (waits included), is busy
         // or idle by what it found: the per-core view of `show workers`.
         let (mut last, mut busy) = (now_ns(), false);
+        let mut stop_seen: Option<u64> = None;
         loop {
             let now = now_ns();
             let spent = now.saturating_sub(last);
@@ -385,6 +392,12 @@ impl Worker {
             busy = work;
             if work {
                 idle_iters = 0;
+                if self.stop_requested() {
+                    let since = *stop_seen.get_or_insert(now);
+                    if now.saturating_sub(since) >= STOP_GRACE_NS {
+                        break;
+                    }
+                }
                 continue;
             }
             idle_iters += 1;

@@ -361,3 +361,66 @@ fn a_path_whose_carrier_drops_counts_as_down_only_once_its_ring_is_drained() {
     w.iterate(5_000);
     assert_eq!(u1_status(&w), (true, false));
 }
+
+/// A port that always has another frame: what a line-rate source looks like to a worker.
+struct Endless {
+    frame: Vec<u8>,
+}
+
+impl Port for Endless {
+    fn name(&self) -> &str {
+        "endless"
+    }
+    fn rx_burst(&mut self, _now: u64, out: &mut Vec<Pkt>, max: usize) -> usize {
+        for _ in 0..max {
+            out.push(Pkt::from_slice(&self.frame));
+        }
+        max
+    }
+    fn tx_burst(&mut self, _now: u64, pkts: &mut Vec<Pkt>) -> usize {
+        let n = pkts.len();
+        pkts.clear();
+        n
+    }
+    fn link_state(&self) -> crate::port::LinkState {
+        crate::port::LinkState::Up
+    }
+    fn tx_backlog(&self) -> usize {
+        0
+    }
+}
+
+#[test]
+fn a_worker_stopped_under_endless_load_stops_after_its_grace() {
+    let tables = tor_tables(2, 1, SprayPolicy::RoundRobin);
+    let frame = roce_frame(0, "10.0.1.2".parse().unwrap(), 7, 1, 64);
+    let ports: Vec<Box<dyn Port>> = vec![
+        Box::new(Endless { frame }),
+        Box::new(Endless { frame: Vec::new() }),
+        Box::new(Endless { frame: Vec::new() }),
+    ];
+    let (w, c) = Worker::standalone(
+        tables,
+        ports,
+        WorkerConfig::default(),
+        Box::new(Passthrough),
+    );
+    let stop = w.sh.stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let exit = w.run();
+        let _ = tx.send(());
+        exit
+    });
+    while c.rx_pkts.get() < 10_000 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    // A hang shows as no answer at all; the grace is 0.2 s.
+    assert!(
+        rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "the worker did not stop under load"
+    );
+    let exit = t.join().expect("worker thread");
+    assert_eq!(exit.ports.len(), 3);
+}

@@ -186,6 +186,8 @@ pub struct Requester {
     dcqcn: Option<ReactionPoint>,
     /// Earliest time the next packet may leave under the rate.
     next_send_ns: u64,
+    /// Packets built ahead of the port per poll (at most 32).
+    burst: usize,
     /// Completion time (ns from first transmission) of every finished work request.
     pub completion_ns: Vec<u64>,
     /// Bytes of finished work requests.
@@ -238,6 +240,7 @@ impl Requester {
             rate_bps: None,
             dcqcn: None,
             next_send_ns: 0,
+            burst: 32,
             completion_ns: Vec::new(),
             bytes_done: 0,
             stats: RequesterStats::default(),
@@ -259,6 +262,13 @@ impl Requester {
     /// and slows down on CNPs.
     pub fn set_dcqcn(&mut self, cfg: Option<DcqcnConfig>) {
         self.dcqcn = cfg.map(ReactionPoint::new);
+    }
+
+    /// Builds at most `n` packets (1 to 32) ahead of what the port takes in a poll: a sender
+    /// whose port takes a packet or two per poll (a NIC shared by many QPs) counts a packet as
+    /// sent, for its rate and DCQCN's byte counter, near when it leaves.
+    pub fn set_burst(&mut self, n: usize) {
+        self.burst = n.clamp(1, 32);
     }
 
     /// The DCQCN reaction point, when the QP runs it.
@@ -364,8 +374,11 @@ impl Requester {
         }
     }
 
-    /// Sends what the window (and the rate, if set) allows; retransmits after a timeout.
-    pub fn poll(&mut self, now: u64, port: &mut dyn Port) {
+    /// Runs the timers due by `now` (DCQCN's, the retransmission timeout) without sending. A
+    /// caller that polls only QPs with something to send (see [`Requester::next_send_at`])
+    /// runs them for the others now and then: a timeout is found that much late, DCQCN's
+    /// timers run in time order whenever they are run.
+    pub fn run_timers(&mut self, now: u64) {
         self.now = now;
         if let Some(rp) = self.dcqcn.as_mut() {
             rp.poll(now);
@@ -381,6 +394,36 @@ impl Requester {
             let first = self.acked_within.map_or(self.out[0].psn, |a| a.add(1));
             self.go_back_to(first);
         }
+    }
+
+    /// When a poll would next send something: `now` of the last poll or handle (or earlier)
+    /// when it has packets to send now, a later time when only its rate holds it back, `None`
+    /// when it has nothing it may send (nothing posted, or the window full: a response or the
+    /// timeout changes that).
+    pub fn next_send_at(&self) -> Option<u64> {
+        if !self.tx.is_empty() || !self.resend.is_empty() {
+            return Some(self.now);
+        }
+        let next = self.out.get(self.cursor).map(|o| match o.work {
+            Work::Write(_) | Work::Send(_) => o.psn.add(self.segment),
+            Work::Read(_) => o.psn,
+        });
+        let window_open = match next {
+            Some(psn) => !self.beyond_window(psn),
+            None => !self.pending.is_empty() && !self.beyond_window(self.next_psn),
+        };
+        if !window_open {
+            return None;
+        }
+        Some(match self.send_rate() {
+            Some(_) => self.next_send_ns.max(self.now),
+            None => self.now,
+        })
+    }
+
+    /// Sends what the window (and the rate, if set) allows; retransmits after a timeout.
+    pub fn poll(&mut self, now: u64, port: &mut dyn Port) {
+        self.run_timers(now);
         // New work into the window; at most `MAX_RD_ATOMIC` READs outstanding, as RNICs limit.
         // The timer starts with the first packet outstanding, not at the last progress before
         // the QP went idle (a QP idle longer than the timeout would time out at once).
@@ -432,7 +475,7 @@ impl Requester {
             }
         }
         // (Re)send from the cursor.
-        while self.cursor < self.out.len() && self.tx.len() < 32 {
+        while self.cursor < self.out.len() && self.tx.len() < self.burst {
             if self.send_rate().is_some() && now < self.next_send_ns {
                 break;
             }
@@ -647,6 +690,8 @@ impl Requester {
         if op == Opcode::Cnp {
             self.stats.cnps += 1;
             if let Some(rp) = self.dcqcn.as_mut() {
+                // Timers due before it first, for a caller that polls this QP late.
+                rp.poll(now);
                 rp.on_cnp(now);
             }
             return;

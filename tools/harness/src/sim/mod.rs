@@ -9,9 +9,14 @@
 //! flow alone on the fabric.
 //!
 //! The clock advances in fixed steps (`step_ns`, 100 ns by default: about one 1 KB frame at
-//! 100 Gbit/s); each step every host polls its QPs and every switch runs one loop iteration.
-//! A host's NIC sends at most its line rate (a budget per step shared by its QPs, round
-//! robin). The same seed gives the same flows and the same results.
+//! 100 Gbit/s); each step every host takes what arrived and polls its QPs, and every switch
+//! runs one loop iteration. A host's NIC sends at most its line rate (a budget per step) and
+//! serves its QPs round robin, as an RNIC's scheduler does: only QPs with something to send
+//! now are polled, and only while the budget lasts (a QP held back by its rate waits in a
+//! timer queue, one whose window is full until a response comes), so a step costs what is sent,
+//! not the number of QPs. The QPs' timers (retransmission timeout, DCQCN) of QPs not polled run
+//! every `TIMER_SWEEP_NS` (a timeout found up to that much late). The same seed gives the same
+//! flows and the same results.
 //!
 //! The files: [`topo`] the fabric and its configurations, [`workload`] flow sizes and arrivals,
 //! [`report`] slowdowns and the table, [`replay`] the demo's scenarios in the simulator (to
@@ -23,7 +28,8 @@ pub mod report;
 pub mod topo;
 pub mod workload;
 
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::IpAddr;
 
 use sprayswitch::pkt::Pkt;
@@ -237,9 +243,22 @@ struct Live {
     seen: usize,
     /// When the REP came.
     connected_at: u64,
+    /// Where the NIC's scheduler has it.
+    sched: Sched,
 }
 
-/// Per host: its QPs by QPN.
+/// Where a sender QP is in its NIC's scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sched {
+    /// Nothing to send (or not connected yet).
+    Idle,
+    /// In the round robin: something to send now.
+    Ready,
+    /// Held back by its rate until then.
+    Later(u64),
+}
+
+/// Per host: its QPs by QPN, and its NIC's scheduler.
 #[derive(Default)]
 struct HostQps {
     /// Sender QPs (indices into `live`).
@@ -250,9 +269,43 @@ struct HostQps {
     receivers: HashMap<u32, Responder>,
     /// The NIC's budget left this step (bytes; negative: owed from a packet that overran).
     budget: i64,
-    /// Round-robin start among senders.
-    rr: usize,
+    /// Sender QPs with something to send now, in round-robin order.
+    ready: VecDeque<usize>,
+    /// Sender QPs held back by their rate, by when they may send (stale entries skipped).
+    later: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Sender QPs a response reached this step, for their completions.
+    touched: Vec<usize>,
 }
+
+impl HostQps {
+    /// Puts sender QP `i` where its next send puts it: in the round robin, the timer queue, or
+    /// nowhere (it waits for a response, or has nothing posted).
+    fn schedule(&mut self, i: usize, l: &mut Live, now: u64) {
+        if !l.connected {
+            return;
+        }
+        match l.req.next_send_at() {
+            Some(at) if at <= now && l.sched != Sched::Ready => {
+                l.sched = Sched::Ready;
+                self.ready.push_back(i);
+            }
+            Some(at)
+                if at > now
+                    && (l.sched == Sched::Idle || matches!(l.sched, Sched::Later(t) if t > at)) =>
+            {
+                l.sched = Sched::Later(at);
+                self.later.push(Reverse((at, i)));
+            }
+            // Nothing it may send (a response or the timeout changes that), or already where
+            // it belongs.
+            _ => {}
+        }
+    }
+}
+
+/// How often the timers of QPs not polled run (their retransmission timeouts and CM REQ
+/// retries are found up to this late; DCQCN's timers run in order whenever they run).
+const TIMER_SWEEP_NS: u64 = 10_000;
 
 fn sender_qpn(q: u32) -> u32 {
     0x10 + (q & 0x7f_ffff)
@@ -444,6 +497,9 @@ pub fn run_reporting(
     let mut done = 0usize;
     let mut rx: Vec<Pkt> = Vec::with_capacity(256);
     let mut finished: Vec<usize> = Vec::new();
+    let mut next_sweep = 0u64;
+    // Packets a QP builds ahead in a poll: what the NIC's budget may take at most.
+    let burst = (4 * host_bytes_per_step as u64).div_ceil(u64::from(pmtu.bytes())) as usize + 1;
     let (mut naks, mut retransmitted, mut naks_received) = (0u64, 0u64, 0u64);
     let mut out_of_sequence = 0u64;
     let mut now = 0u64;
@@ -505,6 +561,7 @@ pub fn run_reporting(
                     if l.connected {
                         l.req.post(Work::Write(f.bytes as u32));
                         l.posted.push_back(f.id);
+                        qps[f.src as usize].schedule(q as usize, l, now);
                     } else {
                         l.waiting.push(f.id);
                     }
@@ -520,6 +577,7 @@ pub fn run_reporting(
             let start = Psn::new(q.wrapping_mul(7919) & 0xff_ffff);
             let mut req = Requester::new(ea, start, pmtu, o.qp.window, o.qp.timeout_ns);
             req.set_dcqcn(o.dcqcn);
+            req.set_burst(burst);
             if o.receiver == ReceiverMode::Sr {
                 req.set_retransmit(Retransmit::Selective);
             }
@@ -546,7 +604,12 @@ pub fn run_reporting(
                 waiting: vec![f.id],
                 seen: 0,
                 connected_at: 0,
+                sched: Sched::Idle,
             }));
+        }
+        let sweep = now >= next_sweep;
+        if sweep {
+            next_sweep = now + TIMER_SWEEP_NS.max(o.step_ns);
         }
         // Hosts: what arrived, then their QPs within the NIC's budget.
         for hi in 0..nhosts {
@@ -557,6 +620,7 @@ pub fn run_reporting(
             let host = &mut fabric.hosts[hi];
             host.port.poll(now);
             host.port.rx_burst(now, &mut rx, 256);
+            h.touched.clear();
             for p in rx.drain(..) {
                 let Ok(c) = classify(p.data(), pmtu) else {
                     continue;
@@ -593,7 +657,8 @@ pub fn run_reporting(
                             host.port.tx_burst(now, &mut v);
                         }
                         Ok(CmMessage::Rep { remote_comm_id, .. }) => {
-                            if let Some(Some(l)) = live.get_mut(remote_comm_id as usize) {
+                            let i = remote_comm_id as usize;
+                            if let Some(Some(l)) = live.get_mut(i) {
                                 if !l.connected {
                                     l.connected = true;
                                     l.connected_at = now;
@@ -602,6 +667,7 @@ pub fn run_reporting(
                                         l.req.post(Work::Write(bytes));
                                         l.posted.push_back(id);
                                     }
+                                    h.schedule(i, l, now);
                                 }
                             }
                         }
@@ -614,35 +680,19 @@ pub fn run_reporting(
                 } else if let Some(&q) = h.sender_qpn.get(&qpn) {
                     if let Some(Some(l)) = live.get_mut(q as usize) {
                         l.req.handle(p.data(), now);
+                        h.touched.push(q as usize);
                     }
                 }
             }
-            let n = h.senders.len();
-            if n > 0 {
-                h.rr = (h.rr + 1) % n;
-            }
+            // Completions, in posting order: a flow on its own QP is timed from its first
+            // packet to its last ACK (its connection set up before), a message on a
+            // long-lived QP from when it was posted (waiting behind the QP's earlier messages
+            // included), or from when the QP connected if that was later (a long-lived QP
+            // exists before its messages; its setup is no message's).
             finished.clear();
-            for k in 0..n {
-                let i = h.senders[(h.rr + k) % n];
+            for k in 0..h.touched.len() {
+                let i = h.touched[k];
                 let Some(l) = live[i].as_mut() else { continue };
-                if !l.connected {
-                    if now.saturating_sub(l.req_at) >= CM_RETRY_NS {
-                        l.req_at = now;
-                        let mut v = vec![l.req_frame.clone()];
-                        host.port.tx_burst(now, &mut v);
-                    }
-                    continue;
-                }
-                let mut nic = Nic {
-                    port: host.port.as_mut(),
-                    budget: &mut h.budget,
-                };
-                l.req.poll(now, &mut nic);
-                // Completions, in posting order: a flow on its own QP is timed from its first
-                // packet to its last ACK (its connection set up before), a message on a
-                // long-lived QP from when it was posted (waiting behind the QP's earlier
-                // messages included), or from when the QP connected if that was later (a
-                // long-lived QP exists before its messages; its setup is no message's).
                 while l.seen < l.req.completion_ns.len() {
                     let Some(id) = l.posted.pop_front() else {
                         break;
@@ -666,7 +716,12 @@ pub fn run_reporting(
                     }
                 }
                 if !o.long_lived && l.req.done() && l.posted.is_empty() {
-                    finished.push(i);
+                    if !finished.contains(&i) {
+                        finished.push(i);
+                    }
+                } else {
+                    // A response may open the window (or a NAK ask for a packet again).
+                    h.schedule(i, l, now);
                 }
             }
             for &i in &finished {
@@ -681,6 +736,53 @@ pub fn run_reporting(
                     naks += r.stats.naks;
                     out_of_sequence += r.stats.out_of_sequence;
                 }
+            }
+            let h = &mut qps[hi];
+            // Now and then the timers of every QP: CM REQs not answered go again, timeouts
+            // rewind, DCQCN's timers run.
+            if sweep {
+                for k in 0..h.senders.len() {
+                    let i = h.senders[k];
+                    let Some(l) = live[i].as_mut() else { continue };
+                    if !l.connected {
+                        if now.saturating_sub(l.req_at) >= CM_RETRY_NS {
+                            l.req_at = now;
+                            let mut v = vec![l.req_frame.clone()];
+                            host.port.tx_burst(now, &mut v);
+                        }
+                        continue;
+                    }
+                    l.req.run_timers(now);
+                    h.schedule(i, l, now);
+                }
+            }
+            // The NIC's scheduler: QPs whose rate lets them send again join the round robin;
+            // each QP in it is polled once at most, while the budget lasts, and goes to its
+            // back (or out of it) after.
+            while let Some(&Reverse((at, i))) = h.later.peek() {
+                if at > now {
+                    break;
+                }
+                h.later.pop();
+                if let Some(l) = live[i].as_mut() {
+                    if l.sched == Sched::Later(at) {
+                        l.sched = Sched::Idle;
+                        h.schedule(i, l, now);
+                    }
+                }
+            }
+            let mut turns = h.ready.len();
+            while turns > 0 && h.budget > 0 {
+                turns -= 1;
+                let Some(i) = h.ready.pop_front() else { break };
+                let Some(l) = live[i].as_mut() else { continue };
+                l.sched = Sched::Idle;
+                let mut nic = Nic {
+                    port: host.port.as_mut(),
+                    budget: &mut h.budget,
+                };
+                l.req.poll(now, &mut nic);
+                h.schedule(i, l, now);
             }
         }
         fabric.step(now);
