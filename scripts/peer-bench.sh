@@ -2,7 +2,7 @@
 # sprayswitch against DPDK's own applications on the same DPDK vdevs, one core each.
 #
 #   scripts/peer-bench.sh [--rounds 3] [--seconds 5] [--core 1] [--frames "90 1098"] [--qps 64]
-#                         [--logs DIR]
+#                         [--logs DIR] [--workers 1|2]
 #
 # Source role (a ToR's host port to its uplink group): a `net_pcap` port replays RoCE RC WRITE
 # ONLY frames of --qps QPs from memory (`infinite_rx=1`) and the application sends them out of
@@ -12,6 +12,9 @@
 #     null port (198.18.1.0/24 is its port 1);
 #   - sprayswitch (`--features dpdk`), the pcap port a downlink, four null ports an uplink group
 #     with path stamps, the frames routed (198.18.0.0/16) and sprayed round robin, reorder on.
+# --workers 2: both cores, two host ports (the same replay each): l3fwd with one lcore per
+# port, sprayswitch with a worker per host port and two uplinks each (spraying over all four
+# hands half the packets to the other worker); no testpmd (its main lcore needs a third core).
 # --logs DIR keeps every run's output (sprayswitch's counters at exit among them). Each runs
 # pinned to --core (testpmd's idle main lcore on the other core), alone, for a
 # warm-up of 2 s and --seconds of measurement; the rounds alternate the three. Packets per
@@ -33,6 +36,7 @@ FRAMES="90 1098"
 QPS=64
 WARMUP=2
 LOGS=""
+WORKERS=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
     --frames) FRAMES="$2"; shift 2 ;;
     --qps) QPS="$2"; shift 2 ;;
     --logs) LOGS="$2"; shift 2 ;;
+    --workers) WORKERS="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "peer-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -51,6 +56,11 @@ ROOT=$(pwd)
 [ "$(id -u)" = 0 ] || { echo "peer-bench: DPDK needs root" >&2; exit 1; }
 NCPU=$(nproc)
 [ "$CORE" -lt "$NCPU" ] || { echo "peer-bench: --core $CORE: this machine has $NCPU cores" >&2; exit 1; }
+case "$WORKERS" in
+  1) ;;
+  2) [ "$NCPU" -ge 2 ] || { echo "peer-bench: --workers 2 needs two cores" >&2; exit 1; } ;;
+  *) echo "peer-bench: --workers $WORKERS: 1 or 2" >&2; exit 2 ;;
+esac
 MAIN=$(( CORE == 0 ? 1 : 0 ))
 [ "$MAIN" -lt "$NCPU" ] || { echo "peer-bench: testpmd needs a second core for its main lcore" >&2; exit 1; }
 
@@ -67,12 +77,16 @@ fi
 WORK=$(mktemp -d /tmp/sprayswitch-peer-bench.XXXXXX)
 TAG="ssw-peer-$$"
 PID=""
+PID2=""
+# Stops a process this script started: SIGINT, then SIGKILL after 5 s.
+stop_pid() {
+  kill -INT "$1" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
-  if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-    kill -INT "$PID" 2>/dev/null || true
-    sleep 1
-    kill -KILL "$PID" 2>/dev/null || true
-  fi
+  for p in $PID $PID2; do stop_pid "$p"; done
   rm -rf "$WORK" "/var/run/dpdk/$TAG"-*
 }
 trap cleanup EXIT
@@ -92,16 +106,19 @@ SSW="$ROOT/target/release/sprayswitch"
 # The telemetry sampler: egress opackets summed over the given ports, twice, --seconds apart.
 cat >"$WORK/sample.py" <<'EOF'
 import json, socket, sys, time
-path, ports, warmup, secs = sys.argv[1], [int(p) for p in sys.argv[2].split(",")], float(sys.argv[3]), float(sys.argv[4])
+warmup, secs = float(sys.argv[1]), float(sys.argv[2])
+# Each further argument: SOCKET@PORT,PORT,... (one per process measured; their sum is printed).
+specs = [(a.split("@")[0], [int(p) for p in a.split("@")[1].split(",")]) for a in sys.argv[3:]]
 def total():
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    s.connect(path)
-    s.recv(4096)
     n = 0
-    for p in ports:
-        s.send(("/ethdev/stats,%d" % p).encode())
-        n += json.loads(s.recv(1 << 16))["/ethdev/stats"]["opackets"]
-    s.close()
+    for path, ports in specs:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(path)
+        s.recv(4096)
+        for p in ports:
+            s.send(("/ethdev/stats,%d" % p).encode())
+            n += json.loads(s.recv(1 << 16))["/ethdev/stats"]["opackets"]
+        s.close()
     return n, time.monotonic()
 deadline = time.monotonic() + 30
 while True:
@@ -110,7 +127,7 @@ while True:
         break
     except OSError:
         if time.monotonic() > deadline:
-            sys.exit("no telemetry socket at " + path)
+            sys.exit("no telemetry socket at " + " ".join(p for p, _ in specs))
         time.sleep(0.2)
 time.sleep(warmup)
 a, t0 = total()
@@ -120,14 +137,17 @@ print("%.3f" % ((b - a) / (t1 - t0) / 1e6))
 EOF
 
 # Runs one application in the background, samples it, stops it. $1: name, $2: telemetry
-# prefix, $3: egress ports, rest: the command.
+# prefix, $3: egress ports, rest: the command. EXTRA (SOCKET@PORTS), when set, is another
+# process (PID2) measured in the same window and stopped with it.
 measure() {
   local name="$1" prefix="$2" ports="$3"
   shift 3
   "$@" >"$WORK/$name.log" 2>&1 </dev/null &
   PID=$!
   local mpps
-  if ! mpps=$(python3 "$WORK/sample.py" "/var/run/dpdk/$prefix/dpdk_telemetry.v2" "$ports" "$WARMUP" "$SECONDS_RUN"); then
+  # shellcheck disable=SC2086
+  if ! mpps=$(python3 "$WORK/sample.py" "$WARMUP" "$SECONDS_RUN" \
+    "/var/run/dpdk/$prefix/dpdk_telemetry.v2@$ports" ${EXTRA:-}); then
     echo "peer-bench: $name did not run; its log:" >&2
     tail -20 "$WORK/$name.log" >&2
     exit 1
@@ -137,11 +157,9 @@ measure() {
     tail -20 "$WORK/$name.log" >&2
     exit 1
   fi
-  kill -INT "$PID" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
+  stop_pid "$PID"
   PID=""
+  if [ -n "$PID2" ]; then stop_pid "$PID2"; PID2=""; fi
   rm -rf "/var/run/dpdk/$prefix"
   if [ -n "$LOGS" ]; then
     mkdir -p "$LOGS"
@@ -152,59 +170,80 @@ measure() {
 
 eal_common=(--no-huge -m 1024 --no-pci)
 declare -A RESULT
+# The switch's configuration: one downlink per worker (net_pcap0..) and four uplinks
+# (net_null0..3; with two workers u0 and u1 on worker 0, u2 and u3 on worker 1).
+ssw_config() {
+  local pcap="$1" cores="$CORE" lcores="$CORE" vdevs="" h u
+  [ "$WORKERS" = 1 ] || { cores="0, 1"; lcores="0,1"; }
+  printf '[switch]\nname = "peer"\nworkers = %d\ncores = [%s]\nidle = "spin"\npath_stamp_lanes = %d\n[reorder]\nenabled = true\n' \
+    "$WORKERS" "$cores" "$WORKERS"
+  for h in $(seq 0 $((WORKERS - 1))); do
+    printf '[[port]]\nname = "h%d"\nrole = "downlink"\nbackend = "dpdk"\ndevice = "net_pcap%d"\nmac = "02:5a:01:01:00:01"\naddresses = ["10.1.%d.1/24"]\nworker = %d\n' \
+      "$h" "$h" "$((h + 1))" "$h"
+    vdevs+="\"--vdev\", \"net_pcap$h,rx_pcap=$pcap,infinite_rx=1\", "
+  done
+  for u in 0 1 2 3; do
+    printf '[[port]]\nname = "u%d"\nrole = "uplink"\nbackend = "dpdk"\ndevice = "net_null%d"\nmac = "02:5a:01:02:00:0%d"\npeer_mac = "02:5a:02:02:00:0%d"\nworker = %d\n' \
+      "$u" "$u" "$u" "$u" "$(( WORKERS == 1 ? 0 : u / 2 ))"
+    vdevs+="\"--vdev\", \"net_null$u,no-rx=1\", "
+  done
+  printf '[[uplink_group]]\nname = "fabric"\nports = ["u0", "u1", "u2", "u3"]\nloss_detection = "path_order"\npath_stamps = true\n'
+  printf '[[route]]\nprefix = "198.18.0.0/16"\ngroup = "fabric"\n'
+  printf '[dpdk]\neal_args = ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", "%s", "-l", "%s", %s]\nmbufs = 16384\n' \
+    "$TAG-ssw" "$lcores" "${vdevs%, }"
+}
+
 for frame in $FRAMES; do
   pcap="$WORK/roce-$frame.pcap"
-  "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp 64 >/dev/null
-  src="net_pcap0,rx_pcap=$pcap,infinite_rx=1"
-  cat >"$WORK/ssw-$frame.toml" <<EOF
-[switch]
-name = "peer"
-workers = 1
-cores = [$CORE]
-idle = "spin"
-[reorder]
-enabled = true
-[[port]]
-name = "h1"
-role = "downlink"
-backend = "dpdk"
-device = "net_pcap0"
-mac = "02:5a:01:01:00:01"
-addresses = ["10.1.1.1/24"]
-$(for u in 0 1 2 3; do printf '[[port]]\nname = "u%d"\nrole = "uplink"\nbackend = "dpdk"\ndevice = "net_null%d"\nmac = "02:5a:01:02:00:0%d"\npeer_mac = "02:5a:02:02:00:0%d"\n' "$u" "$u" "$u" "$u"; done)
-[[uplink_group]]
-name = "fabric"
-ports = ["u0", "u1", "u2", "u3"]
-loss_detection = "path_order"
-path_stamps = true
-[[route]]
-prefix = "198.18.0.0/16"
-group = "fabric"
-[dpdk]
-eal_args = ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", "$TAG-ssw", "-l", "$CORE", "--vdev", "$src", "--vdev", "net_null0,no-rx=1", "--vdev", "net_null1,no-rx=1", "--vdev", "net_null2,no-rx=1", "--vdev", "net_null3,no-rx=1"]
-mbufs = 16384
-EOF
+  # l3fwd sends 198.18.1.0/24 to its port 1, the null port after its pcap port.
+  "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp 64 \
+    --dst-ip 198.18.1.2 >/dev/null
+  ssw_config "$pcap" >"$WORK/ssw-$frame.toml"
+  ssw_ports=$(seq -s, "$WORKERS" $((WORKERS + 3)))
   for r in $(seq "$ROUNDS"); do
-    echo "# source role, $frame-byte frames, round $r of $ROUNDS" >&2
-    RESULT[testpmd,$frame,$r]=$(measure testpmd "$TAG-tp" 1 \
-      dpdk-testpmd -l "$MAIN,$CORE" "${eal_common[@]}" --file-prefix "$TAG-tp" \
-      --vdev "$src" --vdev net_null0,no-rx=1 -- --forward-mode=io --auto-start \
-      --no-lsc-interrupt --stats-period 1 --total-num-mbufs 16384)
-    RESULT[l3fwd,$frame,$r]=$(measure l3fwd "$TAG-l3" 1 \
-      taskset -c "$CORE" "$L3FWD" -l "$CORE" "${eal_common[@]}" --file-prefix "$TAG-l3" \
-      --vdev "$src" --vdev net_null0,no-rx=1 -- -p 0x3 -P --parse-ptype \
-      --config "(0,0,$CORE),(1,0,$CORE)")
-    RESULT[sprayswitch,$frame,$r]=$(measure sprayswitch "$TAG-ssw" 1,2,3,4 \
+    echo "# source role, $frame-byte frames, $WORKERS worker(s), round $r of $ROUNDS" >&2
+    if [ "$WORKERS" = 1 ]; then
+      src="net_pcap0,rx_pcap=$pcap,infinite_rx=1"
+      RESULT[testpmd,$frame,$r]=$(measure testpmd "$TAG-tp" 1 \
+        dpdk-testpmd -l "$MAIN,$CORE" "${eal_common[@]}" --file-prefix "$TAG-tp" \
+        --vdev "$src" --vdev net_null0,no-rx=1 -- --forward-mode=io --auto-start \
+        --no-lsc-interrupt --stats-period 1 --total-num-mbufs 16384)
+      RESULT[l3fwd,$frame,$r]=$(measure l3fwd "$TAG-l3" 1 \
+        taskset -c "$CORE" "$L3FWD" -l "$CORE" "${eal_common[@]}" --file-prefix "$TAG-l3" \
+        --vdev "$src" --vdev net_null0,no-rx=1 -- -p 0x3 -P --parse-ptype \
+        --config "(0,0,$CORE),(1,0,$CORE)")
+    else
+      # l3fwd gives every lcore a transmit queue on every port and net_pcap has one: two
+      # l3fwd processes, one per core, each a host port to a null port, measured together.
+      taskset -c 0 "$L3FWD" -l 0 "${eal_common[@]}" --file-prefix "$TAG-l3b" \
+        --vdev "net_pcap1,rx_pcap=$pcap,infinite_rx=1" --vdev net_null1,no-rx=1 \
+        -- -p 0x3 -P --parse-ptype --config "(0,0,0),(1,0,0)" >"$WORK/l3fwd-b.log" 2>&1 </dev/null &
+      PID2=$!
+      RESULT[l3fwd,$frame,$r]=$(EXTRA="/var/run/dpdk/$TAG-l3b/dpdk_telemetry.v2@1" measure l3fwd "$TAG-l3" 1 \
+        taskset -c 1 "$L3FWD" -l 1 "${eal_common[@]}" --file-prefix "$TAG-l3" \
+        --vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev net_null0,no-rx=1 \
+        -- -p 0x3 -P --parse-ptype --config "(0,0,1),(1,0,1)")
+      stop_pid "$PID2"
+      PID2=""
+      rm -rf "/var/run/dpdk/$TAG-l3b"
+    fi
+    RESULT[sprayswitch,$frame,$r]=$(measure sprayswitch "$TAG-ssw" "$ssw_ports" \
       env RUST_LOG=warn "$SSW" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
   done
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-printf '\nsource role: host port (net_pcap, %d QPs) to the uplinks (net_null), one core (%d), %s s per run\n' "$QPS" "$CORE" "$SECONDS_RUN"
+if [ "$WORKERS" = 1 ]; then
+  APPS="testpmd l3fwd sprayswitch"
+  printf '\nsource role: host port (net_pcap, %d QPs) to the uplinks (net_null), one core (%d), %s s per run\n' "$QPS" "$CORE" "$SECONDS_RUN"
+else
+  APPS="l3fwd sprayswitch"
+  printf '\nsource role, two cores: two host ports (net_pcap, %d QPs each), one per worker or lcore, to the uplinks (net_null), %s s per run\n' "$QPS" "$SECONDS_RUN"
+fi
 printf '%-6s %-12s %-28s %9s %9s\n' frame app "Mpps per round" median "x l3fwd"
 for frame in $FRAMES; do
   l3=""
-  for app in testpmd l3fwd sprayswitch; do
+  for app in $APPS; do
     vals=()
     for r in $(seq "$ROUNDS"); do vals+=("${RESULT[$app,$frame,$r]}"); done
     m=$(median "${vals[@]}")
