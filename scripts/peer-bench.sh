@@ -196,7 +196,9 @@ ssw_config() {
 for frame in $FRAMES; do
   pcap="$WORK/roce-$frame.pcap"
   # l3fwd sends 198.18.1.0/24 to its port 1, the null port after its pcap port.
-  "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp 64 \
+  # At least 4096 frames, at least two per QP (net_pcap holds the whole replay in mbufs).
+  per_qp=$(( 4096 / QPS > 2 ? 4096 / QPS : 2 ))
+  "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp "$per_qp" \
     --dst-ip 198.18.1.2 >/dev/null
   ssw_config "$pcap" >"$WORK/ssw-$frame.toml"
   ssw_ports=$(seq -s, "$WORKERS" $((WORKERS + 3)))
@@ -207,7 +209,7 @@ for frame in $FRAMES; do
       RESULT[testpmd,$frame,$r]=$(measure testpmd "$TAG-tp" 1 \
         dpdk-testpmd -l "$MAIN,$CORE" "${eal_common[@]}" --file-prefix "$TAG-tp" \
         --vdev "$src" --vdev net_null0,no-rx=1 -- --forward-mode=io --auto-start \
-        --no-lsc-interrupt --stats-period 1 --total-num-mbufs 16384)
+        --no-lsc-interrupt --stats-period 1 --total-num-mbufs 65536)
       RESULT[l3fwd,$frame,$r]=$(measure l3fwd "$TAG-l3" 1 \
         taskset -c "$CORE" "$L3FWD" -l "$CORE" "${eal_common[@]}" --file-prefix "$TAG-l3" \
         --vdev "$src" --vdev net_null0,no-rx=1 -- -p 0x3 -P --parse-ptype \
