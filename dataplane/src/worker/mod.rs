@@ -8,7 +8,9 @@
 //!    to the transmit buffer of its egress port (or hand it to the worker that owns that port);
 //! 4. flush transmit buffers that are full, whose oldest packet waited `flush_ns`, or all of
 //!    them when the iteration found nothing new, so a lone packet never waits;
-//! 5. publish port state and backlog, then back off if there was no work.
+//! 5. queue the hand-offs of the iteration (in batches, one per other worker at most) and wake
+//!    their workers;
+//! 6. publish port state and backlog, then back off if there was no work.
 //!
 //! Packets move as owned buffers: no copy, no allocation in steady state (proved by a test
 //! with a counting allocator). A full transmit ring keeps packets in the switch, bounded by
@@ -53,7 +55,7 @@ mod transmit;
 mod wait;
 
 pub use crate::idle::{IdlePolicy, IdleWaiter, Wake};
-pub use handoff::{handoff_ring, Handoff, HandoffRx, HandoffTx};
+pub use handoff::{handoff_ring, Handoff, HandoffRx, HandoffTx, HANDOFF_BATCH};
 pub use neigh::{PARK_MAX, PARK_NS, PARK_PER_HOP};
 
 use neigh::Parked;
@@ -193,6 +195,9 @@ pub struct Worker {
     /// Hand-offs waiting for room in their owner's ring, one queue per owner so that a stalled
     /// owner delays only its own packets.
     handoff_wait: Vec<VecDeque<Handoff>>,
+    /// Per owner, the batch of hand-offs this iteration is filling (empty, without a buffer,
+    /// when none is), queued when full and at the iteration's end.
+    outbox: Vec<Vec<Handoff>>,
     /// Hand-offs in `handoff_wait`, all owners together (bounded by `tx_queue_limit`).
     waiting: usize,
     /// Routed packets waiting for their next hop to resolve, oldest first (see the module
@@ -284,6 +289,7 @@ impl Worker {
             handoff_wait: (0..sh_workers)
                 .map(|_| std::collections::VecDeque::with_capacity(cfg.tx_queue_limit))
                 .collect(),
+            outbox: (0..sh_workers).map(|_| Vec::new()).collect(),
             waiting: 0,
             parked: std::collections::VecDeque::with_capacity(PARK_MAX),
             handed: 0,
@@ -455,6 +461,7 @@ impl Worker {
         for i in 0..self.ports.len() {
             work |= self.flush(i, now, flush_all);
         }
+        self.send_handoffs();
         if self.handed != 0 {
             self.wake_handed();
         }
@@ -654,7 +661,7 @@ impl Worker {
         }
     }
 
-    /// Step 5: port state and backlog for the spray policy and the control thread; the egress
+    /// Step 6: port state and backlog for the spray policy and the control thread; the egress
     /// queues' counters, and their depth histograms every 100 ms (never blocking: a
     /// publication is skipped while a reader holds the lock).
     fn publish_ports(&mut self, now: u64) {
@@ -849,8 +856,11 @@ impl Worker {
         let deadline = clock() + 200_000_000;
         loop {
             let now = clock();
-            while let Some(h) = self.sh.inbox.pop() {
-                self.enqueue_local(h.port, h.pkt, now);
+            while let Some(mut batch) = self.sh.inbox.pop() {
+                for h in batch.drain(..) {
+                    self.enqueue_local(h.port, h.pkt, now);
+                }
+                self.sh.inbox.give_back(batch);
             }
             let mut rel = std::mem::take(&mut self.released);
             self.reorder.poll(u64::MAX, &mut rel);
