@@ -242,7 +242,12 @@ impl Switch {
         };
         let owner: Arc<[usize]> = owner.into();
         let (handoff_tx, handoff_rx): (Vec<HandoffTx>, Vec<HandoffRx>) = (0..workers)
-            .map(|_| handoff_ring(run.worker.tx_queue_limit.max(1024)))
+            .map(|_| {
+                handoff_ring(
+                    run.worker.tx_queue_limit.max(1024),
+                    workers.saturating_sub(1),
+                )
+            })
             .unzip();
         let handoff: Arc<[HandoffTx]> = handoff_tx.into();
         let mut inboxes = handoff_rx.into_iter();

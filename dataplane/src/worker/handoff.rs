@@ -22,9 +22,11 @@ use crate::pkt::Pkt;
 /// Hand-offs in one batch at most.
 pub const HANDOFF_BATCH: usize = 32;
 
-/// Batches in flight to one worker at most, for a ring meant to hold `packets`: an eighth of
-/// it in batches (a batch is often partly filled: what one iteration had for that owner), at
-/// least 16.
+/// Batches queued for one worker at most, for a ring meant to hold `packets`: one per 8 of
+/// them, at least 16. Full batches hold four times `packets`, quarter-full ones (a burst of 32
+/// split four ways) `packets`, single packets (a light load) an eighth: then the rest waits on
+/// the sending worker, bounded by `tx_queue_limit`. With one per 16 the two-worker peer
+/// benchmark dropped hand-offs again (the sending worker's wait queue overflowed).
 fn slots_for(packets: usize) -> usize {
     (packets / 8).max(16)
 }
@@ -36,15 +38,15 @@ struct Ring {
     empty: ArrayQueue<Vec<Handoff>>,
 }
 
-/// Makes a hand-off ring meant to hold about `packets` packets: any number of producers (the
-/// other workers, through clones of [`HandoffTx`]) and exactly one consumer (the owning
-/// worker, which alone holds the [`HandoffRx`]: it is not `Clone`). The rings themselves are
-/// crossbeam's lock-free `ArrayQueue`.
-pub fn handoff_ring(packets: usize) -> (HandoffTx, HandoffRx) {
+/// Makes a hand-off ring meant to hold about `packets` packets (see `slots_for`) from up to
+/// `producers` other workers: any number of producers (through clones of [`HandoffTx`]) and
+/// exactly one consumer (the owning worker, which alone holds the [`HandoffRx`]: it is not
+/// `Clone`). The rings themselves are crossbeam's lock-free `ArrayQueue`.
+pub fn handoff_ring(packets: usize, producers: usize) -> (HandoffTx, HandoffRx) {
     let slots = slots_for(packets);
-    // Every batch is queued, empty, or held by a producer (one per other worker at most):
-    // room for all of them in the empty pool.
-    let batches = slots + 64;
+    // Every batch is queued, in the pool, being filled by a producer (one each at most) or
+    // being emptied by the consumer (one): the pool runs dry only when the ring is full.
+    let batches = slots + producers + 1;
     let ring = Arc::new(Ring {
         queued: ArrayQueue::new(slots),
         empty: ArrayQueue::new(batches),
@@ -286,7 +288,7 @@ mod tests {
 
     #[test]
     fn batches_arrive_in_order_go_round_and_a_full_ring_refuses() {
-        let (tx, rx) = handoff_ring(128);
+        let (tx, rx) = handoff_ring(128, 3);
         let slots = slots_for(128);
         let mut queued: u16 = 0;
         loop {
@@ -316,6 +318,6 @@ mod tests {
             assert!(b.is_empty() && b.capacity() >= HANDOFF_BATCH);
             pool.push(b);
         }
-        assert_eq!(pool.len(), slots + 64);
+        assert_eq!(pool.len(), slots + 3 + 1);
     }
 }

@@ -8,7 +8,7 @@
 //!    to the transmit buffer of its egress port (or hand it to the worker that owns that port);
 //! 4. flush transmit buffers that are full, whose oldest packet waited `flush_ns`, or all of
 //!    them when the iteration found nothing new, so a lone packet never waits;
-//! 5. queue the hand-offs of the iteration (in batches, one per other worker at most) and wake
+//! 5. queue the hand-offs of the iteration (in batches of up to 32 per other worker) and wake
 //!    their workers;
 //! 6. publish port state and backlog, then back off if there was no work.
 //!
@@ -313,7 +313,7 @@ impl Worker {
     ) -> (Worker, Arc<CachePadded<WorkerCounters>>) {
         let n = ports.len();
         let counters = Arc::new(CachePadded::new(WorkerCounters::default()));
-        let (tx, rx) = handoff_ring(1024);
+        let (tx, rx) = handoff_ring(1024, 0);
         let (_ttx, trx) = crossbeam::channel::bounded(1);
         let (_ntx, nrx) = crossbeam::channel::bounded(1);
         let (_stx, srx) = crossbeam::channel::bounded(1);
@@ -631,6 +631,12 @@ impl Worker {
                 self.route_to(p, pkt, None, now);
             }
             self.released = rel;
+            // What that handed to other workers goes to them now (they may still be running
+            // or finishing), or waits and is counted below.
+            self.send_handoffs();
+            if self.handed != 0 {
+                self.wake_handed();
+            }
         }
         if let Some(t) = self.times.as_mut() {
             t.collect(self.reorder.as_mut(), now);
@@ -840,6 +846,7 @@ impl Worker {
     pub fn crash(mut self) -> WorkerExit {
         let unsent = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
             + self.waiting
+            + self.outbox.iter().map(Vec::len).sum::<usize>()
             + self.reorder.held()
             + self.parked.len();
         let ports = self.ports.drain(..).map(|op| (op.id, op.port)).collect();
@@ -893,6 +900,7 @@ impl Worker {
         }
         let unsent: usize = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
             + self.waiting
+            + self.outbox.iter().map(Vec::len).sum::<usize>()
             + self.reorder.held();
         let mut ports = Vec::with_capacity(self.ports.len());
         for mut op in self.ports.drain(..) {
