@@ -26,7 +26,8 @@
 # offload (net_pcap has none, and l3fwd refuses to start without it); `--parse-ptype` is its
 # own option for ports that do not report packet types. Needs root (DPDK), libdpdk-dev,
 # dpdk-dev (testpmd), dpdk-doc, pkg-config, make and gcc: as root, missing packages are
-# installed with apt-get.
+# installed with apt-get. The replay holds at least 4096 frames and two per QP; l3fwd's mbuf
+# pool (8192) takes a replay of at most about 8000 frames, so --qps stays below about 4000.
 set -euo pipefail
 
 ROUNDS=3
