@@ -184,8 +184,8 @@ fn describe(v: &Validated) {
 
 fn print_stats(s: &Stats) {
     println!(
-        "rx {} pkts {} bytes, tx {} pkts {} bytes, replies {}, sprayed {}, hashed {}",
-        s.rx_pkts, s.rx_bytes, s.tx_pkts, s.tx_bytes, s.replies, s.sprayed, s.hashed
+        "rx {} pkts {} bytes, tx {} pkts {} bytes, replies {}, sprayed {}, hashed {}, fast path {}",
+        s.rx_pkts, s.rx_bytes, s.tx_pkts, s.tx_bytes, s.replies, s.sprayed, s.hashed, s.fast_path
     );
     for r in DropReason::ALL {
         let n = s.dropped(r);
