@@ -14,9 +14,7 @@
 #     with path stamps, the frames routed (198.18.0.0/16) and sprayed round robin, reorder on.
 # --workers 2: both cores, two host ports (the same replay each): l3fwd with one lcore per
 # port, sprayswitch with a worker per host port and two uplinks each (spraying over all four
-# hands half the packets to the other worker), and again with the group's `worker_local` (each
-# worker sprays over its own two uplinks: no hand-off); no testpmd (its main lcore needs a
-# third core).
+# hands half the packets to the other worker); no testpmd (its main lcore needs a third core).
 # --logs DIR keeps every run's output (sprayswitch's counters at exit among them). Each runs
 # pinned to --core (testpmd's idle main lcore on the other core), alone, for a
 # warm-up of 2 s and --seconds of measurement; the rounds alternate the three. Packets per
@@ -176,7 +174,7 @@ declare -A RESULT
 # The switch's configuration: one downlink per worker (net_pcap0..) and four uplinks
 # (net_null0..3; with two workers u0 and u1 on worker 0, u2 and u3 on worker 1).
 ssw_config() {
-  local pcap="$1" worker_local="${2:-false}" cores="$CORE" lcores="$CORE" vdevs="" h u
+  local pcap="$1" cores="$CORE" lcores="$CORE" vdevs="" h u
   [ "$WORKERS" = 1 ] || { cores="0, 1"; lcores="0,1"; }
   printf '[switch]\nname = "peer"\nworkers = %d\ncores = [%s]\nidle = "spin"\npath_stamp_lanes = %d\n[reorder]\nenabled = true\n' \
     "$WORKERS" "$cores" "$WORKERS"
@@ -190,7 +188,7 @@ ssw_config() {
       "$u" "$u" "$u" "$u" "$(( WORKERS == 1 ? 0 : u / 2 ))"
     vdevs+="\"--vdev\", \"net_null$u,no-rx=1\", "
   done
-  printf '[[uplink_group]]\nname = "fabric"\nports = ["u0", "u1", "u2", "u3"]\nloss_detection = "path_order"\npath_stamps = true\nworker_local = %s\n' "$worker_local"
+  printf '[[uplink_group]]\nname = "fabric"\nports = ["u0", "u1", "u2", "u3"]\nloss_detection = "path_order"\npath_stamps = true\n'
   printf '[[route]]\nprefix = "198.18.0.0/16"\ngroup = "fabric"\n'
   printf '[dpdk]\neal_args = ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", "%s", "-l", "%s", %s]\nmbufs = 16384\n' \
     "$TAG-ssw" "$lcores" "${vdevs%, }"
@@ -204,7 +202,6 @@ for frame in $FRAMES; do
   "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp "$per_qp" \
     --dst-ip 198.18.1.2 >/dev/null
   ssw_config "$pcap" >"$WORK/ssw-$frame.toml"
-  ssw_config "$pcap" true >"$WORK/ssw-local-$frame.toml"
   ssw_ports=$(seq -s, "$WORKERS" $((WORKERS + 3)))
   for r in $(seq "$ROUNDS"); do
     echo "# source role, $frame-byte frames, $WORKERS worker(s), round $r of $ROUNDS" >&2
@@ -235,11 +232,6 @@ for frame in $FRAMES; do
     fi
     RESULT[sprayswitch,$frame,$r]=$(measure sprayswitch "$TAG-ssw" "$ssw_ports" \
       env RUST_LOG=warn "$SSW" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
-    if [ "$WORKERS" = 2 ]; then
-      RESULT[sprayswitch-local,$frame,$r]=$(measure sprayswitch-local "$TAG-ssw" "$ssw_ports" \
-        env RUST_LOG=warn "$SSW" --config "$WORK/ssw-local-$frame.toml" run --no-socket \
-        --stats-interval 0)
-    fi
   done
 done
 
@@ -248,10 +240,10 @@ if [ "$WORKERS" = 1 ]; then
   APPS="testpmd l3fwd sprayswitch"
   printf '\nsource role: host port (net_pcap, %d QPs) to the uplinks (net_null), one core (%d), %s s per run\n' "$QPS" "$CORE" "$SECONDS_RUN"
 else
-  APPS="l3fwd sprayswitch sprayswitch-local"
+  APPS="l3fwd sprayswitch"
   printf '\nsource role, two cores: two host ports (net_pcap, %d QPs each), one per worker or lcore, to the uplinks (net_null), %s s per run\n' "$QPS" "$SECONDS_RUN"
 fi
-printf '%-6s %-17s %-28s %9s %9s\n' frame app "Mpps per round" median "x l3fwd"
+printf '%-6s %-12s %-28s %9s %9s\n' frame app "Mpps per round" median "x l3fwd"
 for frame in $FRAMES; do
   l3=""
   for app in $APPS; do
@@ -261,6 +253,6 @@ for frame in $FRAMES; do
     [ "$app" = l3fwd ] && l3="$m"
     ratio="-"
     if [ "$app" != l3fwd ] && [ -n "$l3" ]; then ratio=$(awk -v a="$m" -v b="$l3" 'BEGIN {printf "%.2f", a / b}'); fi
-    printf '%-6s %-17s %-28s %9s %9s\n' "$frame" "$app" "${vals[*]}" "$m" "$ratio"
+    printf '%-6s %-12s %-28s %9s %9s\n' "$frame" "$app" "${vals[*]}" "$m" "$ratio"
   done
 done

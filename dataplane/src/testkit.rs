@@ -78,7 +78,6 @@ pub fn tor_tables(downlinks: usize, uplinks: usize, policy: SprayPolicy) -> Tabl
             loss_detection: crate::tables::LossDetection::default(),
             path_stamps: true,
             health: None,
-            worker_local: false,
         });
         if let Ok(p) = "10.9.0.0/16".parse() {
             t.fib.insert(p, RouteTarget::Group(0));

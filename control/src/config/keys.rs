@@ -963,13 +963,6 @@ pub static SECTIONS: &[Section] = &[
                  `path_stamp_lanes` at least `workers`",
             ),
             Key::new(
-                "worker_local",
-                BOOLEAN,
-                Value(|| toml(false)),
-                Range::Any,
-                "Each worker sprays over the members it owns (`[[port]] worker`) while one of                  them is live, all members otherwise: a sprayed packet then stays on the worker                  that received it instead of crossing to the uplink's worker, and a QP uses the                  paths of its host port's worker only. For several workers that each own a host                  port and some of the uplinks.",
-            ),
-            Key::new(
                 "health",
                 "inline table",
                 Means("no probing: a member leaves the spray set only when its carrier drops"),

@@ -290,9 +290,6 @@ pub struct GroupSection {
     /// Path health: probe the ToRs at the other end of the members and take a member out of
     /// the spray set while it fails (dead, lossy, flapping), with its carrier up.
     pub health: Option<HealthSection>,
-    /// Each worker sprays over the members it owns while one of them is live (default false:
-    /// every member).
-    pub worker_local: Option<bool>,
 }
 
 /// The `health` of an `[[uplink_group]]`.

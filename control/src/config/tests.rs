@@ -219,21 +219,6 @@ fn dpdk_ports_name_their_device_and_eal_its_arguments() {
 }
 
 #[test]
-fn a_group_sprays_per_worker_when_asked() {
-    let v = Config::default_config().validate().unwrap();
-    assert!(!v.tables.groups[0].worker_local);
-    let text = DEFAULT_CONFIG.replace(
-        "path_stamps = true",
-        "path_stamps = true\nworker_local = true",
-    );
-    assert_ne!(text, DEFAULT_CONFIG);
-    let v = Config::parse(&text, "t.toml")
-        .and_then(|c| c.validate())
-        .unwrap();
-    assert!(v.tables.groups[0].worker_local);
-}
-
-#[test]
 fn the_default_is_valid() {
     let v = Config::default_config().validate().unwrap();
     assert_eq!(v.name, "tor-a");

@@ -695,7 +695,6 @@ fn validate_groups(
             path_stamps,
             // Checked once the routes are known (its peers must be routed over the group).
             health: None,
-            worker_local: g.worker_local.unwrap_or(false),
         });
     }
     Ok(())

@@ -228,13 +228,6 @@ impl Engine {
         self.stamper = crate::wire::stamp::Stamper::new(worker, self.stamper.lane_bits());
     }
 
-    /// The ports this engine's worker owns: groups with `worker_local` spray over those.
-    pub fn set_owned(&mut self, t: &Tables, owned: &[PortId]) {
-        self.sprayer.set_owned(owned);
-        self.sprayer.reshape(t);
-        self.cache.invalidate();
-    }
-
     /// Turns the fast path on or off (for the property test that compares both paths and for
     /// benchmarks); decisions are the same either way.
     pub fn set_fast_path(&mut self, on: bool) {

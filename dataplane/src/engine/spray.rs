@@ -109,11 +109,6 @@ pub struct Sprayer {
     wrr: Vec<Vec<i64>>,
     rng: Rng,
     flowlets: Box<[Flowlet]>,
-    /// The ports this worker owns (`None`: all of them, as for a lone worker).
-    owned: Option<Vec<PortId>>,
-    /// Per group, as of the tables at `shaped_for`: the members this worker owns when the
-    /// group sprays per worker (`worker_local`; bit per member), else every member.
-    local: Vec<u64>,
 }
 
 impl Sprayer {
@@ -129,28 +124,6 @@ impl Sprayer {
             wrr: vec![Vec::new(); groups],
             rng: Rng::new(seed),
             flowlets: vec![Flowlet::default(); FLOWLET_SLOTS].into_boxed_slice(),
-            owned: None,
-            local: vec![u64::MAX; groups],
-        }
-    }
-
-    /// The ports this worker owns, for groups that spray per worker (`worker_local`); takes
-    /// effect with the next [`Sprayer::reshape`].
-    pub fn set_owned(&mut self, owned: &[PortId]) {
-        self.owned = Some(owned.to_vec());
-    }
-
-    /// Group `g`'s members this worker sprays over: its own when the group sprays per worker,
-    /// every member otherwise (bit per member).
-    fn local_mask(&self, g: &UplinkGroup) -> u64 {
-        match (&self.owned, g.worker_local) {
-            (Some(owned), true) => g
-                .ports
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| owned.contains(p))
-                .fold(0, |m, (i, _)| m | 1u64.checked_shl(i as u32).unwrap_or(0)),
-            _ => u64::MAX,
         }
     }
 
@@ -159,7 +132,6 @@ impl Sprayer {
         self.rr.resize(t.groups.len(), 0);
         self.rr_next.resize(t.groups.len(), 0);
         self.admin_up = t.groups.iter().map(|g| admin_mask(t, g)).collect();
-        self.local = t.groups.iter().map(|g| self.local_mask(g)).collect();
         self.shaped_for = t as *const Tables as usize;
         self.live = vec![(0, 0, 0); t.groups.len()];
         self.wrr.resize(t.groups.len(), Vec::new());
@@ -198,18 +170,10 @@ impl Sprayer {
                 spray |= u64::from(s.is_up() && s.sprayable()) << i;
             }
         }
-        let mut mask = match spray & admin {
+        let mask = match spray & admin {
             0 => carrier & admin,
             m => m,
         };
-        // A group that sprays per worker: this worker's own members while one is live.
-        let local = match self.local.get(usize::from(gi)) {
-            Some(m) if shaped => *m,
-            _ => self.local_mask(g),
-        };
-        if mask & local != 0 {
-            mask &= local;
-        }
         // All members live is the common case: no population count (a software one on
         // baseline x86-64).
         let all = u64::MAX >> (64 - g.ports.len().max(1));
@@ -427,7 +391,6 @@ mod tests {
             loss_detection: LossDetection::default(),
             path_stamps: false,
             health: None,
-            worker_local: false,
         });
         t
     }
@@ -464,46 +427,6 @@ mod tests {
             c[usize::from(p)] += 1;
         }
         c
-    }
-
-    /// The counts of `n` round-robin picks by a worker owning `owned`, in loop iterations of
-    /// 16 packets (the cached live set and its fast path included).
-    fn local_counts(t: &Tables, s: &StatusBoard, owned: &[PortId], n: usize) -> Vec<usize> {
-        let mut sp = Sprayer::new(1, 42);
-        sp.set_owned(owned);
-        sp.reshape(t);
-        let mut c = vec![0; t.ports.len()];
-        for i in 0..n {
-            if i % 16 == 0 {
-                sp.begin_iteration();
-            }
-            let pick = Pick {
-                policy: SprayPolicy::RoundRobin,
-                flow: 0,
-                now: 0,
-            };
-            c[usize::from(sp.choose(t, 0, s, pick).unwrap())] += 1;
-        }
-        c
-    }
-
-    #[test]
-    fn a_worker_local_group_sprays_over_the_workers_own_members_while_one_is_live() {
-        let mut t = tables(vec![1; 4]);
-        let s = board(4);
-        // Not per worker: every member, whoever owns it.
-        assert_eq!(local_counts(&t, &s, &[0, 1], 4000), vec![1000; 4]);
-        t.groups[0].worker_local = true;
-        assert_eq!(local_counts(&t, &s, &[0, 1], 4000), vec![2000, 2000, 0, 0]);
-        assert_eq!(local_counts(&t, &s, &[3], 4000), vec![0, 0, 0, 4000]);
-        // A worker that owns every member (a lone worker) sprays over all of them.
-        assert_eq!(local_counts(&t, &s, &[0, 1, 2, 3], 4000), vec![1000; 4]);
-        // Its own down: the rest, as for a worker that owns none.
-        s[0].set_up(false);
-        assert_eq!(local_counts(&t, &s, &[0, 1], 3000), vec![0, 3000, 0, 0]);
-        s[1].set_up(false);
-        assert_eq!(local_counts(&t, &s, &[0, 1], 2000), vec![0, 0, 1000, 1000]);
-        assert_eq!(local_counts(&t, &s, &[], 2000), vec![0, 0, 1000, 1000]);
     }
 
     #[test]

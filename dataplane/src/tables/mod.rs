@@ -157,10 +157,6 @@ pub struct UplinkGroup {
     /// of the spray set while they fail ([`crate::health`]). `None`: members leave the set
     /// only when their carrier or an operator takes them down.
     pub health: Option<HealthSpec>,
-    /// Each worker sprays over the members it owns while one of them is live (all members
-    /// otherwise), so that a sprayed packet does not cross to another worker: a QP then uses
-    /// the paths of the worker its host port belongs to. False: every member.
-    pub worker_local: bool,
 }
 
 /// Path health of an uplink group: what to probe and when a member counts as failing

@@ -267,7 +267,6 @@ impl Worker {
         let mut engine = Engine::new(&tables, seed);
         engine.set_worker(sh.id);
         let owned: Vec<PortId> = ports.iter().map(|p| p.id).collect();
-        engine.set_owned(&tables, &owned);
         // Session numbers differ at every start (a restarted switch is a new peer to the
         // others, as BFD's discriminators are drawn anew); nothing else depends on the draw.
         let mut monitor =
