@@ -38,6 +38,15 @@ struct Ring {
     empty: ArrayQueue<Vec<Handoff>>,
 }
 
+impl Ring {
+    /// Returns an emptied batch (its buffer kept) to the pool.
+    #[inline]
+    fn give_back(&self, mut batch: Vec<Handoff>) {
+        batch.clear();
+        let _ = self.empty.push(batch);
+    }
+}
+
 /// Makes a hand-off ring meant to hold about `packets` packets (see `slots_for`) from up to
 /// `producers` other workers: any number of producers (through clones of [`HandoffTx`]) and
 /// exactly one consumer (the owning worker, which alone holds the [`HandoffRx`]: it is not
@@ -79,9 +88,8 @@ impl HandoffTx {
 
     /// Gives an emptied batch back to the pool.
     #[inline]
-    pub fn give_back(&self, mut batch: Vec<Handoff>) {
-        batch.clear();
-        let _ = self.0.empty.push(batch);
+    pub fn give_back(&self, batch: Vec<Handoff>) {
+        self.0.give_back(batch);
     }
 }
 
@@ -97,9 +105,8 @@ impl HandoffRx {
 
     /// Returns an emptied batch to the pool producers take from.
     #[inline]
-    pub fn give_back(&self, mut batch: Vec<Handoff>) {
-        batch.clear();
-        let _ = self.0.empty.push(batch);
+    pub fn give_back(&self, batch: Vec<Handoff>) {
+        self.0.give_back(batch);
     }
 
     /// True when no hand-off waits.

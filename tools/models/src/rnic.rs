@@ -396,6 +396,15 @@ impl Requester {
         }
     }
 
+    /// The PSN of the next packet to (re)send from the cursor: a WRITE's or SEND's segment, a
+    /// READ's request. `None` when everything outstanding has been sent.
+    fn cursor_psn(&self) -> Option<Psn> {
+        self.out.get(self.cursor).map(|o| match o.work {
+            Work::Write(_) | Work::Send(_) => o.psn.add(self.segment),
+            Work::Read(_) => o.psn,
+        })
+    }
+
     /// When a poll would next send something: `now` of the last poll or handle (or earlier)
     /// when it has packets to send now, a later time when only its rate holds it back, `None`
     /// when it has nothing it may send (nothing posted, or the window full: a response or the
@@ -404,11 +413,7 @@ impl Requester {
         if !self.tx.is_empty() || !self.resend.is_empty() {
             return Some(self.now);
         }
-        let next = self.out.get(self.cursor).map(|o| match o.work {
-            Work::Write(_) | Work::Send(_) => o.psn.add(self.segment),
-            Work::Read(_) => o.psn,
-        });
-        let window_open = match next {
+        let window_open = match self.cursor_psn() {
             Some(psn) => !self.beyond_window(psn),
             None => !self.pending.is_empty() && !self.beyond_window(self.next_psn),
         };
@@ -480,10 +485,7 @@ impl Requester {
                 break;
             }
             let o = self.out[self.cursor];
-            let next = match o.work {
-                Work::Write(_) | Work::Send(_) => o.psn.add(self.segment),
-                Work::Read(_) => o.psn,
-            };
+            let next = self.cursor_psn().unwrap_or(o.psn);
             if self.beyond_window(next) {
                 break;
             }
