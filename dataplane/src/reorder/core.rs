@@ -40,6 +40,7 @@ use super::stream::{
     StreamStats,
 };
 use super::table::StreamTable;
+use super::timers::{Rescan, Timers};
 use super::totals::ReorderTotals;
 use crate::meta::{MetaKind, QpRef, RoceMeta, NO_PATH};
 use crate::wire::Psn;
@@ -64,6 +65,8 @@ pub struct ReorderCore<T> {
     /// it, with the eviction count then: every READ RESPONSE shows it again, and a stream
     /// created since (after an eviction) starts without one.
     last_pmtu: Option<((QpRef, u16), u64)>,
+    /// When each listed stream next needs a look.
+    timers: Timers,
     /// No timer is due before this ([`ReorderCore::poll_timeout`]).
     deadline: u64,
 }
@@ -87,6 +90,7 @@ impl<T> ReorderCore<T> {
             ports: Vec::new(),
             next_evict_scan: 0,
             last_pmtu: None,
+            timers: Timers::new(2 * (cfg.max_rings + 64)),
             deadline: 0,
             cfg,
         }
@@ -117,6 +121,7 @@ impl<T> ReorderCore<T> {
                 s.timeout = ns;
             }
         }
+        self.timers.ask_rescan();
         self.deadline = 0;
     }
 
@@ -246,6 +251,7 @@ impl<T> ReorderCore<T> {
     fn settle(&mut self, id: StreamId, now: u64) {
         self.table.track(id);
         let d = loss::deadline(self.table.get(id), self.evidence.skew(now));
+        self.timers.arm(self.table.get_mut(id), id, d);
         if d < self.deadline {
             // The paths' skew may shorten this hold when its period ends, as in `poll`.
             self.deadline = d.min(self.evidence.skew_changes_at(now));
@@ -925,9 +931,29 @@ impl<T> ReorderCore<T> {
     /// what is held, in order), and evicts a few idle streams.
     pub fn poll(&mut self, now: u64, out: &mut Vec<T>) {
         let skew = self.evidence.skew(now);
-        let mut deadline = u64::MAX;
-        let mut i = 0;
-        while let Some(id) = self.table.active_at(i) {
+        let rescan = self.timers.rescan(skew, self.table.active().len());
+        if rescan != Rescan::No {
+            // A hold may have become shorter than its stream's entry (or the entries are
+            // gone): every listed stream is armed at its deadline now.
+            let mut i = 0;
+            while let Some(id) = self.table.active_at(i) {
+                let s = self.table.get_mut(id);
+                if rescan == Rescan::Cleared {
+                    s.timer_at = u64::MAX;
+                }
+                if s.held == 0 && !s.learning() {
+                    // Listed until its entry came due: nothing to look at any more.
+                    self.table.unlist_stream(id);
+                    continue;
+                }
+                let d = loss::deadline(s, skew);
+                self.timers.arm(s, id, d);
+                i += 1;
+            }
+        }
+        // Only the streams whose look is due: each ends its learning, gives up its gap if the
+        // hold ran out, and goes back in at its next deadline, or off the list.
+        while let Some(id) = self.timers.pop_due(now, &mut self.table) {
             let s = self.table.get(id);
             if let Phase::Learning { until, .. } = s.phase {
                 if now >= until {
@@ -947,12 +973,14 @@ impl<T> ReorderCore<T> {
                 nak_filter::track(&mut h, judges, id);
                 nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
-            let s = self.table.get(id);
+            let s = self.table.get_mut(id);
             if s.held == 0 && !s.learning() {
-                self.table.unlist(i);
+                self.table.unlist_stream(id);
             } else {
-                deadline = deadline.min(loss::deadline(s, skew));
-                i += 1;
+                // Never due again at this same `now`: a look that changed nothing would come
+                // back at once.
+                let d = loss::deadline(s, skew).max(now + 1);
+                self.timers.arm(s, id, d);
             }
         }
         if now >= self.next_evict_scan {
@@ -966,11 +994,18 @@ impl<T> ReorderCore<T> {
                 self.pairing.prune(|k| table.contains(k));
             }
         }
+        let mut deadline = self.timers.next();
         if !self.table.active().is_empty() {
             // The paths' skew may shorten a hold when a period ends.
             deadline = deadline.min(self.evidence.skew_changes_at(now));
         }
         self.deadline = deadline;
+    }
+
+    /// The timer heap's entries (stale ones included) and the looks its polls took so far.
+    #[cfg(test)]
+    pub(super) fn timer_usage(&self) -> (usize, u64) {
+        self.timers.usage()
     }
 
     fn timeout(&mut self, id: StreamId, now: u64, out: &mut Vec<T>) {

@@ -42,6 +42,7 @@ pub mod sources;
 pub mod stage;
 pub mod stream;
 pub(crate) mod table;
+pub(crate) mod timers;
 pub mod totals;
 
 pub use self::config::ReorderConfig;

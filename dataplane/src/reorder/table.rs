@@ -113,12 +113,13 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         let key = s.key;
         s.forget_lists();
-        let listed = std::mem::take(&mut s.in_active);
+        s.timer_at = u64::MAX;
+        let listed = s.in_active;
         self.index.remove(&key);
         self.last = None;
         self.free.push(id);
         if listed {
-            self.active.retain(|a| *a != id);
+            self.unlist_stream(id);
         }
     }
 
@@ -130,6 +131,12 @@ impl<T> StreamTable<T> {
     #[inline]
     pub(super) fn get_mut(&mut self, id: StreamId) -> &mut Stream<T> {
         &mut self.streams[id as usize]
+    }
+
+    /// Stream slot `id`, live or free (a free one's `timer_at` is `u64::MAX`), if there is one.
+    #[inline]
+    pub(super) fn slot_mut(&mut self, id: StreamId) -> Option<&mut Stream<T>> {
+        self.streams.get_mut(id as usize)
     }
 
     /// Every stream slot, live or free (free ones are never looked up again).
@@ -148,6 +155,7 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         if !s.in_active {
             s.in_active = true;
+            s.active_pos = self.active.len() as u32;
             self.active.push(id);
         }
     }
@@ -173,11 +181,19 @@ impl<T> StreamTable<T> {
         self.active.get(i).copied()
     }
 
-    /// Unlists the `i`th listed stream (the last one takes its place).
+    /// Unlists stream `id` if it is listed (the last listed takes its place).
     #[inline]
-    pub(super) fn unlist(&mut self, i: usize) {
-        let id = self.active.swap_remove(i);
-        self.streams[id as usize].in_active = false;
+    pub(super) fn unlist_stream(&mut self, id: StreamId) {
+        let s = &mut self.streams[id as usize];
+        if !s.in_active {
+            return;
+        }
+        s.in_active = false;
+        let pos = s.active_pos as usize;
+        self.active.swap_remove(pos);
+        if let Some(&moved) = self.active.get(pos) {
+            self.streams[moved as usize].active_pos = pos as u32;
+        }
     }
 
     /// The next live stream of the eviction scan, or `None` when the table is empty.
@@ -253,7 +269,7 @@ mod tests {
         t.track(b);
         t.mark_active(b);
         assert_eq!(t.active(), &[a, b], "listed once");
-        t.unlist(0);
+        t.unlist_stream(a);
         assert_eq!(t.active(), &[b]);
         assert!(!t.get(a).in_active);
         t.remove(b);

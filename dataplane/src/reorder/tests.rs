@@ -3137,3 +3137,76 @@ fn relieving_a_pool_gives_up_the_oldest_gaps_first() {
         "nothing held: nothing to give"
     );
 }
+
+#[test]
+fn thousands_of_holding_streams_time_out_each_at_its_own_deadline_and_a_poll_looks_only_at_those_due(
+) {
+    const N: u32 = 4000;
+    let mut h = H::new(ReorderConfig {
+        max_streams: 2 * N as usize,
+        max_rings: 2 * N as usize,
+        max_held_bytes: 1 << 30,
+        ..cfg()
+    });
+    // Every stream starts at PSN 0 at time 0, then (stream i) holds PSN 2 from 10 + 10 i:
+    // its gap at 1 runs out at 1,010 + 10 i. Odd streams get PSN 1 before that.
+    for q in 0..N {
+        h.ins(q, 0, q, 0);
+    }
+    h.core.poll(0, &mut h.out);
+    h.take();
+    let mut t = 0;
+    let mut timed_out = Vec::new();
+    let mut polls = 0u64;
+    let (_, looks_before) = h.core.timer_usage();
+    while t < 10 * u64::from(N) + 2_000 {
+        t += 5;
+        if t % 10 == 0 && t >= 10 && (t - 10) / 10 < u64::from(N) {
+            let q = ((t - 10) / 10) as u32;
+            assert_eq!(h.ins(q, 2, 100_000 + q, t), Insert::Held);
+        }
+        // Odd streams' gaps fill 500 ns after they open.
+        if t >= 510 && (t - 510) % 10 == 0 && (t - 510) / 10 < u64::from(N) {
+            let q = ((t - 510) / 10) as u32;
+            if q % 2 == 1 {
+                h.ins(q, 1, 200_000 + q, t);
+            }
+        }
+        if h.core.poll_due(t) {
+            h.core.poll(t, &mut h.out);
+            polls += 1;
+        }
+        for id in h.take() {
+            if (100_000..200_000).contains(&id) {
+                let q = id - 100_000;
+                match q % 2 {
+                    // Only its hold timing out releases an even stream's PSN 2.
+                    0 => timed_out.push((q, t)),
+                    _ => assert_eq!(t, 510 + 10 * u64::from(q), "released by its fill"),
+                }
+            }
+        }
+    }
+    assert_eq!(
+        h.core.totals().timeouts,
+        u64::from(N / 2),
+        "each even stream timed out once"
+    );
+    assert_eq!(timed_out.len(), (N / 2) as usize);
+    for (q, at) in timed_out {
+        let due = 1_010 + 10 * u64::from(q);
+        assert!(
+            (due..due + 5).contains(&at),
+            "stream {q} timed out at {at}, due {due}"
+        );
+    }
+    let (entries, looks) = h.core.timer_usage();
+    // A walk of every listed stream per poll would take about N / 2 looks per poll.
+    assert!(polls > u64::from(N) / 4, "{polls} polls");
+    assert!(
+        looks - looks_before < 4 * u64::from(N),
+        "{} looks in {polls} polls",
+        looks - looks_before
+    );
+    assert!(entries <= 4 * N as usize + 1024, "{entries} timer entries");
+}
