@@ -67,6 +67,8 @@ pub struct ReorderCore<T> {
     last_pmtu: Option<((QpRef, u16), u64)>,
     /// When each listed stream next needs a look.
     timers: Timers,
+    /// The holding streams by gap age, kept for [`ReorderCore::relieve`] to reuse.
+    relieve_scratch: Vec<(u64, StreamId)>,
     /// No timer is due before this ([`ReorderCore::poll_timeout`]).
     deadline: u64,
 }
@@ -91,6 +93,7 @@ impl<T> ReorderCore<T> {
             next_evict_scan: 0,
             last_pmtu: None,
             timers: Timers::new(2 * (cfg.max_rings + 64)),
+            relieve_scratch: Vec::new(),
             deadline: 0,
             cfg,
         }
@@ -1027,33 +1030,51 @@ impl<T> ReorderCore<T> {
     /// which one runs low does not change which gaps are the oldest. Returns what was released.
     pub fn relieve(&mut self, packets: usize, now: u64, out: &mut Vec<T>) -> usize {
         let before = out.len();
-        while out.len() - before < packets {
+        // The holding streams in the order their gaps opened, taken once: with thousands of
+        // streams holding behind a slow path, looking for the oldest again after each give-up
+        // cost the whole list each time.
+        let mut oldest = std::mem::take(&mut self.relieve_scratch);
+        'passes: loop {
+            oldest.clear();
             let table = &self.table;
-            let oldest = table
-                .active()
-                .iter()
-                .copied()
-                .filter(|&id| table.get(id).held > 0 && !table.get(id).nak_filter)
-                .min_by_key(|&id| table.get(id).gap_since);
-            let Some(id) = oldest else { break };
-            if self.table.get(id).learning() {
-                let (h, _) = self.at(id, now, out);
-                RequestStream(h).finish_learning();
-                if self.table.get(id).held == 0 {
+            oldest.extend(
+                table
+                    .active()
+                    .iter()
+                    .copied()
+                    .filter(|&id| table.get(id).held > 0 && !table.get(id).nak_filter)
+                    .map(|id| (table.get(id).gap_since, id)),
+            );
+            if oldest.is_empty() {
+                break;
+            }
+            oldest.sort_unstable();
+            let mut gave = false;
+            for &(_, id) in &oldest {
+                if out.len() - before >= packets {
+                    break 'passes;
+                }
+                if self.table.get(id).learning() {
+                    let (h, _) = self.at(id, now, out);
+                    RequestStream(h).finish_learning();
+                }
+                let held = self.table.get(id).held;
+                if held == 0 {
                     continue;
                 }
+                self.totals.pool_give_ups += 1;
+                let (h, _) = self.at(id, now, out);
+                loss::give_up(h);
+                self.after(id, now, out);
+                gave |= self.table.get(id).held < held;
             }
-            let held = self.table.get(id).held;
-            self.totals.pool_give_ups += 1;
-            let (h, _) = self.at(id, now, out);
-            loss::give_up(h);
-            self.after(id, now, out);
-            if self.table.get(id).held >= held {
+            if !gave || out.len() - before >= packets {
                 // Nothing could go (cannot happen: a give-up releases what is held); never
                 // spin on it.
                 break;
             }
         }
+        self.relieve_scratch = oldest;
         out.len() - before
     }
 
