@@ -136,7 +136,8 @@ make -s -C "$WORK/l3fwd" >"$WORK/l3fwd-build.log" 2>&1 \
 L3FWD="$WORK/l3fwd/build/l3fwd"
 cargo build --release -q -p sprayswitch-control --features dpdk --bin sprayswitch
 cargo build --release -q -p sprayswitch-packet --bin rocepcap
-SSW="$ROOT/target/release/sprayswitch"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release"
+SSW="$BIN/sprayswitch"
 
 # The telemetry sampler: egress opackets summed over the given ports, twice, --seconds apart.
 # With a limit (the frames the captures hold), it fails when the ingress ports' ipackets reach
@@ -257,7 +258,7 @@ source_role() {
     # l3fwd sends 198.18.1.0/24 to its port 1, the null port after its pcap port.
     # At least 4096 frames, at least two per QP (net_pcap holds the whole replay in mbufs).
     per_qp=$(( 4096 / QPS > 2 ? 4096 / QPS : 2 ))
-    "$ROOT/target/release/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp "$per_qp" \
+    "$BIN/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp "$per_qp" \
       --dst-ip 198.18.1.2 >/dev/null
     ssw_config "$pcap" >"$WORK/ssw-$frame.toml"
     ssw_ports=$(seq -s, "$WORKERS" $((WORKERS + 3)))
@@ -363,7 +364,7 @@ destination_role() {
       caps="$caps_dir/dest-$qps-$depth"
       rm -f "$caps_dir"/dest-*.pcap
       echo "# destination role, $qps QPs, depth $depth: writing $((per_qp * qps / 1000000)) M frames (lag $lag chunks)" >&2
-      "$ROOT/target/release/rocepcap" --out "$caps-0.pcap" --out "$caps-1.pcap" --out "$caps-2.pcap" \
+      "$BIN/rocepcap" --out "$caps-0.pcap" --out "$caps-1.pcap" --out "$caps-2.pcap" \
         --out "$caps-3.pcap" --dst-mac 02:5a:01:02:00:00 --dst-mac 02:5a:01:02:00:01 \
         --dst-mac 02:5a:01:02:00:02 --dst-mac 02:5a:01:02:00:03 --qps "$qps" --per-qp "$per_qp" \
         --srcs 64 --stamps --lag "$lag" --dst-ip 198.18.4.2 --frame-bytes 90 >/dev/null
