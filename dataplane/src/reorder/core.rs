@@ -92,7 +92,7 @@ impl<T> ReorderCore<T> {
             ports: Vec::new(),
             next_evict_scan: 0,
             last_pmtu: None,
-            timers: Timers::new(2 * (cfg.max_rings + 64)),
+            timers: Timers::new(cfg.max_streams, 2 * (cfg.max_rings + 64)),
             relieve_scratch: Vec::new(),
             deadline: 0,
             cfg,
@@ -254,7 +254,7 @@ impl<T> ReorderCore<T> {
     fn settle(&mut self, id: StreamId, now: u64) {
         self.table.track(id);
         let d = loss::deadline(self.table.get(id), self.evidence.skew(now));
-        self.timers.arm(self.table.get_mut(id), id, d);
+        self.timers.arm(id, d);
         if d < self.deadline {
             // The paths' skew may shorten this hold when its period ends, as in `poll`.
             self.deadline = d.min(self.evidence.skew_changes_at(now));
@@ -940,23 +940,20 @@ impl<T> ReorderCore<T> {
             // gone): every listed stream is armed at its deadline now.
             let mut i = 0;
             while let Some(id) = self.table.active_at(i) {
-                let s = self.table.get_mut(id);
-                if rescan == Rescan::Cleared {
-                    s.timer_at = u64::MAX;
-                }
+                let s = self.table.get(id);
                 if s.held == 0 && !s.learning() {
                     // Listed until its entry came due: nothing to look at any more.
                     self.table.unlist_stream(id);
                     continue;
                 }
                 let d = loss::deadline(s, skew);
-                self.timers.arm(s, id, d);
+                self.timers.arm(id, d);
                 i += 1;
             }
         }
         // Only the streams whose look is due: each ends its learning, gives up its gap if the
         // hold ran out, and goes back in at its next deadline, or off the list.
-        while let Some(id) = self.timers.pop_due(now, &mut self.table) {
+        while let Some(id) = self.timers.pop_due(now) {
             let s = self.table.get(id);
             if let Phase::Learning { until, .. } = s.phase {
                 if now >= until {
@@ -976,14 +973,14 @@ impl<T> ReorderCore<T> {
                 nak_filter::track(&mut h, judges, id);
                 nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
-            let s = self.table.get_mut(id);
+            let s = self.table.get(id);
             if s.held == 0 && !s.learning() {
                 self.table.unlist_stream(id);
             } else {
                 // Never due again at this same `now`: a look that changed nothing would come
                 // back at once.
                 let d = loss::deadline(s, skew).max(now + 1);
-                self.timers.arm(s, id, d);
+                self.timers.arm(id, d);
             }
         }
         if now >= self.next_evict_scan {
@@ -1110,5 +1107,6 @@ impl<T> ReorderCore<T> {
         }
         h.pool.return_ring(h.s);
         self.table.remove(id);
+        self.timers.forget(id);
     }
 }

@@ -259,12 +259,8 @@ pub(super) struct Stream<T> {
     pub(super) port: u16,
     /// The fabric paths it arrived on (path-order loss detection).
     pub(super) paths: PathTrack,
-    /// Listed in `active` (its timers need checking), at `active_pos`.
+    /// Listed in `active` (its timers need checking).
     pub(super) in_active: bool,
-    pub(super) active_pos: u32,
-    /// When the core's timer heap next looks at this stream (`u64::MAX`: no entry): its
-    /// earliest entry there; later entries of it are stale and skipped.
-    pub(super) timer_at: u64,
     /// Request streams: the QP pairing has heard of this QP's peer (once per stream life).
     pub(super) peer_seen: bool,
     /// Its downlink filters NAKs ([`DownlinkMode::NakFilter`]): what it holds are marks of
@@ -316,8 +312,6 @@ impl<T> Stream<T> {
             port: 0,
             paths: PathTrack::default(),
             in_active: false,
-            active_pos: 0,
-            timer_at: u64::MAX,
             peer_seen: false,
             host_naked_psn: NOT_NAKED,
             far: LazyDeque::default(),

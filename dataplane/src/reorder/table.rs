@@ -17,6 +17,9 @@ pub(super) struct StreamTable<T> {
     last: Option<(StreamKey, StreamId)>,
     /// Streams that hold packets or are learning: their timers need checking.
     active: Vec<StreamId>,
+    /// Each listed stream's place in `active`, by stream id (beside the streams, not in them:
+    /// a `Stream` stays within four cache lines).
+    active_pos: Vec<u32>,
     /// Where the eviction scan goes on from.
     evict_hand: usize,
     cap: usize,
@@ -33,6 +36,7 @@ impl<T> StreamTable<T> {
             free: Vec::with_capacity(cap),
             last: None,
             active: Vec::with_capacity(active),
+            active_pos: Vec::with_capacity(cap),
             evict_hand: 0,
             cap,
         }
@@ -113,7 +117,6 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         let key = s.key;
         s.forget_lists();
-        s.timer_at = u64::MAX;
         let listed = s.in_active;
         self.index.remove(&key);
         self.last = None;
@@ -133,12 +136,6 @@ impl<T> StreamTable<T> {
         &mut self.streams[id as usize]
     }
 
-    /// Stream slot `id`, live or free (a free one's `timer_at` is `u64::MAX`), if there is one.
-    #[inline]
-    pub(super) fn slot_mut(&mut self, id: StreamId) -> Option<&mut Stream<T>> {
-        self.streams.get_mut(id as usize)
-    }
-
     /// Every stream slot, live or free (free ones are never looked up again).
     pub(super) fn all_mut(&mut self) -> impl Iterator<Item = &mut Stream<T>> + '_ {
         self.streams.iter_mut()
@@ -155,7 +152,11 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         if !s.in_active {
             s.in_active = true;
-            s.active_pos = self.active.len() as u32;
+            let i = id as usize;
+            if self.active_pos.len() <= i {
+                self.active_pos.resize(i + 1, 0);
+            }
+            self.active_pos[i] = self.active.len() as u32;
             self.active.push(id);
         }
     }
@@ -189,10 +190,10 @@ impl<T> StreamTable<T> {
             return;
         }
         s.in_active = false;
-        let pos = s.active_pos as usize;
+        let pos = self.active_pos[id as usize] as usize;
         self.active.swap_remove(pos);
         if let Some(&moved) = self.active.get(pos) {
-            self.streams[moved as usize].active_pos = pos as u32;
+            self.active_pos[moved as usize] = pos as u32;
         }
     }
 
@@ -216,6 +217,7 @@ impl<T> StreamTable<T> {
             + self.index.capacity() * (std::mem::size_of::<(StreamKey, StreamId)>() + 1)
             + self.free.capacity() * 4
             + self.active.capacity() * 4
+            + self.active_pos.capacity() * 4
     }
 }
 

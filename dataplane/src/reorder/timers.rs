@@ -11,8 +11,9 @@
 //! new gap opens later), and an entry is not updated then: when it comes due, the stream's
 //! own deadline is computed again and the stream goes back in at it. It is pushed anew only
 //! when its deadline comes earlier than its entry ([`Timers::arm`], from the core's `settle`
-//! after every operation on a stream); the older entry is then stale, recognised by
-//! `Stream::timer_at` (the time of the entry that counts) and skipped. The deadline also
+//! after every operation on a stream); the older entry is then stale, recognised by the time of
+//! the entry that counts, kept per stream id beside the heap (not in the `Stream`, which stays
+//! within four cache lines), and skipped. The deadline also
 //! depends on the paths' skew, which can only shrink when one of its periods ends: the core
 //! then arms every listed stream again ([`Timers::rescan`]), as it does when the hold timeout
 //! changes.
@@ -20,12 +21,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::stream::{Stream, StreamId};
-use super::table::StreamTable;
+use super::stream::StreamId;
 
 /// The streams' next looks, earliest first.
 pub(super) struct Timers {
     heap: BinaryHeap<Reverse<(u64, StreamId)>>,
+    /// Each stream's entry that counts, by id (`u64::MAX`: none).
+    at: Vec<u64>,
     /// Every listed stream must be armed again before the next look (a hold may have become
     /// shorter).
     rescan: bool,
@@ -36,23 +38,37 @@ pub(super) struct Timers {
 }
 
 impl Timers {
-    /// Timers with room for `cap` entries before the heap grows.
-    pub(super) fn new(cap: usize) -> Timers {
+    /// Timers for stream ids below `streams`, with room for `cap` entries before the heap
+    /// grows.
+    pub(super) fn new(streams: usize, cap: usize) -> Timers {
         Timers {
             heap: BinaryHeap::with_capacity(cap),
+            at: Vec::with_capacity(streams),
             rescan: false,
             skew: None,
             looks: 0,
         }
     }
 
-    /// Stream `id` (`s`) needs a look at `at` (`u64::MAX`: none): a new entry when that is
-    /// before the one it has.
+    /// Stream `id` needs a look at `at` (`u64::MAX`: none): a new entry when that is before
+    /// the one it has.
     #[inline]
-    pub(super) fn arm<T>(&mut self, s: &mut Stream<T>, id: StreamId, at: u64) {
-        if at < s.timer_at {
-            s.timer_at = at;
+    pub(super) fn arm(&mut self, id: StreamId, at: u64) {
+        let i = id as usize;
+        if self.at.len() <= i {
+            self.at.resize(i + 1, u64::MAX);
+        }
+        if at < self.at[i] {
+            self.at[i] = at;
             self.heap.push(Reverse((at, id)));
+        }
+    }
+
+    /// Stream `id` is gone (or starts over): whatever entries it has are stale.
+    #[inline]
+    pub(super) fn forget(&mut self, id: StreamId) {
+        if let Some(a) = self.at.get_mut(id as usize) {
+            *a = u64::MAX;
         }
     }
 
@@ -63,16 +79,16 @@ impl Timers {
     }
 
     /// Takes the next entry due at `now`: its stream no longer has one. Stale entries (of a
-    /// stream armed earlier since, or removed) are dropped on the way.
-    pub(super) fn pop_due<T>(&mut self, now: u64, table: &mut StreamTable<T>) -> Option<StreamId> {
+    /// stream armed earlier since, or forgotten) are dropped on the way.
+    pub(super) fn pop_due(&mut self, now: u64) -> Option<StreamId> {
         while let Some(&Reverse((t, id))) = self.heap.peek() {
             if t > now {
                 return None;
             }
             self.heap.pop();
-            if let Some(s) = table.slot_mut(id) {
-                if s.timer_at == t {
-                    s.timer_at = u64::MAX;
+            if let Some(a) = self.at.get_mut(id as usize) {
+                if *a == t {
+                    *a = u64::MAX;
                     self.looks += 1;
                     return Some(id);
                 }
@@ -84,12 +100,14 @@ impl Timers {
     /// Whether every listed stream must be armed again before the next look, given the skew
     /// now: asked for ([`Timers::ask_rescan`]), the skew shrank since the last look, or the
     /// heap holds more stale entries than `live` streams justify. Clears the request and, for
-    /// the last reason, the heap (the caller re-arms every listed stream from `u64::MAX`).
+    /// the last reason, the heap and every stream's entry (the caller re-arms every listed
+    /// stream).
     pub(super) fn rescan(&mut self, skew: Option<u64>, live: usize) -> Rescan {
         let shrank = skew.unwrap_or(0) < self.skew.unwrap_or(0);
         self.skew = skew;
         if self.heap.len() > 4 * live + 1024 {
             self.heap.clear();
+            self.at.fill(u64::MAX);
             self.rescan = false;
             return Rescan::Cleared;
         }
@@ -119,54 +137,43 @@ pub(super) enum Rescan {
     No,
     /// Arm every listed stream again at its deadline now.
     Arm,
-    /// The heap was emptied: forget every stream's entry (`timer_at = u64::MAX`), then arm.
+    /// The heap was emptied: arm every listed stream again.
     Cleared,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reorder::stream::{Phase, StreamKey};
-    use crate::wire::Psn;
-
-    fn table(n: u32) -> StreamTable<u32> {
-        let mut t = StreamTable::new(n as usize, n as usize);
-        for q in 0..n {
-            let key = StreamKey::Request { local: 1, qpn: q };
-            t.insert(Stream::new(key, Phase::Active, Psn::new(0), 0));
-        }
-        t
-    }
 
     #[test]
     fn entries_come_due_in_time_order_and_stale_ones_are_skipped() {
-        let mut t = table(3);
-        let mut timers = Timers::new(4);
-        timers.arm(t.get_mut(0), 0, 300);
-        timers.arm(t.get_mut(1), 1, 100);
-        timers.arm(t.get_mut(2), 2, 200);
+        let mut timers = Timers::new(4, 4);
+        timers.arm(0, 300);
+        timers.arm(1, 100);
+        timers.arm(2, 200);
         // Stream 0 armed earlier: its entry at 300 is stale; armed later: nothing new.
-        timers.arm(t.get_mut(0), 0, 150);
-        timers.arm(t.get_mut(0), 0, 400);
+        timers.arm(0, 150);
+        timers.arm(0, 400);
         assert_eq!(timers.next(), 100);
-        assert_eq!(timers.pop_due(99, &mut t), None);
-        assert_eq!(timers.pop_due(1_000, &mut t), Some(1));
-        assert_eq!(timers.pop_due(1_000, &mut t), Some(0));
-        // A removed stream's entry does not come due.
-        t.remove(2);
+        assert_eq!(timers.pop_due(99), None);
+        assert_eq!(timers.pop_due(1_000), Some(1));
+        assert_eq!(timers.pop_due(1_000), Some(0));
+        // A forgotten stream's entry does not come due.
+        timers.forget(2);
         assert_eq!(
-            timers.pop_due(1_000, &mut t),
+            timers.pop_due(1_000),
             None,
-            "the stale 300 and the removed 200"
+            "the stale 300 and the forgotten 200"
         );
         assert_eq!(timers.next(), u64::MAX);
-        assert_eq!(t.get(1).timer_at, u64::MAX, "taken: no entry");
+        // Taken: a later arm at any time counts again.
+        timers.arm(1, 5_000);
+        assert_eq!(timers.pop_due(5_000), Some(1));
     }
 
     #[test]
     fn a_shrinking_skew_a_request_or_too_many_stale_entries_ask_for_a_rescan() {
-        let mut t = table(1);
-        let mut timers = Timers::new(4);
+        let mut timers = Timers::new(1, 4);
         assert_eq!(timers.rescan(None, 1), Rescan::No);
         assert_eq!(
             timers.rescan(Some(500), 1),
@@ -178,9 +185,12 @@ mod tests {
         timers.ask_rescan();
         assert_eq!(timers.rescan(Some(100), 1), Rescan::Arm);
         for at in (0..2_000u64).rev() {
-            timers.arm(t.get_mut(0), 0, at);
+            timers.arm(0, at);
         }
         assert_eq!(timers.rescan(Some(100), 1), Rescan::Cleared);
         assert_eq!(timers.usage().0, 0);
+        // Its entry went with the heap: arming it again counts.
+        timers.arm(0, 7);
+        assert_eq!(timers.pop_due(7), Some(0));
     }
 }
