@@ -485,7 +485,14 @@ fn sprayctl_reload_uplinks_and_metrics_on_a_running_switch() {
             .map(|(_, v)| *v)
     };
     assert_eq!(state("u2"), Some(3.0), "pinned out");
-    assert_eq!(state("u1"), Some(0.0), "in");
+    // Back in the spray set. "In" or "in but suspect": suspect flickers whenever a probe is
+    // 1.5 intervals (75 us) late, which a loaded two-core machine running both switches and
+    // the traffic makes now and then (seen twice as 1.0 here).
+    assert!(
+        matches!(state("u1"), Some(s) if s == 0.0 || s == 1.0),
+        "in: {:?}",
+        state("u1")
+    );
     assert_eq!(state("h1"), None, "a downlink has no path state");
     let (ok, _, err) = ctl(&sock, &["set", "path", "h1", "out"]);
     assert!(!ok && err.contains("no member"), "{err}");
