@@ -96,8 +96,8 @@ impl PathEvidence {
         }
     }
 
-    /// Files a packet's stamp. True when streams of its source wait for stamps: then check
-    /// [`PathEvidence::take_due`] after the packet was inserted.
+    /// Files a packet's stamp. True when streams of its source wait for a stamp on its path:
+    /// then check [`PathEvidence::take_due`] after the packet was inserted.
     pub(super) fn see_stamp(&mut self, p: Stamped, now: u64) -> bool {
         if p.stamp.seq == 0 || usize::from(p.path) >= MAX_PATHS {
             return false;
@@ -111,7 +111,11 @@ impl PathEvidence {
         if seen == (StampSeen::Disorder { first: true }) {
             self.stamp_disorder += 1;
         }
-        !src.waiting.is_empty()
+        // Only a wait on this packet's path can come due ([`SourceStamps::take_due`]). Waits
+        // on a path the source never uses (a learning stream's, ended by its window) stay
+        // until their list is full or the path comes down: asked about every packet, they cost
+        // the in-order 64-QP destination run 6% of its time in `take_due`.
+        src.waiting.iter().any(|w| w.path == p.path)
     }
 
     /// The streams that waited for the stamp `p` brought (on its path, that stamp or an

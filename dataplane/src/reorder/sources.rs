@@ -60,7 +60,7 @@ pub(super) struct SourceStamps {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Waiter {
     stream: u32,
-    path: u8,
+    pub(super) path: u8,
     need: u16,
     learning: bool,
 }
