@@ -43,7 +43,8 @@ pub const MAX_LANE_BITS: u8 = 3;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Stamper {
     lane_bits: u8,
-    lane: u16,
+    /// The lane, already in the stamp's top bits.
+    lane_high: u16,
     last: u16,
 }
 
@@ -52,9 +53,10 @@ impl Stamper {
     /// its lane is the index modulo the lanes.
     pub fn new(worker: usize, lane_bits: u8) -> Stamper {
         let lane_bits = lane_bits.min(MAX_LANE_BITS);
+        let lane = (worker & ((1 << lane_bits) - 1)) as u16;
         Stamper {
             lane_bits,
-            lane: (worker & ((1 << lane_bits) - 1)) as u16,
+            lane_high: lane.checked_shl(16 - u32::from(lane_bits)).unwrap_or(0),
             last: 0,
         }
     }
@@ -67,15 +69,16 @@ impl Stamper {
     /// The next stamp: the lane above the count, which is never 0 (so no stamp is 0).
     #[inline]
     pub fn stamp(&mut self) -> u16 {
-        let mask = u16::MAX >> self.lane_bits;
-        self.last = match self.last.wrapping_add(1) & mask {
+        // Everything read before `last` is written: reading the lane after that store, as one
+        // wider load over both fields, stalled on store forwarding (72% of `restamp` in the
+        // source role's profile).
+        let (high, mask) = (self.lane_high, u16::MAX >> self.lane_bits);
+        let next = match self.last.wrapping_add(1) & mask {
             0 => 1,
             s => s,
         };
-        self.lane
-            .checked_shl(16 - u32::from(self.lane_bits))
-            .unwrap_or(0)
-            | self.last
+        self.last = next;
+        high | next
     }
 }
 
