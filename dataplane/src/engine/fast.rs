@@ -80,7 +80,7 @@ impl RouteCache {
     }
 
     /// The next hop cached for `dst` in the current epoch.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, dst: u32) -> Option<Hop> {
         let s = &self.slots[Self::index(dst)];
         if s.epoch == self.epoch && s.dst == dst {
