@@ -92,7 +92,7 @@ impl<T> ReorderCore<T> {
             ports: Vec::new(),
             next_evict_scan: 0,
             last_pmtu: None,
-            timers: Timers::new(cfg.max_streams, 2 * (cfg.max_rings + 64)),
+            timers: Timers::new(2 * (cfg.max_rings + 64)),
             relieve_scratch: Vec::new(),
             deadline: 0,
             cfg,
@@ -308,7 +308,9 @@ impl<T> ReorderCore<T> {
         self.pool.add_port(port);
         let id = self.table.insert(s);
         self.totals.peak_streams = self.totals.peak_streams.max(self.table.len() as u64);
-        self.settle(id, now);
+        // Not settled here: every caller settles it after its packet (`after`), with the state
+        // that packet leaves (a timer armed for a learning window the first packet already
+        // ended would only wait in the heap).
         Some(id)
     }
 

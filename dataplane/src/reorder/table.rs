@@ -18,7 +18,7 @@ pub(super) struct StreamTable<T> {
     /// Streams that hold packets or are learning: their timers need checking.
     active: Vec<StreamId>,
     /// Each listed stream's place in `active`, by stream id (beside the streams, not in them:
-    /// a `Stream` stays within four cache lines).
+    /// a `Stream` stays within four cache lines); grown to the highest id listed.
     active_pos: Vec<u32>,
     /// Where the eviction scan goes on from.
     evict_hand: usize,
@@ -36,7 +36,7 @@ impl<T> StreamTable<T> {
             free: Vec::with_capacity(cap),
             last: None,
             active: Vec::with_capacity(active),
-            active_pos: Vec::with_capacity(cap),
+            active_pos: Vec::new(),
             evict_hand: 0,
             cap,
         }
@@ -88,11 +88,10 @@ impl<T> StreamTable<T> {
         self.index.contains_key(key)
     }
 
-    /// Adds `stream` (the caller checked [`StreamTable::is_full`]); a learning stream is
-    /// listed for its timer at once.
+    /// Adds `stream` (the caller checked [`StreamTable::is_full`]); it is listed for its
+    /// timer when the core settles it after its first packet ([`StreamTable::track`]).
     pub(super) fn insert(&mut self, stream: Stream<T>) -> StreamId {
         let key = stream.key;
-        let learning = matches!(stream.phase, Phase::Learning { .. });
         let i = match self.free.pop() {
             Some(i) => {
                 self.streams[i as usize] = stream;
@@ -105,9 +104,6 @@ impl<T> StreamTable<T> {
         };
         self.index.insert(key, i);
         self.last = Some((key, i));
-        if learning {
-            self.mark_active(i);
-        }
         i
     }
 
@@ -264,6 +260,11 @@ mod tests {
         let mut t = StreamTable::new(4, 4);
         let a = t.insert(stream(1, true));
         let b = t.insert(stream(2, false));
+        assert!(
+            t.active().is_empty(),
+            "listed when settled, not when inserted"
+        );
+        t.track(a);
         assert_eq!(t.active(), &[a]);
         t.track(b);
         assert_eq!(t.active(), &[a], "nothing held, not learning: not listed");

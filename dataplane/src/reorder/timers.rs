@@ -38,12 +38,14 @@ pub(super) struct Timers {
 }
 
 impl Timers {
-    /// Timers for stream ids below `streams`, with room for `cap` entries before the heap
-    /// grows.
-    pub(super) fn new(streams: usize, cap: usize) -> Timers {
+    /// Timers with room for `cap` entries before the heap grows. The heap and the entry
+    /// times grow to the most streams ever armed at once and the highest stream id armed
+    /// (doubling: a few times in a switch's life, never per packet once there), not to
+    /// `max_streams` up front: 100k streams of state must fit in 64 MiB.
+    pub(super) fn new(cap: usize) -> Timers {
         Timers {
             heap: BinaryHeap::with_capacity(cap),
-            at: Vec::with_capacity(streams),
+            at: Vec::new(),
             rescan: false,
             skew: None,
             looks: 0,
@@ -55,6 +57,10 @@ impl Timers {
     #[inline]
     pub(super) fn arm(&mut self, id: StreamId, at: u64) {
         let i = id as usize;
+        if at == u64::MAX {
+            // Nothing to look at (the entry it may have stands: early is allowed).
+            return;
+        }
         if self.at.len() <= i {
             self.at.resize(i + 1, u64::MAX);
         }
@@ -147,7 +153,7 @@ mod tests {
 
     #[test]
     fn entries_come_due_in_time_order_and_stale_ones_are_skipped() {
-        let mut timers = Timers::new(4, 4);
+        let mut timers = Timers::new(4);
         timers.arm(0, 300);
         timers.arm(1, 100);
         timers.arm(2, 200);
@@ -173,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_shrinking_skew_a_request_or_too_many_stale_entries_ask_for_a_rescan() {
-        let mut timers = Timers::new(1, 4);
+        let mut timers = Timers::new(4);
         assert_eq!(timers.rescan(None, 1), Rescan::No);
         assert_eq!(
             timers.rescan(Some(500), 1),
