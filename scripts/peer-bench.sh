@@ -251,6 +251,17 @@ ssw_config() {
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # The ratio of two medians, two decimals.
 ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+# One table row's figures: VALS (every round's RESULT[$1,ROUND]), M (their median), and RATIO
+# to L3 (l3fwd's median, set here on l3fwd's own row; "-" for l3fwd and before it).
+row_figures() {
+  local app="${1%%,*}" r
+  VALS=()
+  for r in $(seq "$ROUNDS"); do VALS+=("${RESULT[$1,$r]}"); done
+  M=$(median "${VALS[@]}")
+  [ "$app" = l3fwd ] && L3="$M"
+  RATIO="-"
+  if [ "$app" != l3fwd ] && [ -n "$L3" ]; then RATIO=$(ratio_of "$M" "$L3"); fi
+}
 
 source_role() {
   for frame in $FRAMES; do
@@ -303,15 +314,10 @@ source_role() {
   fi
   printf '%-6s %-12s %-28s %9s %9s\n' frame app "Mpps per round" median "x l3fwd"
   for frame in $FRAMES; do
-    l3=""
+    L3=""
     for app in $APPS; do
-      vals=()
-      for r in $(seq "$ROUNDS"); do vals+=("${RESULT[$app,$frame,$r]}"); done
-      m=$(median "${vals[@]}")
-      [ "$app" = l3fwd ] && l3="$m"
-      ratio="-"
-      if [ "$app" != l3fwd ] && [ -n "$l3" ]; then ratio=$(ratio_of "$m" "$l3"); fi
-      printf '%-6s %-12s %-28s %9s %9s\n' "$frame" "$app" "${vals[*]}" "$m" "$ratio"
+      row_figures "$app,$frame"
+      printf '%-6s %-12s %-28s %9s %9s\n' "$frame" "$app" "${VALS[*]}" "$M" "$RATIO"
     done
   done
 }
@@ -396,21 +402,17 @@ destination_role() {
   declare -A first_qps
   for qps in $DEST_QPS; do
     for depth in $DEPTHS; do
-      local l3="" m vals ratio vs
+      local vs
+      L3=""
       for app in testpmd l3fwd sprayswitch; do
-        vals=()
-        for r in $(seq "$ROUNDS"); do vals+=("${RESULT[$app,$qps,$depth,$r]}"); done
-        m=$(median "${vals[@]}")
-        [ "$app" = l3fwd ] && l3="$m"
-        ratio="-"
-        if [ "$app" != l3fwd ] && [ -n "$l3" ]; then ratio=$(ratio_of "$m" "$l3"); fi
+        row_figures "$app,$qps,$depth"
         # sprayswitch against itself with the first --dest-qps count at the same depth.
         vs="-"
         if [ "$app" = sprayswitch ]; then
-          [ -n "${first_qps[$depth]:-}" ] || first_qps[$depth]="$m"
-          vs=$(ratio_of "$m" "${first_qps[$depth]}")
+          [ -n "${first_qps[$depth]:-}" ] || first_qps[$depth]="$M"
+          vs=$(ratio_of "$M" "${first_qps[$depth]}")
         fi
-        printf '%-7s %-6s %-12s %-28s %9s %9s %9s\n' "$qps" "$depth" "$app" "${vals[*]}" "$m" "$ratio" "$vs"
+        printf '%-7s %-6s %-12s %-28s %9s %9s %9s\n' "$qps" "$depth" "$app" "${VALS[*]}" "$M" "$RATIO" "$vs"
       done
     done
   done
