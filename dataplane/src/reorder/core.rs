@@ -198,6 +198,8 @@ impl<T> ReorderCore<T> {
         self.table.state_bytes(Stream::heap_bytes)
             + self.pool.state_bytes()
             + self.pairing.state_bytes()
+            + self.timers.state_bytes()
+            + self.relieve_scratch.capacity() * std::mem::size_of::<(u64, StreamId)>()
     }
 
     // ------------------------------------------------------------------ the parts, joined
@@ -255,9 +257,11 @@ impl<T> ReorderCore<T> {
         self.table.track(id);
         let d = loss::deadline(self.table.get(id), self.evidence.skew(now));
         self.timers.arm(id, d);
-        if d < self.deadline {
-            // The paths' skew may shorten this hold when its period ends, as in `poll`.
-            self.deadline = d.min(self.evidence.skew_changes_at(now));
+        if d != u64::MAX {
+            // The paths' skew may shorten this hold when its period ends, as in `poll`: that
+            // look is due even when the next deadline is an earlier stream's (or a stale
+            // entry's) and this one's comes after it.
+            self.deadline = self.deadline.min(d).min(self.evidence.skew_changes_at(now));
         }
     }
 
@@ -997,8 +1001,9 @@ impl<T> ReorderCore<T> {
             }
         }
         let mut deadline = self.timers.next();
-        if !self.table.active().is_empty() {
-            // The paths' skew may shorten a hold when a period ends.
+        if deadline != u64::MAX || !self.table.active().is_empty() {
+            // The paths' skew may shorten a hold when a period ends (also that of a stream
+            // armed behind a stale entry, which the period's end must not wait for).
             deadline = deadline.min(self.evidence.skew_changes_at(now));
         }
         self.deadline = deadline;
@@ -1108,6 +1113,9 @@ impl<T> ReorderCore<T> {
             h.out.push(a.item);
         }
         h.pool.return_ring(h.s);
+        // Nothing may come back to this id: its stamp waits (its slot may soon be another
+        // stream's) and its timer entries go with it.
+        self.evidence.forget_stream(self.table.get(id), id);
         self.table.remove(id);
         self.timers.forget(id);
     }

@@ -143,6 +143,14 @@ impl PathEvidence {
         s.paths.proof(gap, self.paths, self.down, src, now)
     }
 
+    /// Stream `id` (`s`) is forgotten: its source's waits for it go (its id may soon name
+    /// another stream).
+    pub(super) fn forget_stream<T>(&mut self, s: &Stream<T>, id: StreamId) {
+        if let Some(src) = s.paths.source().and_then(|a| self.sources.get_mut(&a)) {
+            src.forget_stream(id);
+        }
+    }
+
     /// Notes that stream `id` waits for stamp `need` of its source on `path` (`learning`: to
     /// end its learning, not to prove a gap).
     pub(super) fn wait<T>(

@@ -146,6 +146,11 @@ impl SourceStamps {
         }
     }
 
+    /// Forgets the waits of `stream` (it is forgotten).
+    pub(super) fn forget_stream(&mut self, stream: u32) {
+        self.waiting.retain(|w| w.stream != stream);
+    }
+
     /// Forgets the waits on paths that are down (`down`: a bit per path): nothing comes there
     /// to meet them, and the streams are checked again without those paths.
     pub(super) fn forget_down(&mut self, down: u64) {

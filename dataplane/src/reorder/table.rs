@@ -94,6 +94,10 @@ impl<T> StreamTable<T> {
         let key = stream.key;
         let i = match self.free.pop() {
             Some(i) => {
+                // A free slot is never listed (`remove` unlisted it); should anything have
+                // listed it since, it leaves the list before the new stream takes it, so that
+                // the list and the streams' flags always agree.
+                self.unlist_stream(i);
                 self.streams[i as usize] = stream;
                 i
             }

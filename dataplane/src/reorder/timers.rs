@@ -129,6 +129,12 @@ impl Timers {
         self.rescan = true;
     }
 
+    /// Approximate bytes it holds: the heap and the entry times.
+    pub(super) fn state_bytes(&self) -> usize {
+        self.heap.capacity() * std::mem::size_of::<Reverse<(u64, StreamId)>>()
+            + self.at.capacity() * std::mem::size_of::<u64>()
+    }
+
     /// Entries in the heap, stale ones included, and the looks taken so far.
     #[cfg(test)]
     pub(super) fn usage(&self) -> (usize, u64) {
