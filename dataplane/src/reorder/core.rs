@@ -40,7 +40,7 @@ use super::stream::{
     StreamStats,
 };
 use super::table::StreamTable;
-use super::timers::{Rescan, Timers};
+use super::timers::Timers;
 use super::totals::ReorderTotals;
 use crate::meta::{MetaKind, QpRef, RoceMeta, NO_PATH};
 use crate::wire::Psn;
@@ -940,21 +940,14 @@ impl<T> ReorderCore<T> {
     /// what is held, in order), and evicts a few idle streams.
     pub fn poll(&mut self, now: u64, out: &mut Vec<T>) {
         let skew = self.evidence.skew(now);
-        let rescan = self.timers.rescan(skew, self.table.active().len());
-        if rescan != Rescan::No {
+        if self.timers.rescan(skew, self.table.active().len()) {
             // A hold may have become shorter than its stream's entry (or the entries are
             // gone): every listed stream is armed at its deadline now.
             let mut i = 0;
             while let Some(id) = self.table.active_at(i) {
-                let s = self.table.get(id);
-                if s.held == 0 && !s.learning() {
-                    // Listed until its entry came due: nothing to look at any more.
-                    self.table.unlist_stream(id);
-                    continue;
+                if self.rearm(id, skew, 0) {
+                    i += 1;
                 }
-                let d = loss::deadline(s, skew);
-                self.timers.arm(id, d);
-                i += 1;
             }
         }
         // Only the streams whose look is due: each ends its learning, gives up its gap if the
@@ -979,15 +972,9 @@ impl<T> ReorderCore<T> {
                 nak_filter::track(&mut h, judges, id);
                 nak_filter::send_on_if_skipped(&mut h, judges, id);
             }
-            let s = self.table.get(id);
-            if s.held == 0 && !s.learning() {
-                self.table.unlist_stream(id);
-            } else {
-                // Never due again at this same `now`: a look that changed nothing would come
-                // back at once.
-                let d = loss::deadline(s, skew).max(now + 1);
-                self.timers.arm(id, d);
-            }
+            // Never due again at this same `now`: a look that changed nothing would come back
+            // at once.
+            self.rearm(id, skew, now + 1);
         }
         if now >= self.next_evict_scan {
             // 32 streams per period: a table of 131k streams is swept in 4096 periods, well
@@ -1007,6 +994,20 @@ impl<T> ReorderCore<T> {
             deadline = deadline.min(self.evidence.skew_changes_at(now));
         }
         self.deadline = deadline;
+    }
+
+    /// Arms listed stream `id` at its deadline (at least `floor`), or unlists it when it holds
+    /// nothing and is not learning (listed until its entry came due); true when it stays
+    /// listed.
+    fn rearm(&mut self, id: StreamId, skew: Option<u64>, floor: u64) -> bool {
+        let s = self.table.get(id);
+        if s.held == 0 && !s.learning() {
+            self.table.unlist_stream(id);
+            return false;
+        }
+        let d = loss::deadline(s, skew).max(floor);
+        self.timers.arm(id, d);
+        true
     }
 
     /// The timer heap's entries (stale ones included) and the looks its polls took so far.

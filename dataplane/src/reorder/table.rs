@@ -117,13 +117,10 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         let key = s.key;
         s.forget_lists();
-        let listed = s.in_active;
         self.index.remove(&key);
         self.last = None;
         self.free.push(id);
-        if listed {
-            self.unlist_stream(id);
-        }
+        self.unlist_stream(id);
     }
 
     #[inline]

@@ -13,10 +13,9 @@
 //! when its deadline comes earlier than its entry ([`Timers::arm`], from the core's `settle`
 //! after every operation on a stream); the older entry is then stale, recognised by the time of
 //! the entry that counts, kept per stream id beside the heap (not in the `Stream`, which stays
-//! within four cache lines), and skipped. The deadline also
-//! depends on the paths' skew, which can only shrink when one of its periods ends: the core
-//! then arms every listed stream again ([`Timers::rescan`]), as it does when the hold timeout
-//! changes.
+//! within four cache lines), and skipped. The deadline also depends on the paths' skew, which
+//! can only shrink when one of its periods ends: the core then arms every listed stream again
+//! ([`Timers::rescan`]), as it does when the hold timeout changes.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -105,23 +104,17 @@ impl Timers {
 
     /// Whether every listed stream must be armed again before the next look, given the skew
     /// now: asked for ([`Timers::ask_rescan`]), the skew shrank since the last look, or the
-    /// heap holds more stale entries than `live` streams justify. Clears the request and, for
-    /// the last reason, the heap and every stream's entry (the caller re-arms every listed
-    /// stream).
-    pub(super) fn rescan(&mut self, skew: Option<u64>, live: usize) -> Rescan {
+    /// heap holds more stale entries than `live` streams justify (then the heap and every
+    /// stream's entry are dropped first). Clears the request.
+    pub(super) fn rescan(&mut self, skew: Option<u64>, live: usize) -> bool {
         let shrank = skew.unwrap_or(0) < self.skew.unwrap_or(0);
         self.skew = skew;
-        if self.heap.len() > 4 * live + 1024 {
+        let bloated = self.heap.len() > 4 * live + 1024;
+        if bloated {
             self.heap.clear();
             self.at.fill(u64::MAX);
-            self.rescan = false;
-            return Rescan::Cleared;
         }
-        if std::mem::take(&mut self.rescan) || shrank {
-            Rescan::Arm
-        } else {
-            Rescan::No
-        }
+        std::mem::take(&mut self.rescan) || shrank || bloated
     }
 
     /// Every listed stream must be armed again before the next look (the hold timeout changed).
@@ -140,17 +133,6 @@ impl Timers {
     pub(super) fn usage(&self) -> (usize, u64) {
         (self.heap.len(), self.looks)
     }
-}
-
-/// What [`Timers::rescan`] asks of the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rescan {
-    /// Nothing: the entries stand.
-    No,
-    /// Arm every listed stream again at its deadline now.
-    Arm,
-    /// The heap was emptied: arm every listed stream again.
-    Cleared,
 }
 
 #[cfg(test)]
@@ -186,21 +168,21 @@ mod tests {
     #[test]
     fn a_shrinking_skew_a_request_or_too_many_stale_entries_ask_for_a_rescan() {
         let mut timers = Timers::new(4);
-        assert_eq!(timers.rescan(None, 1), Rescan::No);
-        assert_eq!(
-            timers.rescan(Some(500), 1),
-            Rescan::No,
-            "a growing skew only delays"
+        assert!(!timers.rescan(None, 1));
+        assert!(!timers.rescan(Some(500), 1), "a growing skew only delays");
+        assert!(
+            timers.rescan(Some(100), 1),
+            "a shrinking one may shorten holds"
         );
-        assert_eq!(timers.rescan(Some(100), 1), Rescan::Arm);
-        assert_eq!(timers.rescan(Some(100), 1), Rescan::No);
+        assert!(!timers.rescan(Some(100), 1));
         timers.ask_rescan();
-        assert_eq!(timers.rescan(Some(100), 1), Rescan::Arm);
+        assert!(timers.rescan(Some(100), 1));
+        assert!(!timers.rescan(Some(100), 1), "a request is answered once");
         for at in (0..2_000u64).rev() {
             timers.arm(0, at);
         }
-        assert_eq!(timers.rescan(Some(100), 1), Rescan::Cleared);
-        assert_eq!(timers.usage().0, 0);
+        assert!(timers.rescan(Some(100), 1));
+        assert_eq!(timers.usage().0, 0, "the stale entries are dropped");
         // Its entry went with the heap: arming it again counts.
         timers.arm(0, 7);
         assert_eq!(timers.pop_due(7), Some(0));
