@@ -974,7 +974,7 @@ impl<T> ReorderCore<T> {
             }
             // Never due again at this same `now`: a look that changed nothing would come back
             // at once.
-            self.rearm(id, skew, now + 1);
+            self.rearm(id, skew, now.saturating_add(1));
         }
         if now >= self.next_evict_scan {
             // 32 streams per period: a table of 131k streams is swept in 4096 periods, well

@@ -388,6 +388,27 @@ fn gap_timeout_releases_in_order_and_nak_resyncs() {
     assert_eq!(h.take(), vec![11, 12, 13, 14, 5]);
 }
 
+/// A worker that stops flushes with one poll at the end of time (`u64::MAX`): every gap is
+/// given up and everything held comes out in order, with no look re-armed past the end of time
+/// (a debug build once overflowed there, in CI's congestion test).
+#[test]
+fn a_poll_at_the_end_of_time_releases_everything() {
+    let mut h = H::new(cfg());
+    h.ins(1, 0, 0, 0);
+    h.ins(1, 2, 2, 100);
+    h.ins(2, 10, 10, 0);
+    h.ins(2, 12, 12, 100);
+    h.ins(2, 14, 14, 200);
+    h.take();
+    assert_eq!(h.core.held(), 3);
+    h.core.poll(u64::MAX, &mut h.out);
+    assert_eq!(h.take(), vec![2, 12, 14]);
+    assert_eq!(h.core.held(), 0);
+    h.core.poll(u64::MAX, &mut h.out);
+    assert!(h.take().is_empty());
+    assert_eq!(h.core.poll_timeout(), u64::MAX);
+}
+
 #[test]
 fn nak_ahead_releases_what_is_behind_it() {
     let mut h = H::new(cfg());
