@@ -2,7 +2,8 @@
 //!
 //! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderStage`:
 //!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
-//!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams;
+//!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams,
+//!   handed over in bursts of 32 as a worker receives them (`insert_burst`);
 //! - `paths/*`: the same over four path-order paths, with and without path stamps;
 //! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
 //!   downlink with pass-through against the reorder engine, next to the bare port-to-port move.
@@ -26,6 +27,8 @@ use sprayswitch::wire::Psn;
 use sprayswitch::worker::{Worker, WorkerConfig};
 
 const BATCH: usize = 1024;
+/// Packets a worker hands the stage at once (its receive burst).
+const BURST: usize = 32;
 
 /// The reorder facts of a request of QP `qpn` from the source host 7 with `psn`, arrived on
 /// `path` with path stamp `seq` as the source ToR wrote it (0: none).
@@ -64,6 +67,7 @@ fn stage_bench(c: &mut Criterion) {
             let block = depth + 1;
             let mut now = 1u64;
             let mut order: Vec<u32> = Vec::with_capacity(block as usize);
+            let mut burst: Vec<(PortId, Pkt, RoceMeta)> = Vec::with_capacity(BURST);
             g.bench_function(format!("depth_{depth}/streams_{streams}"), |b| {
                 b.iter(|| {
                     let mut sent = 0;
@@ -76,13 +80,16 @@ fn stage_bench(c: &mut Criterion) {
                         for &p in &order {
                             let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
                             let meta = request(stream, p, sprayswitch::meta::NO_PATH, 0);
-                            stage.insert(0, pkt, &meta, now, &mut out);
+                            burst.push((0, pkt, meta));
+                            if burst.len() == BURST {
+                                stage.insert_burst(&mut burst, now, &mut out);
+                                now += 100;
+                                pool.extend(out.drain(..).map(|(_, p)| p));
+                            }
                         }
                         sent += block as usize;
                         next_psn[stream as usize] = base + block;
                         stream = (stream + 1) % streams;
-                        now += 100;
-                        pool.extend(out.drain(..).map(|(_, p)| p));
                     }
                     black_box(sent)
                 })

@@ -29,7 +29,8 @@
 //! - [`wire`]: byte views over RoCEv2 headers, ICRC, PSN arithmetic, frame classification,
 //!   path stamps, the switch's own ARP/ND/ICMP frames and checksums. Pure functions over
 //!   `&[u8]`: no I/O, no clock, no allocation.
-//! - [`time`], [`rng`], [`ids`] (port index, integer-keyed map): leaves.
+//! - [`time`], [`rng`], [`prefetch`] (cache-line hints), [`ids`] (port index, integer-keyed
+//!   map): leaves.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
@@ -54,4 +55,5 @@ pub mod pkt;
 pub mod wire;
 pub mod time;
 pub mod rng;
+pub mod prefetch;
 pub mod ids;

@@ -73,6 +73,15 @@ pub struct ReorderCore<T> {
     deadline: u64,
 }
 
+/// The stream key of a request-direction packet (`None` for any other).
+#[inline]
+fn request_key(meta: &RoceMeta) -> Option<StreamKey> {
+    matches!(meta.kind, MetaKind::Request { .. }).then_some(StreamKey::Request {
+        local: meta.local,
+        qpn: meta.qpn,
+    })
+}
+
 impl<T> ReorderCore<T> {
     /// A core with every structure allocated up front.
     ///
@@ -383,6 +392,25 @@ impl<T> ReorderCore<T> {
             self.evidence.give_back(due);
         }
         r
+    }
+
+    /// Starts loading the index slot of the stream a request-direction packet `meta` belongs
+    /// to (nothing for other packets): the first of the two steps that let a burst's lookups
+    /// overlap ([`ReorderCore::prefetch_stream`] is the second, a little later).
+    #[inline]
+    pub fn prefetch_index(&self, meta: &RoceMeta) {
+        if let Some(key) = request_key(meta) {
+            self.table.prefetch_slot(&key);
+        }
+    }
+
+    /// Starts loading the state of the stream a request-direction packet `meta` belongs to,
+    /// if it has one (its index slot is read now).
+    #[inline]
+    pub fn prefetch_stream(&self, meta: &RoceMeta) {
+        if let Some(key) = request_key(meta) {
+            self.table.prefetch_stream(&key);
+        }
     }
 
     /// A request-direction packet.

@@ -11,6 +11,8 @@
 //! - [`config`]: the limits and timers, and the bounds every part shares;
 //! - [`stream`]: what is kept per stream (its key, phase, expected PSN, READ ranges);
 //! - `table`: every stream by index, the free list, the streams whose timers run, eviction;
+//!   `index`: which stream a key names (8-byte slots, the key compared in the stream);
+//!   `timers`: when each holding or learning stream is next due;
 //! - `pool`: where held packets live: rings of PSN slots, far lists, the bytes held;
 //! - [`paths`]: what each fabric path delivered of a stream (path-order loss detection);
 //! - [`sources`]: what each source host's path stamps showed (evidence for all its QPs);
@@ -41,6 +43,7 @@ pub mod skew;
 pub mod sources;
 pub mod stage;
 pub mod stream;
+pub(crate) mod index;
 pub(crate) mod table;
 pub(crate) mod timers;
 pub mod totals;
@@ -72,6 +75,21 @@ pub trait DownlinkStage: Send {
         now: u64,
         out: &mut Vec<(PortId, Pkt)>,
     );
+
+    /// Takes a burst of packets, each bound for its egress with its RoCE facts, in order, as
+    /// [`DownlinkStage::insert`] would one by one (the burst is left empty). A stage with
+    /// per-stream state starts loading every packet's state before it handles the first, so
+    /// that their cache misses overlap.
+    fn insert_burst(
+        &mut self,
+        burst: &mut Vec<(PortId, Pkt, RoceMeta)>,
+        now: u64,
+        out: &mut Vec<(PortId, Pkt)>,
+    ) {
+        for (egress, pkt, meta) in burst.drain(..) {
+            self.insert(egress, pkt, &meta, now, out);
+        }
+    }
 
     /// Learns from a packet a local host sent on the downlink `port` (READ requests, its NAKs
     /// and ACKs).

@@ -43,23 +43,31 @@ pub(super) fn fold(a: u128) -> u64 {
     (a as u64) ^ ((a >> 64) as u64).rotate_left(17)
 }
 
-impl std::hash::Hash for StreamKey {
-    /// One 64-bit word per key: the integer hasher mixes it once (a derived `Hash` would feed
-    /// the enum discriminant byte by byte).
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+impl StreamKey {
+    /// The key folded to one 64-bit word, for hashing (not unique: tables compare the key).
+    #[inline]
+    pub(super) fn word(&self) -> u64 {
         match *self {
-            StreamKey::Request { local, qpn } => state.write_u64(fold(local) ^ u64::from(qpn) << 8),
+            StreamKey::Request { local, qpn } => fold(local) ^ u64::from(qpn) << 8,
             StreamKey::Response {
                 local,
                 remote,
                 remote_qpn,
-            } => state.write_u64(
+            } => {
                 fold(local)
                     ^ fold(remote).rotate_left(29)
                     ^ u64::from(remote_qpn) << 36
-                    ^ 0x5bd1_e995,
-            ),
+                    ^ 0x5bd1_e995
+            }
         }
+    }
+}
+
+impl std::hash::Hash for StreamKey {
+    /// One 64-bit word per key: the integer hasher mixes it once (a derived `Hash` would feed
+    /// the enum discriminant byte by byte).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.word());
     }
 }
 
@@ -238,6 +246,10 @@ pub(super) enum Phase {
     Active,
 }
 
+/// One stream's state: four cache lines, aligned to them (the table prefetches a stream's
+/// lines for a burst before its packets are handled; a stream that straddled five lines would
+/// leave one to miss).
+#[repr(align(64))]
 pub(super) struct Stream<T> {
     pub(super) key: StreamKey,
     /// The expected PSN: the next one to release in order (request streams), or the first

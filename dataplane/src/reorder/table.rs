@@ -5,13 +5,13 @@
 //! list, so a stream's id stays valid until it is removed. Bursts mostly come from one QP: the
 //! last stream looked up is remembered, and a lookup of the same key costs a comparison.
 
+use super::index::{self, StreamIndex};
 use super::stream::{Phase, Stream, StreamId, StreamKey};
-use crate::ids::IntMap;
 
 /// Every stream of one core.
 pub(super) struct StreamTable<T> {
     streams: Vec<Stream<T>>,
-    index: IntMap<StreamKey, StreamId>,
+    index: StreamIndex,
     free: Vec<StreamId>,
     /// The stream found by the last lookup.
     last: Option<(StreamKey, StreamId)>,
@@ -28,11 +28,9 @@ pub(super) struct StreamTable<T> {
 impl<T> StreamTable<T> {
     /// A table for `cap` streams, its index and lists allocated up front.
     pub(super) fn new(cap: usize, active: usize) -> StreamTable<T> {
-        let mut index = IntMap::default();
-        index.reserve(cap);
         StreamTable {
             streams: Vec::with_capacity(cap),
-            index,
+            index: StreamIndex::new(cap),
             free: Vec::with_capacity(cap),
             last: None,
             active: Vec::with_capacity(active),
@@ -62,9 +60,34 @@ impl<T> StreamTable<T> {
                 return Some(i);
             }
         }
-        let i = *self.index.get(key)?;
+        let i = self.indexed(key)?;
         self.last = Some((*key, i));
         Some(i)
+    }
+
+    /// The stream of `key` in the index.
+    #[inline]
+    fn indexed(&self, key: &StreamKey) -> Option<StreamId> {
+        let streams = &self.streams;
+        self.index
+            .get(index::hash(key), |id| streams[id as usize].key == *key)
+    }
+
+    /// Starts loading what a lookup of `key` reads first: its index slot.
+    #[inline]
+    pub(super) fn prefetch_slot(&self, key: &StreamKey) {
+        self.index.prefetch(index::hash(key));
+    }
+
+    /// Starts loading the state of the stream of `key`, if there is one (its index slot is
+    /// read now: prefetched with [`StreamTable::prefetch_slot`] some time before, it is in
+    /// the cache). The first stream with the key's tag: comparing the key would wait for the
+    /// very line this asks for.
+    #[inline]
+    pub(super) fn prefetch_stream(&self, key: &StreamKey) {
+        if let Some(id) = self.index.likely(index::hash(key)) {
+            crate::prefetch::all(&self.streams[id as usize]);
+        }
     }
 
     /// The stream of `key`, without remembering it.
@@ -75,7 +98,7 @@ impl<T> StreamTable<T> {
                 return Some(i);
             }
         }
-        self.index.get(key).copied()
+        self.indexed(key)
     }
 
     /// Stream slots, live or free (what the eviction scan goes round).
@@ -85,7 +108,7 @@ impl<T> StreamTable<T> {
 
     /// Whether a stream of `key` exists.
     pub(super) fn contains(&self, key: &StreamKey) -> bool {
-        self.index.contains_key(key)
+        self.indexed(key).is_some()
     }
 
     /// Adds `stream` (the caller checked [`StreamTable::is_full`]); it is listed for its
@@ -106,7 +129,8 @@ impl<T> StreamTable<T> {
                 (self.streams.len() - 1) as StreamId
             }
         };
-        self.index.insert(key, i);
+        debug_assert!(self.indexed(&key).is_none(), "a key is indexed once");
+        self.index.insert(index::hash(&key), i);
         self.last = Some((key, i));
         i
     }
@@ -117,7 +141,7 @@ impl<T> StreamTable<T> {
         let s = &mut self.streams[id as usize];
         let key = s.key;
         s.forget_lists();
-        self.index.remove(&key);
+        self.index.remove(index::hash(&key), id);
         self.last = None;
         self.free.push(id);
         self.unlist_stream(id);
@@ -140,7 +164,7 @@ impl<T> StreamTable<T> {
 
     /// Every live stream.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Stream<T>> + '_ {
-        self.index.values().map(move |i| &self.streams[*i as usize])
+        self.index.ids().map(move |i| &self.streams[i as usize])
     }
 
     /// Lists `id` for timer checks (once).
@@ -202,7 +226,7 @@ impl<T> StreamTable<T> {
         }
         self.evict_hand = (self.evict_hand + 1) % n;
         let id = self.evict_hand as StreamId;
-        let live = self.index.get(&self.streams[id as usize].key) == Some(&id);
+        let live = self.indexed(&self.streams[id as usize].key) == Some(id);
         live.then_some(id)
     }
 
@@ -211,7 +235,7 @@ impl<T> StreamTable<T> {
     pub(super) fn state_bytes(&self, extra: impl Fn(&Stream<T>) -> usize) -> usize {
         self.streams.capacity() * std::mem::size_of::<Stream<T>>()
             + self.streams.iter().map(extra).sum::<usize>()
-            + self.index.capacity() * (std::mem::size_of::<(StreamKey, StreamId)>() + 1)
+            + self.index.state_bytes()
             + self.free.capacity() * 4
             + self.active.capacity() * 4
             + self.active_pos.capacity() * 4

@@ -265,14 +265,14 @@ impl Worker {
             taken += batch.len();
             for h in batch.drain(..) {
                 if let Some(meta) = h.reorder {
-                    self.reorder
-                        .insert(h.port, h.pkt, &meta, now, &mut self.released);
+                    self.queue_reorder(h.port, h.pkt, meta, now);
                 } else {
                     self.enqueue_local(h.port, h.pkt, now);
                 }
             }
             self.sh.inbox.give_back(batch);
         }
+        self.reorder_queued(now);
         if taken > 0 {
             self.sh.counters.handoff_in.add(taken as u64);
             work = true;

@@ -38,6 +38,7 @@ use crossbeam::utils::CachePadded;
 use crate::egress::EgressQueue;
 use crate::engine::{DropReason, Engine, ResolveRequest, Verdict};
 use crate::ids::PortId;
+use crate::meta::RoceMeta;
 use crate::pkt::{Pkt, DEFAULT_BUF};
 use crate::port::{LinkState, Port};
 use crate::reorder::{DownlinkStage, StreamRow};
@@ -188,6 +189,10 @@ pub struct Worker {
     /// Per port id of the switch: its index in `ports` when this worker owns it.
     owned_at: Vec<Option<usize>>,
     rx: Vec<Pkt>,
+    /// Packets for the reorder stage, handed to it a burst at a time
+    /// ([`DownlinkStage::insert_burst`]) so that their streams' state loads together; always
+    /// empty between the steps of an iteration (see [`Worker::reorder_queued`]).
+    to_reorder: Vec<(PortId, Pkt, RoceMeta)>,
     released: Vec<(PortId, Pkt)>,
     learned: Vec<(IpAddr, Neighbor)>,
     resolve: Vec<ResolveRequest>,
@@ -282,6 +287,7 @@ impl Worker {
             ports,
             owned_at,
             rx: Vec::with_capacity(burst),
+            to_reorder: Vec::with_capacity(burst),
             released: Vec::with_capacity(burst * 4),
             learned: Vec::with_capacity(256),
             resolve: Vec::with_capacity(256),
@@ -566,6 +572,8 @@ impl Worker {
                     obs.kind,
                     MetaKind::HostNak | MetaKind::HostRead { .. } | MetaKind::HostSingle
                 );
+                // The stage sees every packet in the order they came.
+                self.reorder_queued(now);
                 if let (true, Verdict::Forward(p)) = (judged, d.verdict) {
                     // Judged with the packet itself: a nak_filter downlink may keep a NAK or
                     // a READ retry back.
@@ -589,6 +597,7 @@ impl Worker {
                 self.release_parked(tables, now);
             }
         }
+        self.reorder_queued(now);
         self.rx = rx;
         pc.rx_bytes.add(bytes);
         c.rx_bytes.add(bytes);
@@ -614,6 +623,7 @@ impl Worker {
 
     /// The reorder stage's timers, then whatever it released. True when it released any.
     fn run_reorder(&mut self, now: u64) -> bool {
+        self.reorder_queued(now);
         self.reorder
             .set_paths(self.paths.len(), self.paths_down, now, &mut self.released);
         // The stage does nothing before its deadline or its sweep for idle streams.
@@ -845,6 +855,7 @@ impl Worker {
     /// counted in `unsent`.
     pub fn crash(mut self) -> WorkerExit {
         let unsent = self.ports.iter().map(|p| p.q.len()).sum::<usize>()
+            + self.to_reorder.len()
             + self.waiting
             + self.outbox.iter().map(Vec::len).sum::<usize>()
             + self.reorder.held()
@@ -869,6 +880,7 @@ impl Worker {
                 }
                 self.sh.inbox.give_back(batch);
             }
+            self.reorder_queued(now);
             let mut rel = std::mem::take(&mut self.released);
             self.reorder.poll(u64::MAX, &mut rel);
             for (p, pkt) in rel.drain(..) {
