@@ -3,7 +3,8 @@
 //! - `stage/depth_D/streams_S`: ns per packet through the reorder stage (`ReorderStage`:
 //!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
 //!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams,
-//!   handed over in bursts of 32 as a worker receives them (`insert_burst`);
+//!   handed over as a worker does: in bursts of 32 (`insert_burst`) once the stage wants them
+//!   (`wants_bursts`: thousands of streams), one by one before;
 //! - `paths/*`: the same over four path-order paths, with and without path stamps;
 //! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
 //!   downlink with pass-through against the reorder engine, next to the bare port-to-port move.
@@ -68,6 +69,7 @@ fn stage_bench(c: &mut Criterion) {
             let mut now = 1u64;
             let mut order: Vec<u32> = Vec::with_capacity(block as usize);
             let mut burst: Vec<(PortId, Pkt, RoceMeta)> = Vec::with_capacity(BURST);
+            let mut done = 0usize;
             g.bench_function(format!("depth_{depth}/streams_{streams}"), |b| {
                 b.iter(|| {
                     let mut sent = 0;
@@ -80,8 +82,15 @@ fn stage_bench(c: &mut Criterion) {
                         for &p in &order {
                             let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
                             let meta = request(stream, p, sprayswitch::meta::NO_PATH, 0);
-                            burst.push((0, pkt, meta));
-                            if burst.len() == BURST {
+                            // As a worker hands them over: in bursts once the stage wants
+                            // them, one by one before.
+                            if burst.is_empty() && !stage.wants_bursts() {
+                                stage.insert(0, pkt, &meta, now, &mut out);
+                            } else {
+                                burst.push((0, pkt, meta));
+                            }
+                            done += 1;
+                            if done.is_multiple_of(BURST) {
                                 stage.insert_burst(&mut burst, now, &mut out);
                                 now += 100;
                                 pool.extend(out.drain(..).map(|(_, p)| p));

@@ -191,6 +191,12 @@ impl<T> ReorderCore<T> {
         self.evidence.skew(now)
     }
 
+    /// Streams tracked now.
+    #[inline]
+    pub fn stream_count(&self) -> usize {
+        self.table.len()
+    }
+
     /// Per-stream statistics, for inspection (not on the packet path).
     pub fn streams(&self) -> impl Iterator<Item = (StreamKey, Psn, StreamStats)> + '_ {
         self.table.iter().map(|s| (s.key, s.expected, s.stats))

@@ -91,6 +91,13 @@ pub trait DownlinkStage: Send {
         }
     }
 
+    /// Whether packets are better handed over in bursts ([`DownlinkStage::insert_burst`]) than
+    /// one by one now: a stage whose state no longer fits the caches says yes; below that,
+    /// queueing them first only costs.
+    fn wants_bursts(&self) -> bool {
+        false
+    }
+
     /// Learns from a packet a local host sent on the downlink `port` (READ requests, its NAKs
     /// and ACKs).
     fn observe(

@@ -193,6 +193,9 @@ pub struct Worker {
     /// ([`DownlinkStage::insert_burst`]) so that their streams' state loads together; always
     /// empty between the steps of an iteration (see [`Worker::reorder_queued`]).
     to_reorder: Vec<(PortId, Pkt, RoceMeta)>,
+    /// Whether the reorder stage wants bursts ([`DownlinkStage::wants_bursts`]), asked when
+    /// a burst is received and before hand-offs are taken (the queue is empty then).
+    reorder_bursts: bool,
     released: Vec<(PortId, Pkt)>,
     learned: Vec<(IpAddr, Neighbor)>,
     resolve: Vec<ResolveRequest>,
@@ -288,6 +291,7 @@ impl Worker {
             owned_at,
             rx: Vec::with_capacity(burst),
             to_reorder: Vec::with_capacity(burst),
+            reorder_bursts: false,
             released: Vec::with_capacity(burst * 4),
             learned: Vec::with_capacity(256),
             resolve: Vec::with_capacity(256),
@@ -545,6 +549,7 @@ impl Worker {
         if n == 0 {
             return false;
         }
+        self.reorder_bursts = self.reorder.wants_bursts();
         let pc = &port_counters[usize::from(id)];
         pc.rx_pkts.add(n as u64);
         c.rx_pkts.add(n as u64);

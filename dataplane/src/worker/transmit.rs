@@ -65,10 +65,17 @@ impl Worker {
         self.hand_off(owner, Handoff { port, reorder, pkt });
     }
 
-    /// Queues `pkt` for the reorder stage (towards `port`, one of this worker's downlinks); a
-    /// full burst goes to the stage at once.
+    /// Queues `pkt` for the reorder stage (towards `port`, one of this worker's downlinks) when
+    /// the stage wants bursts (asked once per received burst, `reorder_bursts`); a full burst
+    /// goes to the stage at once. Otherwise the stage takes it now.
     #[inline]
     pub(super) fn queue_reorder(&mut self, port: PortId, pkt: Pkt, meta: RoceMeta, now: u64) {
+        if !self.reorder_bursts {
+            // The stage's state is in the caches: one by one costs less.
+            self.reorder
+                .insert(port, pkt, &meta, now, &mut self.released);
+            return;
+        }
         self.to_reorder.push((port, pkt, meta));
         if self.to_reorder.len() >= self.cfg.burst {
             self.reorder_queued(now);
