@@ -82,6 +82,13 @@ impl ReorderConfig {
         if self.max_streams == 0 || self.max_rings == 0 || self.max_reads == 0 {
             return Err("max_streams, max_rings and max_reads must be at least 1".into());
         }
+        if self.max_streams > super::index::MAX_STREAMS {
+            return Err(format!(
+                "max_streams {}: at most {} (67 million)",
+                self.max_streams,
+                super::index::MAX_STREAMS
+            ));
+        }
         let (v4, v6) = self.stamp_source_prefix;
         if v4 > 32 || v6 > 128 {
             return Err(format!(

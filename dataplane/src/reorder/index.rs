@@ -1,7 +1,7 @@
 //! The stream table's index: which stream a key names, in one array of 8-byte slots.
 //!
-//! **Why not a `HashMap<StreamKey, StreamId>`.** Its buckets hold the whole key (48 bytes with
-//! the id and padding: a cache line each), so 131k streams made an index of 16 MiB, and on a
+//! **Why not a `HashMap<StreamKey, StreamId>`.** Its buckets hold the whole key (48 bytes; 64
+//! with the id and padding: a cache line each), so 131k streams made an index of 16 MiB, and on a
 //! switch with many QPs each packet's lookup missed the cache in a random line of it: 68% of
 //! the reorder stage's time on 100k streams in order (`cargo bench --bench reorder`,
 //! `stage/depth_0/streams_100000`, in `HashMap::get`). A slot here is 32 bits of the key's
@@ -18,6 +18,10 @@ use super::stream::{StreamId, StreamKey};
 
 /// A slot with no stream.
 const EMPTY: u64 = u64::MAX;
+
+/// The most streams an index holds (`max_streams` is checked against it): ids stay far below
+/// `u32::MAX`, so no slot is ever `EMPTY`, and the slot count fits any `usize`.
+pub(crate) const MAX_STREAMS: usize = 1 << 26;
 
 /// The 64-bit hash of a key: its one-word fold ([`StreamKey::word`]) through a full-avalanche
 /// finalizer (MurmurHash3's fmix64), so that the upper 32 bits, the tag, depend on every bit.
@@ -46,9 +50,10 @@ pub(super) struct StreamIndex {
 }
 
 impl StreamIndex {
-    /// An index for up to `cap` streams: at least twice as many slots, allocated now.
+    /// An index for up to `cap` streams (at most [`MAX_STREAMS`]): at least twice as many
+    /// slots, allocated now.
     pub(super) fn new(cap: usize) -> StreamIndex {
-        let n = (2 * cap + 1).next_power_of_two().max(16);
+        let n = (2 * cap.min(MAX_STREAMS)).next_power_of_two().max(16);
         StreamIndex {
             slots: vec![EMPTY; n],
             mask: n - 1,

@@ -25,11 +25,20 @@ const STREAMS_AHEAD: usize = 6;
 /// core's own cache (1 MiB of L2 here) stops holding them with their index and packets.
 const BURSTS_FROM: usize = 2048;
 
-/// Whether two packets' facts name the same QP (and so the same stream).
+/// Whether two request-direction packets' facts name the same stream (its state is on its
+/// way for the first).
 #[inline]
 fn same_qp(a: &RoceMeta, b: &RoceMeta) -> bool {
-    a.qpn == b.qpn && a.local == b.local
+    a.qpn == b.qpn
+        && a.local == b.local
+        && matches!(a.kind, crate::meta::MetaKind::Request { .. })
+        && matches!(b.kind, crate::meta::MetaKind::Request { .. })
 }
+
+// The prefetch asks for a stream's first `MAX_LINES` lines: the stream of real packets fits.
+const _: () = assert!(
+    std::mem::size_of::<super::stream::Stream<(PortId, Pkt)>>() <= 64 * crate::prefetch::MAX_LINES
+);
 
 /// Reordering of one worker's downlinks.
 pub struct ReorderStage {

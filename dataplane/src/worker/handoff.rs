@@ -257,7 +257,7 @@ impl Worker {
             work |= self.retry_handoffs();
         }
         let mut taken = 0;
-        self.reorder_bursts = self.reorder.wants_bursts();
+        self.ask_reorder_bursts(now);
         let due = self.sh.inbox.len().max(8);
         for _ in 0..due {
             let Some(mut batch) = self.sh.inbox.pop() else {

@@ -194,7 +194,7 @@ pub struct Worker {
     /// empty between the steps of an iteration (see [`Worker::reorder_queued`]).
     to_reorder: Vec<(PortId, Pkt, RoceMeta)>,
     /// Whether the reorder stage wants bursts ([`DownlinkStage::wants_bursts`]), asked when
-    /// a burst is received and before hand-offs are taken (the queue is empty then).
+    /// a burst is received and before hand-offs are taken, after what is queued went to it.
     reorder_bursts: bool,
     released: Vec<(PortId, Pkt)>,
     learned: Vec<(IpAddr, Neighbor)>,
@@ -476,6 +476,10 @@ impl Worker {
             self.wake_handed();
         }
         self.publish_ports(now);
+        debug_assert!(
+            self.to_reorder.is_empty(),
+            "every step hands what it queued to the reorder stage"
+        );
         work
     }
 
@@ -549,7 +553,7 @@ impl Worker {
         if n == 0 {
             return false;
         }
-        self.reorder_bursts = self.reorder.wants_bursts();
+        self.ask_reorder_bursts(now);
         let pc = &port_counters[usize::from(id)];
         pc.rx_pkts.add(n as u64);
         c.rx_pkts.add(n as u64);

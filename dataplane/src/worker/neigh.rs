@@ -78,6 +78,9 @@ impl Worker {
                 self.dispatch(verdict, p.pkt, now);
             }
         }
+        // What went to the reorder stage's queue goes to the stage now: this runs between the
+        // steps of an iteration too (new neighbours from other workers, resolution effects).
+        self.reorder_queued(now);
     }
 
     /// Drops (counted `unresolved`) held packets whose next hop did not answer in time, and

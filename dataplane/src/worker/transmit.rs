@@ -71,7 +71,9 @@ impl Worker {
     #[inline]
     pub(super) fn queue_reorder(&mut self, port: PortId, pkt: Pkt, meta: RoceMeta, now: u64) {
         if !self.reorder_bursts {
-            // The stage's state is in the caches: one by one costs less.
+            // The stage's state is in the caches: one by one costs less (after whatever is
+            // queued still, which came first).
+            self.reorder_queued(now);
             self.reorder
                 .insert(port, pkt, &meta, now, &mut self.released);
             return;
@@ -94,6 +96,14 @@ impl Worker {
             self.reorder
                 .insert_burst(&mut self.to_reorder, now, &mut self.released);
         }
+    }
+
+    /// Asks the reorder stage whether it wants bursts now, for the packets that follow; what
+    /// is queued from before goes to it first.
+    #[inline]
+    pub(super) fn ask_reorder_bursts(&mut self, now: u64) {
+        self.reorder_queued(now);
+        self.reorder_bursts = self.reorder.wants_bursts();
     }
 
     pub(super) fn enqueue_local(&mut self, port: PortId, pkt: Pkt, now: u64) {
