@@ -35,6 +35,13 @@ fn same_qp(a: &RoceMeta, b: &RoceMeta) -> bool {
         && matches!(b.kind, crate::meta::MetaKind::Request { .. })
 }
 
+/// Whether packet `i` of `burst` starts loading its stream's state: the first, or one of
+/// another stream than the packet before it (whose state is on its way already).
+#[inline]
+fn starts_a_qp(burst: &[(PortId, Pkt, RoceMeta)], i: usize) -> bool {
+    i == 0 || !same_qp(&burst[i - 1].2, &burst[i].2)
+}
+
 // The prefetch asks for a stream's first `MAX_LINES` lines: the stream of real packets fits.
 const _: () = assert!(
     std::mem::size_of::<super::stream::Stream<(PortId, Pkt)>>() <= 64 * crate::prefetch::MAX_LINES
@@ -159,26 +166,24 @@ impl DownlinkStage for ReorderStage {
         // asks for nothing: its lines are on their way.
         let ahead = self.wants_bursts();
         if ahead {
-            for (i, (_, _, meta)) in burst.iter().enumerate() {
-                if i == 0 || !same_qp(&burst[i - 1].2, meta) {
-                    self.core.prefetch_index(meta);
+            for i in 0..burst.len() {
+                if starts_a_qp(burst, i) {
+                    self.core.prefetch_index(&burst[i].2);
                 }
             }
-            for (i, (_, _, meta)) in burst.iter().enumerate().take(STREAMS_AHEAD) {
-                if i == 0 || !same_qp(&burst[i - 1].2, meta) {
-                    self.core.prefetch_stream(meta);
+            for i in 0..burst.len().min(STREAMS_AHEAD) {
+                if starts_a_qp(burst, i) {
+                    self.core.prefetch_stream(&burst[i].2);
                 }
             }
         }
         let mut rest = burst.drain(..);
         loop {
-            // (The packet handled next is the rest's first.)
-            if let (true, [.., before, (_, _, meta)]) =
-                (ahead, rest.as_slice().get(..=STREAMS_AHEAD).unwrap_or(&[]))
-            {
-                if !same_qp(&before.2, meta) {
-                    self.core.prefetch_stream(meta);
-                }
+            // The packet handled next is the rest's first: the one STREAMS_AHEAD after it
+            // starts loading.
+            let later = rest.as_slice();
+            if ahead && later.len() > STREAMS_AHEAD && starts_a_qp(later, STREAMS_AHEAD) {
+                self.core.prefetch_stream(&later[STREAMS_AHEAD].2);
             }
             let Some((egress, pkt, meta)) = rest.next() else {
                 break;
