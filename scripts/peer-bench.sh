@@ -3,7 +3,7 @@
 #
 #   scripts/peer-bench.sh [--role all|source|destination] [--rounds 3] [--seconds 5] [--core 1]
 #                         [--frames "90 1098"] [--qps 64] [--dest-qps "64 10000"]
-#                         [--depths "0 4 16"] [--logs DIR] [--workers 1|2]
+#                         [--depths "0 4 16"] [--logs DIR] [--workers 1|2] [--baseline BIN]
 #
 # Source role (a ToR's host port to its uplink group): a `net_pcap` port replays RoCE RC WRITE
 # ONLY frames of --qps QPs from memory (`infinite_rx=1`) and the application sends them out of
@@ -30,6 +30,9 @@
 # one lcore per port, sprayswitch with a worker per host port and two uplinks each (spraying
 # over all four hands half the packets to the other worker); no testpmd (its main lcore needs a
 # third core).
+# --baseline BIN: also measure that sprayswitch binary (another commit's build, with the dpdk
+# feature) as the app `baseline`, in the same rounds after the current build, on the same
+# configuration: a change's effect from one run, not from two runs minutes apart.
 # --logs DIR keeps every run's output (sprayswitch's counters at exit among them). Each runs
 # pinned to --core (testpmd's idle main lcore on the other core), alone, for a
 # warm-up of 2 s and --seconds of measurement; the rounds alternate the three. Packets per
@@ -58,6 +61,7 @@ WORKERS=1
 ROLE=all
 DEST_QPS="64 10000"
 DEPTHS="0 4 16"
+BASELINE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -70,11 +74,16 @@ while [ $# -gt 0 ]; do
     --role) ROLE="$2"; shift 2 ;;
     --dest-qps) DEST_QPS="$2"; shift 2 ;;
     --depths) DEPTHS="$2"; shift 2 ;;
+    --baseline) BASELINE="$2"; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "peer-bench: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
+if [ -n "$BASELINE" ]; then
+  BASELINE=$(realpath "$BASELINE")
+  [ -x "$BASELINE" ] || { echo "peer-bench: --baseline $BASELINE is not an executable" >&2; exit 2; }
+fi
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 [ "$(id -u)" = 0 ] || { echo "peer-bench: DPDK needs root" >&2; exit 1; }
@@ -302,14 +311,18 @@ source_role() {
       fi
       RESULT[sprayswitch,$frame,$r]=$(measure sprayswitch "$TAG-ssw" "$ssw_ports" \
         env RUST_LOG=warn "$SSW" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
+      if [ -n "$BASELINE" ]; then
+        RESULT[baseline,$frame,$r]=$(measure baseline "$TAG-ssw" "$ssw_ports" \
+          env RUST_LOG=warn "$BASELINE" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
+      fi
     done
   done
 
   if [ "$WORKERS" = 1 ]; then
-    APPS="testpmd l3fwd sprayswitch"
+    APPS="testpmd l3fwd sprayswitch${BASELINE:+ baseline}"
     printf '\nsource role: host port (net_pcap, %d QPs) to the uplinks (net_null), one core (%d), %s s per run\n' "$QPS" "$CORE" "$SECONDS_RUN"
   else
-    APPS="l3fwd sprayswitch"
+    APPS="l3fwd sprayswitch${BASELINE:+ baseline}"
     printf '\nsource role, two cores: two host ports (net_pcap, %d QPs each), one per worker or lcore, to the uplinks (net_null), %s s per run\n' "$QPS" "$SECONDS_RUN"
   fi
   printf '%-6s %-12s %-28s %9s %9s\n' frame app "Mpps per round" median "x l3fwd"
@@ -393,6 +406,10 @@ destination_role() {
           --config "(0,0,$CORE),(1,0,$CORE),(2,0,$CORE),(3,0,$CORE),(4,0,$CORE)")
         RESULT[sprayswitch,$qps,$depth,$r]=$(RXLIMIT=$all measure sprayswitch "$TAG-ssw" "4@0,1,2,3" \
           env RUST_LOG=warn "$SSW" --config "$WORK/ssw-dest.toml" run --no-socket --stats-interval 0)
+        if [ -n "$BASELINE" ]; then
+          RESULT[baseline,$qps,$depth,$r]=$(RXLIMIT=$all measure baseline "$TAG-ssw" "4@0,1,2,3" \
+            env RUST_LOG=warn "$BASELINE" --config "$WORK/ssw-dest.toml" run --no-socket --stats-interval 0)
+        fi
       done
       rm -f "$caps"-*.pcap
     done
@@ -404,13 +421,14 @@ destination_role() {
     for depth in $DEPTHS; do
       local vs
       L3=""
-      for app in testpmd l3fwd sprayswitch; do
+      for app in testpmd l3fwd sprayswitch${BASELINE:+ baseline}; do
         row_figures "$app,$qps,$depth"
-        # sprayswitch against itself with the first --dest-qps count at the same depth.
+        # Each sprayswitch build against itself with the first --dest-qps count at the same
+        # depth.
         vs="-"
-        if [ "$app" = sprayswitch ]; then
-          [ -n "${first_qps[$depth]:-}" ] || first_qps[$depth]="$M"
-          vs=$(ratio_of "$M" "${first_qps[$depth]}")
+        if [ "$app" = sprayswitch ] || [ "$app" = baseline ]; then
+          [ -n "${first_qps[$app,$depth]:-}" ] || first_qps[$app,$depth]="$M"
+          vs=$(ratio_of "$M" "${first_qps[$app,$depth]}")
         fi
         printf '%-7s %-6s %-12s %-28s %9s %9s %9s\n' "$qps" "$depth" "$app" "${VALS[*]}" "$M" "$RATIO" "$vs"
       done
