@@ -20,7 +20,7 @@ use sprayswitch::pkt::Pkt;
 use sprayswitch::port::mem::{self, MemPort};
 use sprayswitch::port::Port;
 use sprayswitch::reorder::{
-    DownlinkStage, MetaKind, Passthrough, ReorderConfig, ReorderStage, RoceMeta,
+    Burst, DownlinkStage, MetaKind, Passthrough, ReorderConfig, ReorderStage, RoceMeta,
 };
 use sprayswitch::tables::{ip_key, SprayPolicy};
 use sprayswitch::testkit::{roce_frame, tor_tables};
@@ -68,7 +68,7 @@ fn stage_bench(c: &mut Criterion) {
             let block = depth + 1;
             let mut now = 1u64;
             let mut order: Vec<u32> = Vec::with_capacity(block as usize);
-            let mut burst: Vec<(PortId, Pkt, RoceMeta)> = Vec::with_capacity(BURST);
+            let mut burst = Burst::with_capacity(BURST);
             let mut done = 0usize;
             g.bench_function(format!("depth_{depth}/streams_{streams}"), |b| {
                 b.iter(|| {
@@ -87,7 +87,7 @@ fn stage_bench(c: &mut Criterion) {
                             if burst.is_empty() && !stage.wants_bursts() {
                                 stage.insert(0, pkt, &meta, now, &mut out);
                             } else {
-                                burst.push((0, pkt, meta));
+                                burst.push(0, pkt, meta);
                             }
                             done += 1;
                             if done.is_multiple_of(BURST) {

@@ -64,6 +64,61 @@ use crate::ids::PortId;
 use crate::pkt::Pkt;
 use crate::wire::Psn;
 
+/// Packets queued for a [`DownlinkStage`] in the order they came, each with its egress and its
+/// RoCE facts. The facts lie apart from the packets: handing a burst over moves each packet
+/// (tens of bytes) once and reads its facts where they lie, instead of moving a record of both
+/// (160 bytes) out of the queue first.
+#[derive(Debug, Default)]
+pub struct Burst {
+    facts: Vec<(PortId, RoceMeta)>,
+    pkts: Vec<Pkt>,
+}
+
+impl Burst {
+    /// An empty burst with room for `n` packets.
+    pub fn with_capacity(n: usize) -> Burst {
+        Burst {
+            facts: Vec::with_capacity(n),
+            pkts: Vec::with_capacity(n),
+        }
+    }
+
+    /// Queues `pkt`, bound for `egress`, with its facts.
+    #[inline]
+    pub fn push(&mut self, egress: PortId, pkt: Pkt, meta: RoceMeta) {
+        self.facts.push((egress, meta));
+        self.pkts.push(pkt);
+    }
+
+    /// Packets queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// Whether nothing is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// The queued packets' egress ports and facts, in order.
+    #[inline]
+    pub fn facts(&self) -> &[(PortId, RoceMeta)] {
+        &self.facts
+    }
+
+    /// Takes the queued packets out in order: `f` gets every packet's facts, the packet's
+    /// index among them and the packet. The burst is left empty.
+    #[inline]
+    pub fn take_each(&mut self, mut f: impl FnMut(&[(PortId, RoceMeta)], usize, Pkt)) {
+        for (i, pkt) in self.pkts.drain(..).enumerate() {
+            f(&self.facts, i, pkt);
+        }
+        self.facts.clear();
+    }
+}
+
 /// A stage that may hold packets for a downlink and release them later.
 pub trait DownlinkStage: Send {
     /// Takes a packet bound for `egress`; appends what it releases now to `out`.
@@ -80,15 +135,11 @@ pub trait DownlinkStage: Send {
     /// [`DownlinkStage::insert`] would one by one (the burst is left empty). A stage with
     /// per-stream state starts loading every packet's state before it handles the first, so
     /// that their cache misses overlap.
-    fn insert_burst(
-        &mut self,
-        burst: &mut Vec<(PortId, Pkt, RoceMeta)>,
-        now: u64,
-        out: &mut Vec<(PortId, Pkt)>,
-    ) {
-        for (egress, pkt, meta) in burst.drain(..) {
-            self.insert(egress, pkt, &meta, now, out);
-        }
+    fn insert_burst(&mut self, burst: &mut Burst, now: u64, out: &mut Vec<(PortId, Pkt)>) {
+        burst.take_each(|facts, i, pkt| {
+            let (egress, meta) = &facts[i];
+            self.insert(*egress, pkt, meta, now, out);
+        });
     }
 
     /// Whether packets are better handed over in bursts ([`DownlinkStage::insert_burst`]) than

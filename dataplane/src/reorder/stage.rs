@@ -10,7 +10,7 @@ use super::config::ReorderConfig;
 use super::core::ReorderCore;
 use super::stream::{DownlinkMode, PortReorder};
 use super::totals::ReorderTotals;
-use super::{DownlinkStage, RoceMeta, StreamRow};
+use super::{Burst, DownlinkStage, RoceMeta, StreamRow};
 use crate::ids::PortId;
 use crate::pkt::Pkt;
 use crate::tables::Tables;
@@ -35,11 +35,11 @@ fn same_qp(a: &RoceMeta, b: &RoceMeta) -> bool {
         && matches!(b.kind, crate::meta::MetaKind::Request { .. })
 }
 
-/// Whether packet `i` of `burst` starts loading its stream's state: the first, or one of
+/// Whether packet `i` of a burst (`facts`) starts loading its stream's state: the first, or one of
 /// another stream than the packet before it (whose state is on its way already).
 #[inline]
-fn starts_a_qp(burst: &[(PortId, Pkt, RoceMeta)], i: usize) -> bool {
-    i == 0 || !same_qp(&burst[i - 1].2, &burst[i].2)
+fn starts_a_qp(facts: &[(PortId, RoceMeta)], i: usize) -> bool {
+    i == 0 || !same_qp(&facts[i - 1].1, &facts[i].1)
 }
 
 // The prefetch asks for a stream's first `MAX_LINES` lines: the stream of real packets fits.
@@ -152,12 +152,7 @@ impl DownlinkStage for ReorderStage {
         }
     }
 
-    fn insert_burst(
-        &mut self,
-        burst: &mut Vec<(PortId, Pkt, RoceMeta)>,
-        now: u64,
-        out: &mut Vec<(PortId, Pkt)>,
-    ) {
+    fn insert_burst(&mut self, burst: &mut Burst, now: u64, out: &mut Vec<(PortId, Pkt)>) {
         // Ahead of the work: every index slot first, then each stream the slots name a few
         // packets before its turn. With many streams both miss the cache; issued ahead, the
         // misses overlap (VPP's and `rte_hash_lookup_bulk`'s way) instead of each packet
@@ -166,30 +161,27 @@ impl DownlinkStage for ReorderStage {
         // asks for nothing: its lines are on their way.
         let ahead = self.wants_bursts();
         if ahead {
-            for i in 0..burst.len() {
-                if starts_a_qp(burst, i) {
-                    self.core.prefetch_index(&burst[i].2);
+            let facts = burst.facts();
+            for i in 0..facts.len() {
+                if starts_a_qp(facts, i) {
+                    self.core.prefetch_index(&facts[i].1);
                 }
             }
-            for i in 0..burst.len().min(STREAMS_AHEAD) {
-                if starts_a_qp(burst, i) {
-                    self.core.prefetch_stream(&burst[i].2);
+            for i in 0..facts.len().min(STREAMS_AHEAD) {
+                if starts_a_qp(facts, i) {
+                    self.core.prefetch_stream(&facts[i].1);
                 }
             }
         }
-        let mut rest = burst.drain(..);
-        loop {
-            // The packet handled next is the rest's first: the one STREAMS_AHEAD after it
-            // starts loading.
-            let later = rest.as_slice();
-            if ahead && later.len() > STREAMS_AHEAD && starts_a_qp(later, STREAMS_AHEAD) {
-                self.core.prefetch_stream(&later[STREAMS_AHEAD].2);
+        burst.take_each(|facts, i, pkt| {
+            // Packet `i` goes in next: the one STREAMS_AHEAD after it starts loading.
+            let later = i + STREAMS_AHEAD;
+            if ahead && later < facts.len() && starts_a_qp(facts, later) {
+                self.core.prefetch_stream(&facts[later].1);
             }
-            let Some((egress, pkt, meta)) = rest.next() else {
-                break;
-            };
-            self.insert(egress, pkt, &meta, now, out);
-        }
+            let (egress, meta) = &facts[i];
+            self.insert(*egress, pkt, meta, now, out);
+        });
     }
 
     fn wants_bursts(&self) -> bool {
@@ -547,7 +539,7 @@ mod tests {
         let mut single = ReorderStage::new(cfg, &t, &[]);
         let mut bursty = ReorderStage::new(cfg, &t, &[]);
         let (mut a, mut b) = (Vec::new(), Vec::new());
-        let (mut burst, mut copies) = (Vec::new(), Vec::new());
+        let (mut burst, mut copies) = (Burst::default(), Vec::new());
         let streams = 3000u32;
         let mut tag = 0u32;
         let mut now = 1u64;
@@ -565,7 +557,7 @@ mod tests {
                     pkt.data_mut()[..4].copy_from_slice(&tag.to_be_bytes());
                     let m = meta(q + 1, p, 8);
                     copies.push((1, Pkt::from_slice(pkt.data()), m));
-                    burst.push((1, pkt, m));
+                    burst.push(1, pkt, m);
                     if burst.len() == 32 || (k == 2 && q % 97 == 0) {
                         // One clock reading per burst, as a worker has.
                         for (e, p, m) in copies.drain(..) {

@@ -38,7 +38,6 @@ use crossbeam::utils::CachePadded;
 use crate::egress::EgressQueue;
 use crate::engine::{DropReason, Engine, ResolveRequest, Verdict};
 use crate::ids::PortId;
-use crate::meta::RoceMeta;
 use crate::pkt::{Pkt, DEFAULT_BUF};
 use crate::port::{LinkState, Port};
 use crate::reorder::{DownlinkStage, StreamRow};
@@ -197,7 +196,7 @@ pub struct Worker {
     /// Packets for the reorder stage, handed to it a burst at a time
     /// ([`DownlinkStage::insert_burst`]) so that their streams' state loads together; always
     /// empty between the steps of an iteration (see [`Worker::reorder_queued`]).
-    to_reorder: Vec<(PortId, Pkt, RoceMeta)>,
+    to_reorder: crate::reorder::Burst,
     /// Whether the reorder stage wants bursts ([`DownlinkStage::wants_bursts`]), asked when
     /// a burst is received and before hand-offs are taken, after what is queued went to it.
     reorder_bursts: bool,
@@ -295,7 +294,7 @@ impl Worker {
             ports,
             owned_at,
             rx: Vec::with_capacity(burst),
-            to_reorder: Vec::with_capacity(burst),
+            to_reorder: crate::reorder::Burst::with_capacity(burst),
             reorder_bursts: false,
             released: Vec::with_capacity(burst * 4),
             learned: Vec::with_capacity(256),

@@ -78,7 +78,7 @@ impl Worker {
                 .insert(port, pkt, &meta, now, &mut self.released);
             return;
         }
-        self.to_reorder.push((port, pkt, meta));
+        self.to_reorder.push(port, pkt, meta);
         if self.to_reorder.len() >= self.cfg.burst {
             self.reorder_queued(now);
         }
