@@ -31,14 +31,15 @@
 # over all four hands half the packets to the other worker); no testpmd (its main lcore needs a
 # third core).
 # --baseline BIN: also measure that sprayswitch binary (another commit's build, with the dpdk
-# feature) as the app `baseline`, in the same rounds after the current build, on the same
-# configuration: a change's effect from one run, not from two runs minutes apart.
+# feature; it must read the current configuration, which is checked first) as the app
+# `baseline`, in the same rounds and on the same configuration, before or after the current
+# build by turns: a change's effect from one run, not from two runs minutes apart.
 # --logs DIR keeps every run's output (sprayswitch's counters at exit among them). Each runs
 # pinned to --core (testpmd's idle main lcore on the other core), alone, for a
-# warm-up of 2 s and --seconds of measurement; the rounds alternate the three. Packets per
-# second are read from DPDK's telemetry socket (`/ethdev/stats`: the egress ports' opackets
-# over the window), the same counter for all three. The table gives every round, the median
-# and sprayswitch's ratio to l3fwd.
+# warm-up of 2 s and --seconds of measurement; the rounds alternate the applications. Packets
+# per second are read from DPDK's telemetry socket (`/ethdev/stats`: the egress ports'
+# opackets over the window), the same counter for all. The table gives every round, the
+# median and each sprayswitch build's ratio to l3fwd.
 #
 # l3fwd is built from /usr/share/dpdk/examples/l3fwd with one change, made here: no RX checksum
 # offload (net_pcap has none, and l3fwd refuses to start without it); `--parse-ptype` is its
@@ -81,8 +82,9 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -n "$BASELINE" ]; then
+  { [ -f "$BASELINE" ] && [ -x "$BASELINE" ]; } ||
+    { echo "peer-bench: --baseline $BASELINE is not an executable file" >&2; exit 2; }
   BASELINE=$(realpath "$BASELINE")
-  [ -x "$BASELINE" ] || { echo "peer-bench: --baseline $BASELINE is not an executable" >&2; exit 2; }
 fi
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -257,6 +259,32 @@ ssw_config() {
     "$TAG-ssw" "$lcores" "${vdevs%, }"
 }
 
+# The current build and, with --baseline, the baseline build, in an order that turns with the
+# round (odd rounds the current build first), so that neither always runs second. $1: the
+# round, $2: the RESULT key after the application's name, $3: the egress ports (as for
+# measure; RXLIMIT from the caller's environment); the rest: sprayswitch's arguments.
+measure_builds() {
+  local r="$1" key="$2" ports="$3" app bin order=(sprayswitch)
+  shift 3
+  if [ -n "$BASELINE" ]; then
+    if (( r % 2 )); then order=(sprayswitch baseline); else order=(baseline sprayswitch); fi
+  fi
+  for app in "${order[@]}"; do
+    bin="$SSW"
+    [ "$app" = baseline ] && bin="$BASELINE"
+    RESULT[$app,$key]=$(measure "$app" "$TAG-ssw" "$ports" env RUST_LOG=warn "$bin" "$@")
+  done
+}
+
+# With --baseline: that build must read the configuration $1 (an older build may refuse keys
+# added since).
+check_baseline() {
+  [ -z "$BASELINE" ] || "$BASELINE" --config "$1" check >/dev/null || {
+    echo "peer-bench: the baseline build does not read $1 (built before a key it uses?)" >&2
+    exit 2
+  }
+}
+
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # The ratio of two medians, two decimals.
 ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
@@ -281,6 +309,7 @@ source_role() {
     "$BIN/rocepcap" --out "$pcap" --qps "$QPS" --frame-bytes "$frame" --per-qp "$per_qp" \
       --dst-ip 198.18.1.2 >/dev/null
     ssw_config "$pcap" >"$WORK/ssw-$frame.toml"
+    check_baseline "$WORK/ssw-$frame.toml"
     ssw_ports=$(seq -s, "$WORKERS" $((WORKERS + 3)))
     for r in $(seq "$ROUNDS"); do
       echo "# source role, $frame-byte frames, $WORKERS worker(s), round $r of $ROUNDS" >&2
@@ -309,12 +338,8 @@ source_role() {
         PID2=""
         rm -rf "/var/run/dpdk/$TAG-l3b"
       fi
-      RESULT[sprayswitch,$frame,$r]=$(measure sprayswitch "$TAG-ssw" "$ssw_ports" \
-        env RUST_LOG=warn "$SSW" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
-      if [ -n "$BASELINE" ]; then
-        RESULT[baseline,$frame,$r]=$(measure baseline "$TAG-ssw" "$ssw_ports" \
-          env RUST_LOG=warn "$BASELINE" --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0)
-      fi
+      measure_builds "$r" "$frame,$r" "$ssw_ports" \
+        --config "$WORK/ssw-$frame.toml" run --no-socket --stats-interval 0
     done
   done
 
@@ -390,6 +415,7 @@ destination_role() {
       # The switch's mbufs per uplink: what the lag holds of it (a chunk a round), twice.
       mbufs=$(( lag * 32 * 2 + 16384 ))
       dest_config "$caps" "$lag" "$qps" "$mbufs" >"$WORK/ssw-dest.toml"
+      check_baseline "$WORK/ssw-dest.toml"
       tp_vdevs=()
       for u in 0 1 2 3; do tp_vdevs+=(--vdev "net_pcap$u,rx_pcap=$caps-$u.pcap"); done
       tp_vdevs+=(--vdev net_null0,no-rx=1)
@@ -404,12 +430,8 @@ destination_role() {
           taskset -c "$CORE" "$L3FWD" -l "$CORE" "${eal_common[@]}" --file-prefix "$TAG-l3" \
           "${tp_vdevs[@]}" -- -p 0x1f -P --parse-ptype \
           --config "(0,0,$CORE),(1,0,$CORE),(2,0,$CORE),(3,0,$CORE),(4,0,$CORE)")
-        RESULT[sprayswitch,$qps,$depth,$r]=$(RXLIMIT=$all measure sprayswitch "$TAG-ssw" "4@0,1,2,3" \
-          env RUST_LOG=warn "$SSW" --config "$WORK/ssw-dest.toml" run --no-socket --stats-interval 0)
-        if [ -n "$BASELINE" ]; then
-          RESULT[baseline,$qps,$depth,$r]=$(RXLIMIT=$all measure baseline "$TAG-ssw" "4@0,1,2,3" \
-            env RUST_LOG=warn "$BASELINE" --config "$WORK/ssw-dest.toml" run --no-socket --stats-interval 0)
-        fi
+        RXLIMIT=$all measure_builds "$r" "$qps,$depth,$r" "4@0,1,2,3" \
+          --config "$WORK/ssw-dest.toml" run --no-socket --stats-interval 0
       done
       rm -f "$caps"-*.pcap
     done

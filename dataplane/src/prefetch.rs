@@ -37,9 +37,11 @@ pub fn all<T>(v: &T) {
     }
 }
 
-/// Starts loading the cache lines of the first `n` bytes of `bytes` (as many as it has).
+/// Starts loading the cache lines of the first `n` bytes of `bytes` (as many as it has), `n`
+/// at most 128: the line of the first byte and that of the last (a header's span).
 #[inline(always)]
 pub fn head(bytes: &[u8], n: usize) {
+    debug_assert!(n <= 128, "head spans at most two lines");
     let n = n.min(bytes.len());
     if n == 0 {
         return;

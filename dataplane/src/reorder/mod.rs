@@ -109,13 +109,18 @@ impl Burst {
     }
 
     /// Takes the queued packets out in order: `f` gets every packet's facts, the packet's
-    /// index among them and the packet. The burst is left empty.
+    /// index among them and the packet. The burst is left empty (also when `f` panics: the
+    /// facts are taken out first, so the two never fall out of step).
     #[inline]
     pub fn take_each(&mut self, mut f: impl FnMut(&[(PortId, RoceMeta)], usize, Pkt)) {
+        let mut facts = std::mem::take(&mut self.facts);
+        debug_assert_eq!(facts.len(), self.pkts.len());
         for (i, pkt) in self.pkts.drain(..).enumerate() {
-            f(&self.facts, i, pkt);
+            f(&facts, i, pkt);
         }
-        self.facts.clear();
+        facts.clear();
+        // Its allocation back, for the next burst.
+        self.facts = facts;
     }
 }
 

@@ -3231,3 +3231,48 @@ fn thousands_of_holding_streams_time_out_each_at_its_own_deadline_and_a_poll_loo
     );
     assert!(entries <= 4 * N as usize + 1024, "{entries} timer entries");
 }
+
+/// A burst gives its packets back in the order they were queued, each with its own egress
+/// and facts, and is empty (and ready for the next) afterwards.
+#[test]
+fn a_burst_keeps_each_packet_with_its_own_facts() {
+    use super::{Burst, DownlinkStage, Passthrough};
+    use crate::pkt::Pkt;
+    let mut burst = Burst::with_capacity(2);
+    let mut seen = Vec::new();
+    for round in 0..2u32 {
+        for i in 0..5u32 {
+            let tag = round * 10 + i;
+            let pkt = Pkt::from_slice(&tag.to_be_bytes());
+            burst.push(i as u16, pkt, req(key(100 + tag), Psn::new(tag), 1, 64));
+        }
+        assert_eq!(burst.len(), 5);
+        burst.take_each(|facts, i, pkt| {
+            let (egress, meta) = &facts[i];
+            let tag = u32::from_be_bytes(pkt.data().try_into().unwrap());
+            seen.push((tag, *egress, meta.qpn, meta.psn.value()));
+        });
+        assert!(burst.is_empty() && burst.facts().is_empty());
+    }
+    let want: Vec<_> = (0..2u32)
+        .flat_map(|r| (0..5u32).map(move |i| (r * 10 + i, i as u16, 100 + r * 10 + i, r * 10 + i)))
+        .collect();
+    assert_eq!(seen, want);
+    // The default hand-over (a stage without per-stream state) keeps the pairs too.
+    for i in 0..3u32 {
+        burst.push(
+            i as u16 + 7,
+            Pkt::from_slice(&i.to_be_bytes()),
+            req(key(i), Psn::new(i), 1, 64),
+        );
+    }
+    let mut out = Vec::new();
+    let mut stage = Passthrough;
+    stage.insert_burst(&mut burst, 0, &mut out);
+    let got: Vec<_> = out
+        .iter()
+        .map(|(e, p)| (*e, u32::from_be_bytes(p.data().try_into().unwrap())))
+        .collect();
+    assert_eq!(got, vec![(7, 0), (8, 1), (9, 2)]);
+    assert!(burst.is_empty());
+}

@@ -40,7 +40,7 @@ use crate::engine::{DropReason, Engine, ResolveRequest, Verdict};
 use crate::ids::PortId;
 use crate::pkt::{Pkt, DEFAULT_BUF};
 use crate::port::{LinkState, Port};
-use crate::reorder::{DownlinkStage, StreamRow};
+use crate::reorder::{Burst, DownlinkStage, StreamRow};
 use crate::stats::{PortCounters, WorkerCounters};
 use crate::tables::status::PortStatus;
 use crate::tables::{Neighbor, Tables};
@@ -161,8 +161,10 @@ pub fn rx_pools<'a>(
 
 /// Bytes of a received frame whose cache lines the worker starts loading before the engine
 /// reads them: Ethernet, IPv4, UDP (where the path stamp rides) and the BTH are 54 bytes (of
-/// an IPv6 or tagged frame, its first lines).
-const HEADERS: usize = 64;
+/// an IPv6 or tagged frame, its first lines). At most two lines. Measured: within the noise
+/// of the peer bench's source role (+3% in medians of six rounds) and of the forward bench,
+/// where the frames are in the cache anyway; it costs nothing visible in either.
+const HEADER_BYTES: usize = 64;
 
 /// How often a worker whose reorder stage holds packets looks at the receive pools.
 const POOL_CHECK_NS: u64 = 10_000;
@@ -196,7 +198,7 @@ pub struct Worker {
     /// Packets for the reorder stage, handed to it a burst at a time
     /// ([`DownlinkStage::insert_burst`]) so that their streams' state loads together; always
     /// empty between the steps of an iteration (see [`Worker::reorder_queued`]).
-    to_reorder: crate::reorder::Burst,
+    to_reorder: Burst,
     /// Whether the reorder stage wants bursts ([`DownlinkStage::wants_bursts`]), asked when
     /// a burst is received and before hand-offs are taken, after what is queued went to it.
     reorder_bursts: bool,
@@ -294,7 +296,7 @@ impl Worker {
             ports,
             owned_at,
             rx: Vec::with_capacity(burst),
-            to_reorder: crate::reorder::Burst::with_capacity(burst),
+            to_reorder: Burst::with_capacity(burst),
             reorder_bursts: false,
             released: Vec::with_capacity(burst * 4),
             learned: Vec::with_capacity(256),
@@ -572,7 +574,7 @@ impl Worker {
             bytes += pkt.len() as u64;
             pkt.rx_port = id;
             pkt.rx_ns = now;
-            crate::prefetch::head(pkt.data(), HEADERS);
+            crate::prefetch::head(pkt.data(), HEADER_BYTES);
         }
         for mut pkt in rx.drain(..) {
             if self.tapping {
