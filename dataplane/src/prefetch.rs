@@ -36,21 +36,3 @@ pub fn all<T>(v: &T) {
         at(base.wrapping_add(k * 64));
     }
 }
-
-/// Starts loading the cache lines of the first `n` bytes of `bytes` (as many as it has), `n`
-/// at most 128: the line of the first byte and that of the last (a header's span).
-#[inline(always)]
-pub fn head(bytes: &[u8], n: usize) {
-    debug_assert!(n <= 128, "head spans at most two lines");
-    let n = n.min(bytes.len());
-    if n == 0 {
-        return;
-    }
-    let base = bytes.as_ptr();
-    // The line of the first byte and, if the span crosses into it, that of the last.
-    at(base);
-    let last = base.wrapping_add(n - 1);
-    if (last as usize) / 64 != (base as usize) / 64 {
-        at(last);
-    }
-}

@@ -159,13 +159,6 @@ pub fn rx_pools<'a>(
     pools
 }
 
-/// Bytes of a received frame whose cache lines the worker starts loading before the engine
-/// reads them: Ethernet, IPv4, UDP (where the path stamp rides) and the BTH are 54 bytes (of
-/// an IPv6 or tagged frame, its first lines). At most two lines. Measured: within the noise
-/// of the peer bench's source role (+3% in medians of six rounds) and of the forward bench,
-/// where the frames are in the cache anyway; it costs nothing visible in either.
-const HEADER_BYTES: usize = 64;
-
 /// How often a worker whose reorder stage holds packets looks at the receive pools.
 const POOL_CHECK_NS: u64 = 10_000;
 
@@ -567,14 +560,11 @@ impl Worker {
         // Stamp the burst in place first: writing these fields into a packet moved out of the
         // vector and then moving it on as a whole stalled on store forwarding (the single
         // hottest instruction of the loop in a profile).
-        // Each frame's headers start loading here, so that the engine's first reads of them
-        // (its hottest loads) overlap instead of waiting for memory one packet at a time.
         let mut bytes = 0u64;
         for pkt in rx.iter_mut() {
             bytes += pkt.len() as u64;
             pkt.rx_port = id;
             pkt.rx_ns = now;
-            crate::prefetch::head(pkt.data(), HEADER_BYTES);
         }
         for mut pkt in rx.drain(..) {
             if self.tapping {
