@@ -4,7 +4,9 @@
 //!   core, release, pacing check) when each stream's packets come in blocks of `D + 1` with the
 //!   first one last (so `D` are held, then all go), for `S` = 1, 1k and 100k active streams,
 //!   handed over as a worker does: in bursts of 32 (`insert_burst`) once the stage wants them
-//!   (`wants_bursts`: thousands of streams), one by one before;
+//!   (`wants_bursts`: thousands of streams), one by one before; `stage/harness/streams_100000`:
+//!   the same loop (100k streams in order, bursts) into a pass-through stage, what the bench
+//!   itself costs a packet (the stage's own cost is a row less this);
 //! - `paths/*`: the same over four path-order paths, with and without path stamps;
 //! - `pipeline/*`: the whole worker (classify, route, reorder, transmit) from an uplink to a
 //!   downlink with pass-through against the reorder engine, next to the bare port-to-port move.
@@ -53,59 +55,92 @@ fn stage_bench(c: &mut Criterion) {
     let tables = tor_tables(2, 4, SprayPolicy::RoundRobin);
     let mut g = c.benchmark_group("stage");
     g.throughput(Throughput::Elements(BATCH as u64));
+    let cfg = ReorderConfig {
+        max_streams: 131_072,
+        learn_ns: 0,
+        ..ReorderConfig::default()
+    };
     for streams in [1u32, 1_000, 100_000] {
         for depth in [0u32, 4, 16, 64] {
-            let cfg = ReorderConfig {
-                max_streams: 131_072,
-                learn_ns: 0,
-                ..ReorderConfig::default()
-            };
             let mut stage = ReorderStage::new(cfg, &tables, &[]);
-            let mut pool: Vec<Pkt> = (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect();
-            let mut out: Vec<(PortId, Pkt)> = Vec::with_capacity(BATCH * 2);
-            let mut next_psn = vec![0u32; streams as usize];
-            let mut stream = 0u32;
-            let block = depth + 1;
-            let mut now = 1u64;
-            let mut order: Vec<u32> = Vec::with_capacity(block as usize);
-            let mut burst = Burst::with_capacity(BURST);
-            let mut done = 0usize;
+            let mut drive = Driver::new(streams, depth);
             g.bench_function(format!("depth_{depth}/streams_{streams}"), |b| {
-                b.iter(|| {
-                    let mut sent = 0;
-                    while sent < BATCH {
-                        // One block of one stream: the first PSN of the block comes last.
-                        let base = next_psn[stream as usize];
-                        order.clear();
-                        order.extend((1..block).map(|k| base + k));
-                        order.push(base);
-                        for &p in &order {
-                            let pkt = pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
-                            let meta = request(stream, p, sprayswitch::meta::NO_PATH, 0);
-                            // As a worker hands them over: in bursts once the stage wants
-                            // them, one by one before.
-                            if burst.is_empty() && !stage.wants_bursts() {
-                                stage.insert(0, pkt, &meta, now, &mut out);
-                            } else {
-                                burst.push(0, pkt, meta);
-                            }
-                            done += 1;
-                            if done.is_multiple_of(BURST) {
-                                stage.insert_burst(&mut burst, now, &mut out);
-                                now += 100;
-                                pool.extend(out.drain(..).map(|(_, p)| p));
-                            }
-                        }
-                        sent += block as usize;
-                        next_psn[stream as usize] = base + block;
-                        stream = (stream + 1) % streams;
-                    }
-                    black_box(sent)
-                })
+                b.iter(|| black_box(drive.batch(&mut stage, false)))
             });
         }
     }
+    // What the loop above costs without a stage: the same packets, facts and bursts of 100k
+    // streams in order into a stage that passes each at once. The reorder stage's own cost
+    // is a row above less this.
+    let mut pass = Passthrough;
+    let mut drive = Driver::new(100_000, 0);
+    g.bench_function("harness/streams_100000", |b| {
+        b.iter(|| black_box(drive.batch(&mut pass, true)))
+    });
     g.finish();
+}
+
+/// The `stage` bench's packets: each stream's in blocks of `depth + 1` with the first PSN
+/// last, the streams in turn, handed over as a worker does.
+struct Driver {
+    pool: Vec<Pkt>,
+    out: Vec<(PortId, Pkt)>,
+    next_psn: Vec<u32>,
+    stream: u32,
+    block: u32,
+    now: u64,
+    order: Vec<u32>,
+    burst: Burst,
+    done: usize,
+}
+
+impl Driver {
+    fn new(streams: u32, depth: u32) -> Driver {
+        Driver {
+            pool: (0..BATCH + 256).map(|_| Pkt::with_capacity(128)).collect(),
+            out: Vec::with_capacity(BATCH * 2),
+            next_psn: vec![0u32; streams as usize],
+            stream: 0,
+            block: depth + 1,
+            now: 1,
+            order: Vec::with_capacity(depth as usize + 1),
+            burst: Burst::with_capacity(BURST),
+            done: 0,
+        }
+    }
+
+    /// Hands `BATCH` packets to `stage`: in bursts of `BURST` once it wants them (or always,
+    /// `bursts`), one by one before. Returns how many went.
+    fn batch<S: DownlinkStage>(&mut self, stage: &mut S, bursts: bool) -> usize {
+        let streams = self.next_psn.len() as u32;
+        let mut sent = 0;
+        while sent < BATCH {
+            // One block of one stream: the first PSN of the block comes last.
+            let base = self.next_psn[self.stream as usize];
+            self.order.clear();
+            self.order.extend((1..self.block).map(|k| base + k));
+            self.order.push(base);
+            for &p in &self.order {
+                let pkt = self.pool.pop().unwrap_or_else(|| Pkt::with_capacity(128));
+                let meta = request(self.stream, p, sprayswitch::meta::NO_PATH, 0);
+                if self.burst.is_empty() && !bursts && !stage.wants_bursts() {
+                    stage.insert(0, pkt, &meta, self.now, &mut self.out);
+                } else {
+                    self.burst.push(0, pkt, meta);
+                }
+                self.done += 1;
+                if self.done.is_multiple_of(BURST) {
+                    stage.insert_burst(&mut self.burst, self.now, &mut self.out);
+                    self.now += 100;
+                    self.pool.extend(self.out.drain(..).map(|(_, p)| p));
+                }
+            }
+            sent += self.block as usize;
+            self.next_psn[self.stream as usize] = base + self.block;
+            self.stream = (self.stream + 1) % streams;
+        }
+        sent
+    }
 }
 
 /// `paths/depth_D/streams_S/{psns,stamps}`: as `stage`, with every packet from one source host
