@@ -437,7 +437,10 @@ destination_role() {
     done
   done
   printf '\ndestination role: four uplinks (net_pcap, captures of 90-byte frames) through the reorder stage to a host port (net_null), one core (%d), %s s per run\n' "$CORE" "$SECONDS_RUN"
-  printf '%-7s %-6s %-12s %-28s %9s %9s %9s\n' QPs depth app "Mpps per round" median "x l3fwd" "x 64 QPs"
+  # Each build against itself with the first --dest-qps count (64 by default).
+  local first
+  read -r first _ <<<"$DEST_QPS"
+  printf '%-7s %-6s %-12s %-28s %9s %9s %9s\n' QPs depth app "Mpps per round" median "x l3fwd" "x $first QPs"
   declare -A first_qps
   for qps in $DEST_QPS; do
     for depth in $DEPTHS; do
