@@ -571,6 +571,24 @@ impl Worker {
                 self.sh.taps.tap(id, &pkt, now);
             }
             let d = self.engine.handle(tables, &self.sh.status, &mut pkt, now);
+            // The steady state of both roles, straight to its queue: routed to a port of this
+            // worker's, with nothing for the reorder stage to learn (no call through
+            // `dispatch` and `route_to`, each of which moved the packet once more).
+            if d.observed.is_none() && !d.host_cnp {
+                match d.verdict {
+                    Verdict::Forward(p) => {
+                        if let Some(i) = self.owned_index(p) {
+                            self.enqueue_at(i, pkt, now);
+                            continue;
+                        }
+                    }
+                    Verdict::Reorder(p, meta) if self.owned_index(p).is_some() => {
+                        self.queue_reorder(p, pkt, meta, now);
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             if let Some(obs) = &d.observed {
                 use crate::meta::MetaKind;
                 if matches!(obs.kind, MetaKind::HostNak | MetaKind::HostRnrNak) {
