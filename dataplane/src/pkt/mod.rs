@@ -219,9 +219,45 @@ impl Pkt {
     }
 }
 
+/// Appends the packet `make` builds to `out`, built in the vector's next slot, and returns it
+/// there. A receive path's packet built on the stack and then pushed (`push` may grow the
+/// vector in between) was copied with wide loads over the narrow stores that built it, which
+/// stalled on store forwarding: two thirds of the DPDK port's receive time in a profile.
+#[inline(always)]
+pub(crate) fn push_built(out: &mut Vec<Pkt>, make: impl FnOnce() -> Pkt) -> &mut Pkt {
+    if out.len() == out.capacity() {
+        out.reserve(1);
+    }
+    let at = out.len();
+    out.spare_capacity_mut()[0].write(make());
+    // SAFETY: the element at `at`, the first past the length and inside the capacity (reserved
+    // above), was just written.
+    unsafe { out.set_len(at + 1) };
+    &mut out[at]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_packet_is_appended_whether_or_not_the_vector_has_room() {
+        // No room at all, then exactly full, then room to spare: each packet lands at the end
+        // with its bytes, and those before it stay as they were.
+        let mut out: Vec<Pkt> = Vec::new();
+        for i in 0..40u8 {
+            if i == 20 {
+                out.shrink_to_fit();
+                assert_eq!(out.len(), out.capacity());
+            }
+            push_built(&mut out, || Pkt::from_slice(&[i, i + 1])).rx_port = u16::from(i);
+            assert_eq!(out.len(), usize::from(i) + 1);
+        }
+        for (i, p) in out.iter().enumerate() {
+            assert_eq!(p.data(), &[i as u8, i as u8 + 1]);
+            assert_eq!(p.rx_port, i as u16);
+        }
+    }
 
     #[test]
     fn pkt_buffers() {

@@ -36,7 +36,7 @@ use self::ring::{Consumer, Producer};
 use super::sys::{self, LinkWatch, SetupError};
 use super::{LinkState, Port};
 use crate::pkt::area::FrameArea;
-use crate::pkt::{Pkt, MAX_FRAME};
+use crate::pkt::{push_built, Pkt, MAX_FRAME};
 
 /// Most descriptors one transmitted frame may span (the kernel's copy mode builds an skb with
 /// at most `MAX_SKB_FRAGS` (17) fragments; 5 frames of 2048 bytes hold the largest packet).
@@ -684,9 +684,8 @@ impl Port for XdpPort {
                 if partial.is_none() && !more {
                     // One descriptor, one frame: the packet owns the UMEM frame (no copy).
                     if let Some(f) = area.claim(d.addr) {
-                        let mut p = Pkt::in_frame(f, d.len as usize);
-                        p.rx_ns = now;
-                        out.push(p);
+                        // Built where it stays (see `push_built`).
+                        push_built(out, || Pkt::in_frame(f, d.len as usize)).rx_ns = now;
                     }
                     return;
                 }
