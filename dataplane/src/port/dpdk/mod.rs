@@ -648,7 +648,11 @@ impl Port for DpdkPort {
         register_thread();
         // What the last call received beyond its `max` first.
         let mut got = self.pending.len().min(max);
-        out.extend(self.pending.drain(..got));
+        if got > 0 {
+            // (Only then: extending by an empty drain cost 1.5% of the source role's samples,
+            // a store-forwarding stall on the drain built on the stack.)
+            out.extend(self.pending.drain(..got));
+        }
         // Every queue once per call, starting where the last call stopped.
         for _ in 0..self.queues {
             if got >= max {
