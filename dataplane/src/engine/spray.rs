@@ -210,8 +210,8 @@ impl Sprayer {
     /// The common case of [`Sprayer::choose`] in a few instructions: round robin over a group
     /// whose members were all live when this iteration looked. Takes the turn and returns the
     /// member's position in the group; `None` (nothing taken) when the general case must
-    /// decide. The same turn as the general case.
-    #[inline]
+    /// decide. The same turn as the general case. Always inlined, as [`Sprayer::choose`].
+    #[inline(always)]
     fn round_robin_turn(&mut self, t: &Tables, gi: u16) -> Option<usize> {
         if self.iteration == 0 || self.shaped_for != t as *const Tables as usize {
             return None;
