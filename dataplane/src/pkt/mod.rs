@@ -242,19 +242,25 @@ mod tests {
 
     #[test]
     fn a_built_packet_is_appended_whether_or_not_the_vector_has_room() {
-        // No room at all, then exactly full, then room to spare: each packet lands at the end
-        // with its bytes, and those before it stay as they were.
+        // No room at all (a new vector), then exactly full, then room to spare: each packet
+        // lands at the end with its bytes, and those before it stay as they were.
         let mut out: Vec<Pkt> = Vec::new();
-        for i in 0..40u8 {
-            if i == 20 {
-                out.shrink_to_fit();
-                assert_eq!(out.len(), out.capacity());
-            }
-            push_built(&mut out, || Pkt::from_slice(&[i, i + 1])).rx_port = u16::from(i);
-            assert_eq!(out.len(), usize::from(i) + 1);
+        let mut n = 0u8;
+        let mut add = |out: &mut Vec<Pkt>| {
+            push_built(out, || Pkt::from_slice(&[n, n.wrapping_add(1)])).rx_port = u16::from(n);
+            n += 1;
+            assert_eq!(out.len(), usize::from(n));
+        };
+        add(&mut out);
+        while out.len() < out.capacity() {
+            add(&mut out);
         }
+        assert_eq!(out.len(), out.capacity());
+        add(&mut out);
+        out.reserve(8);
+        add(&mut out);
         for (i, p) in out.iter().enumerate() {
-            assert_eq!(p.data(), &[i as u8, i as u8 + 1]);
+            assert_eq!(p.data(), &[i as u8, (i as u8).wrapping_add(1)]);
             assert_eq!(p.rx_port, i as u16);
         }
     }
