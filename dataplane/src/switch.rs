@@ -112,7 +112,8 @@ pub struct Stopped {
     pub ports: Vec<Box<dyn Port>>,
     /// Final counters.
     pub stats: Stats,
-    /// Packets still queued when the ports would take no more.
+    /// Packets still queued when the ports would take no more, and those handed to a worker
+    /// after it had stopped.
     pub unsent: u64,
 }
 
@@ -587,8 +588,10 @@ impl Switch {
         let mut ports: Vec<Option<Box<dyn Port>>> =
             (0..self.tables.ports.len()).map(|_| None).collect();
         let mut unsent = 0;
+        // Every worker has stopped: what one handed another after that one finished is
+        // still in its ring, never sent.
         for exit in exits {
-            unsent += exit.unsent;
+            unsent += exit.unsent + exit.handoffs_left();
             for (id, p) in exit.ports {
                 if let Some(slot) = ports.get_mut(usize::from(id)) {
                     *slot = Some(p);
@@ -684,6 +687,65 @@ mod tests {
         done.store(true, Ordering::Relaxed);
         let w0 = driver.join().unwrap();
         drop(switch.stop_driven(vec![w0.finish(), silent_one.finish()]));
+    }
+
+    #[test]
+    fn packets_handed_to_a_worker_that_already_stopped_are_counted_unsent() {
+        use crate::testkit::roce_frame;
+        let (mut h0, d0) = mem::link("h0", "d0", 4096);
+        let (u0, mut fabric) = mem::link("u0", "fabric", 4096);
+        // The host's port on worker 0, the uplink on worker 1: every packet is handed over.
+        let run = RunConfig {
+            workers: 2,
+            assignment: Some(vec![0, 1]),
+            ..RunConfig::default()
+        };
+        let (switch, mut workers) = Switch::start_driven(
+            tor_tables(1, 1, SprayPolicy::RoundRobin),
+            vec![Box::new(d0), Box::new(u0)],
+            run,
+            |_| Box::new(Passthrough),
+        )
+        .unwrap();
+        let w1 = workers.pop().unwrap();
+        let mut w0 = workers.pop().unwrap();
+        let send = |h0: &mut mem::MemPort, from: u32, n: u32| {
+            let mut burst: Vec<Pkt> = (from..from + n)
+                .map(|k| Pkt::from_slice(&roce_frame(0, "10.9.0.2".parse().unwrap(), 7, k, 64)))
+                .collect();
+            h0.tx_burst(0, &mut burst);
+        };
+        // Some go through while both run; then worker 1 stops, and worker 0, still under
+        // load, hands it more before it stops too (as two workers stopped under load do).
+        let mut now = 1;
+        send(&mut h0, 0, 64);
+        for _ in 0..4 {
+            now += 1_000;
+            w0.iterate(now);
+        }
+        let mut w1 = w1;
+        for _ in 0..4 {
+            now += 1_000;
+            w1.iterate(now);
+        }
+        let e1 = w1.finish_at(now);
+        send(&mut h0, 64, 96);
+        for _ in 0..4 {
+            now += 1_000;
+            w0.iterate(now);
+        }
+        let e0 = w0.finish_at(now);
+        let stopped = switch.stop_driven(vec![e0, e1]);
+        let mut out = Vec::new();
+        fabric.rx_burst(now, &mut out, 4096);
+        assert_eq!(out.len(), 64, "what worker 1 sent before it stopped");
+        assert_eq!(stopped.stats.rx_pkts, 160);
+        assert_eq!(stopped.stats.tx_pkts, 64);
+        assert_eq!(stopped.stats.drops.iter().sum::<u64>(), 0);
+        assert_eq!(
+            stopped.unsent, 96,
+            "the packets handed over after worker 1 stopped"
+        );
     }
 
     #[test]

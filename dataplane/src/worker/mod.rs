@@ -173,6 +173,26 @@ pub struct WorkerExit {
     pub ports: Vec<(PortId, Box<dyn Port>)>,
     /// Packets left in transmit buffers when the ports would take no more.
     pub unsent: u64,
+    /// Its hand-off ring, which other workers may have filled after it stopped taking from it
+    /// (a worker still under load when this one finished): see [`WorkerExit::handoffs_left`].
+    pub inbox: HandoffRx,
+}
+
+impl WorkerExit {
+    /// Takes the packets other workers handed this one after it stopped, and returns how many
+    /// there were (they are dropped: the switch is stopping). Call it once every worker has
+    /// stopped, so that none can hand over more: [`crate::switch::Switch::stop`] counts them in
+    /// its `unsent`, which would otherwise miss them (a switch of two workers stopped under
+    /// load received thousands of packets more than it sent or counted).
+    pub fn handoffs_left(&self) -> u64 {
+        let mut n = 0;
+        while let Some(mut batch) = self.inbox.pop() {
+            n += batch.len() as u64;
+            batch.clear();
+            self.inbox.give_back(batch);
+        }
+        n
+    }
 }
 
 /// One poll-mode worker.
@@ -890,6 +910,7 @@ impl Worker {
         WorkerExit {
             ports,
             unsent: unsent as u64,
+            inbox: self.sh.inbox,
         }
     }
 
@@ -948,6 +969,7 @@ impl Worker {
         WorkerExit {
             ports,
             unsent: unsent as u64,
+            inbox: self.sh.inbox,
         }
     }
 }
