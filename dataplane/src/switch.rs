@@ -707,7 +707,7 @@ mod tests {
             |_| Box::new(Passthrough),
         )
         .unwrap();
-        let w1 = workers.pop().unwrap();
+        let mut w1 = workers.pop().unwrap();
         let mut w0 = workers.pop().unwrap();
         let send = |h0: &mut mem::MemPort, from: u32, n: u32| {
             let mut burst: Vec<Pkt> = (from..from + n)
@@ -723,7 +723,6 @@ mod tests {
             now += 1_000;
             w0.iterate(now);
         }
-        let mut w1 = w1;
         for _ in 0..4 {
             now += 1_000;
             w1.iterate(now);
